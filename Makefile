@@ -1,0 +1,48 @@
+# Everything a fresh machine (python3 >= 3.11 and make) needs: `make demo`, `make test`.
+# uv is bootstrapped into .tools/ with pip; the dev environment is .venv/, synced
+# from uv.lock (frozen: the lock is never changed implicitly).
+PY ?= python3
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.9
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
+export UV_NO_PROGRESS := 1
+
+.PHONY: setup demo test lint pytest bench lock clean
+
+$(UV):
+	$(PY) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml instrumentation/pyproject.toml evaluator/pyproject.toml collector/pyproject.toml
+	$(UV) sync --frozen --all-packages --all-extras --python $(PY)
+	touch $@
+
+setup: $(VENV)/.synced
+
+## The main job: a real collector, an instrumented example agent, metrics on /metrics.
+demo: setup
+	$(BIN)/tracepass demo $(DEMO_ARGS)
+
+## The whole suite: lint, types, tests (CI runs exactly this).
+test: setup lint pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+lock: $(UV)
+	$(UV) lock
+
+clean:
+	rm -rf $(VENV) $(TOOLS)

@@ -1,0 +1,1 @@
+"""OTLP collector: receive spans, rebuild conversations, score them, export metrics."""

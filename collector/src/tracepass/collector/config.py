@@ -1,0 +1,144 @@
+"""Configuration of `tracepass serve` (YAML file, overridden by CLI flags).
+
+Every field has a default that is sane for a single collector in production; the demo
+and the tests shorten the time-based ones. `docs/configuration.md` documents each field.
+Each section belongs to one stage: a stage reads only its own section.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TLSConfig(_Section):
+    cert_file: Path
+    key_file: Path
+
+
+class ReceiverConfig(_Section):
+    host: str = "0.0.0.0"
+    grpc_port: int = Field(default=4317, ge=0, le=65535)
+    http_port: int = Field(default=4318, ge=0, le=65535)
+    grpc_enabled: bool = True
+    http_enabled: bool = True
+    # Cap on one request's *decompressed* size (a gzip bomb is cut off while streaming).
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    # Concurrent export requests being ingested before answering 429 / RESOURCE_EXHAUSTED.
+    max_inflight_requests: int = Field(default=64, gt=0)
+    retry_after_s: float = Field(default=1.0, gt=0)
+    bearer_token: str | None = None
+    tls: TLSConfig | None = None
+
+
+class AssemblyConfig(_Section):
+    idle_timeout_s: float = Field(default=300.0, gt=0)
+    # A conversation with no conversation id (the trace is the conversation) closes this
+    # long after its root span ended.
+    trace_grace_s: float = Field(default=30.0, ge=0)
+    # After evaluation, late spans within this horizon cause a re-evaluation (revision).
+    retention_s: float = Field(default=3600.0, ge=0)
+    max_open_conversations: int = Field(default=10_000, gt=0)
+    max_buffered_spans: int = Field(default=1_000_000, gt=0)
+    max_spans_per_conversation: int = Field(default=10_000, gt=0)
+    # Extra span/resource attribute keys that carry a conversation id, tried after the
+    # built-in ones (gen_ai.conversation.id, session.id, traceloop association properties).
+    conversation_id_keys: list[str] = Field(default_factory=list)
+    tick_interval_s: float = Field(default=1.0, gt=0)
+
+
+class StateConfig(_Section):
+    path: Path = Path("tracepass-state/state.sqlite")
+    # none: no durability (fastest); batch: spans are committed (WAL) before the client
+    # is acknowledged, many requests per commit.
+    durability: Literal["none", "batch"] = "batch"
+    batch_max_delay_ms: float = Field(default=5.0, ge=0)
+
+
+class MatchingConfig(_Section):
+    fuzzy: bool = True
+    fuzzy_threshold: float = Field(default=90.0, ge=0, le=100)
+    reload_interval_s: float = Field(default=2.0, gt=0)
+
+
+class EvaluationSettings(_Section):
+    profile: Literal["default", "fair-forge"] = "default"
+    threshold: float = Field(default=0.7, ge=0, le=1)
+    tool_threshold: float = Field(default=1.0, ge=0, le=1)
+    default_grader: Literal["exact", "contains", "numeric", "llm"] = "contains"
+    # module:attr of a langchain-core BaseChatModel instance or factory, for the llm grader.
+    judge: str | None = None
+    judge_concurrency: int = Field(default=4, gt=0)
+    judge_cache: Path | None = None
+
+
+class WindowConfig(_Section):
+    name: str
+    seconds: float = Field(gt=0)
+
+
+class MetricsConfig(_Section):
+    prometheus_enabled: bool = True
+    prometheus_host: str = "0.0.0.0"
+    prometheus_port: int = Field(default=9464, ge=0, le=65535)
+    # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
+    otlp_endpoint: str | None = None
+    otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
+    export_interval_s: float = Field(default=15.0, gt=0)
+    windows: list[WindowConfig] = Field(
+        default_factory=lambda: [
+            WindowConfig(name="1h", seconds=3600),
+            WindowConfig(name="24h", seconds=86400),
+        ]
+    )
+    # Half-life of the exponentially decayed "fast" window.
+    decay_half_life_s: float = Field(default=900.0, gt=0)
+    ks: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    credible_level: float = Field(default=0.95, gt=0, lt=1)
+    prior: Literal["uniform", "jeffreys"] = "uniform"
+    min_conversations: int = Field(default=20, ge=1)
+    cusum_p0: float = Field(default=0.9, gt=0, lt=1)
+    cusum_p1: float = Field(default=0.7, gt=0, lt=1)
+    label_limit: int = Field(default=50, gt=0)
+    emit_evaluation_events: bool = True
+
+
+class CollectorConfig(_Section):
+    references: list[Path] = Field(default_factory=list)
+    receiver: ReceiverConfig = ReceiverConfig()
+    assembly: AssemblyConfig = AssemblyConfig()
+    state: StateConfig = StateConfig()
+    matching: MatchingConfig = MatchingConfig()
+    evaluation: EvaluationSettings = EvaluationSettings()
+    metrics: MetricsConfig = MetricsConfig()
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the field."""
+
+
+def load_config(path: Path | None) -> CollectorConfig:
+    if path is None:
+        return CollectorConfig()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    try:
+        return CollectorConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        ]
+        raise ConfigError("\n".join(lines)) from exc

@@ -1,0 +1,80 @@
+"""Operational instruments of the collector, created once from an OpenTelemetry Meter.
+
+Every stage that can lose or refuse data counts it here with a `reason`, so nothing
+is dropped silently. Names are final Prometheus names minus the `_total` suffix the
+exporter adds to counters; keep them stable (dashboards and alert rules use them).
+Evaluation-result instruments live in `tracepass.collector.metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opentelemetry import metrics
+from opentelemetry.metrics import Counter, Histogram, Meter, UpDownCounter
+
+
+@dataclass(frozen=True)
+class CollectorInstruments:
+    export_requests: Counter  # {protocol, outcome}: ok | partial | invalid | too_large | overloaded | unauthorized
+    spans_received: Counter  # {protocol}
+    spans_rejected: Counter  # {reason}
+    spans_dropped: Counter  # {reason}: buffered spans given up (eviction, retention)
+    late_spans: Counter  # spans for an already evaluated conversation
+    conversations_completed: (
+        Counter  # {reason}: end_signal | reference_turns | idle | trace_grace | evicted
+    )
+    conversations_evicted: Counter  # {reason}
+    conversations_unmatched: Counter
+    revisions: Counter
+    open_conversations: UpDownCounter
+    buffered_spans: UpDownCounter
+    ingest_seconds: Histogram
+
+    @classmethod
+    def create(cls, meter: Meter | None = None) -> CollectorInstruments:
+        m = meter or metrics.get_meter("tracepass.collector")
+        return cls(
+            export_requests=m.create_counter(
+                "tracepass_export_requests", description="OTLP export requests by outcome"
+            ),
+            spans_received=m.create_counter(
+                "tracepass_spans_received", description="Spans received over OTLP"
+            ),
+            spans_rejected=m.create_counter(
+                "tracepass_spans_rejected", description="Spans refused, by reason"
+            ),
+            spans_dropped=m.create_counter(
+                "tracepass_spans_dropped", description="Accepted spans later given up, by reason"
+            ),
+            late_spans=m.create_counter(
+                "tracepass_late_spans",
+                description="Spans arriving after their conversation was evaluated",
+            ),
+            conversations_completed=m.create_counter(
+                "tracepass_conversations_completed",
+                description="Conversations closed, by completion reason",
+            ),
+            conversations_evicted=m.create_counter(
+                "tracepass_conversations_evicted",
+                description="Conversations evicted before completion, by reason",
+            ),
+            conversations_unmatched=m.create_counter(
+                "tracepass_conversations_unmatched",
+                description="Completed conversations with no reference",
+            ),
+            revisions=m.create_counter(
+                "tracepass_revisions", description="Re-evaluations caused by late spans"
+            ),
+            open_conversations=m.create_up_down_counter(
+                "tracepass_open_conversations", description="Conversations being assembled"
+            ),
+            buffered_spans=m.create_up_down_counter(
+                "tracepass_buffered_spans", description="Spans held in open conversations"
+            ),
+            ingest_seconds=m.create_histogram(
+                "tracepass_ingest_duration",
+                unit="s",
+                description="Time to ingest one export request",
+            ),
+        )

@@ -1,0 +1,1 @@
+"""Map spans of every supported instrumentation convention to `SpanRecord`s."""

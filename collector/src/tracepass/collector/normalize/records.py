@@ -1,0 +1,62 @@
+"""Normalized span records: the one shape every instrumentation convention maps to.
+
+`normalize_request` (in this package) turns OTLP spans from tracepass, OTel GenAI
+semconv, OpenInference or OpenLLMetry into `SpanRecord`s; assembly only ever sees
+records, never raw attributes, so supporting a new convention touches this package only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from tracepass.evaluator.models import ToolCall
+
+
+class RecordKind(StrEnum):
+    TURN = "turn"  # an agent invocation (invoke_agent, AGENT/CHAIN root, workflow)
+    TOOL = "tool"  # one tool execution
+    MODEL = "model"  # one LLM call (chat/completion); may carry tool calls in its messages
+    OTHER = "other"  # anything else; kept for tree structure (parent links)
+    END = "end"  # tracepass's explicit end-of-conversation marker
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    trace_id: str  # 32 lowercase hex chars
+    span_id: str  # 16 lowercase hex chars
+    parent_span_id: str | None
+    kind: RecordKind
+    name: str
+    start_ns: int
+    end_ns: int
+    conversation_id: str | None = None
+    reference_id: str | None = None
+    agent_name: str | None = None
+    agent_version: str | None = None
+    service_name: str | None = None
+    # TURN: the user query and final answer. MODEL: last user message / output text.
+    input_text: str | None = None
+    output_text: str | None = None
+    # TOOL only.
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    tool_arguments: dict[str, Any] | None = None
+    tool_result: Any = None
+    # Set when the span's status is ERROR (message, or error.type when no message).
+    error: str | None = None
+    # MODEL only: tool calls the model requested, for stacks that emit no tool spans.
+    requested_tool_calls: tuple[ToolCall, ...] = ()
+    final_answer_uses_tools: bool | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A span that cannot be used (e.g. malformed ids); reported as OTLP partial success."""
+
+    trace_id: str
+    span_id: str
+    reason: str  # short metric label, e.g. "invalid_trace_id"
+    message: str

@@ -1,0 +1,1 @@
+"""Pure scoring and statistics for tool-using agents (no network, no OTLP)."""

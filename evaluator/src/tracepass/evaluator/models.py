@@ -1,0 +1,185 @@
+"""The data model shared by every stage after span normalization.
+
+Two sides meet here: what the agent *did* (`Conversation` → `Turn` → `ToolCall`,
+built by the collector from spans or loaded from a dataset) and what it *should*
+have done (`ReferenceSet` → `Reference` → `ReferenceTurn` → `ExpectedTool`).
+Scoring results (`ConversationResult` → `TurnResult`) are the third group; their
+field names are the JSON contract of `tracepass evaluate --format json`.
+
+Models are frozen so a conversation handed to the evaluator cannot be mutated
+behind the collector's back (it may be re-evaluated on a later revision).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- actual side
+
+
+class ToolCall(_Frozen):
+    """One tool invocation as observed. `arguments` is always a mapping; sources whose
+    arguments could not be parsed keep the raw text under the key `"_raw"`."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    error: str | None = None
+    call_id: str | None = None
+    start_ns: int | None = None
+
+
+class Turn(_Frozen):
+    """One user query and the agent's work on it (tool calls in start-time order)."""
+
+    query: str | None = None
+    answer: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    final_answer_uses_tools: bool | None = None
+    error: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+
+class Conversation(_Frozen):
+    """A whole conversation: many turns, possibly spread over many traces."""
+
+    id: str
+    agent_name: str | None = None
+    agent_version: str | None = None
+    turns: tuple[Turn, ...] = ()
+    reference_id: str | None = None
+    trace_ids: tuple[str, ...] = ()
+    # False when the collector had to give up waiting (eviction); such conversations are
+    # scored with outcome "incomplete" rather than pass/fail.
+    complete: bool = True
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- reference side
+
+
+class ExpectedTool(_Frozen):
+    """A tool call the reference expects. `arguments=None` means arguments are not checked.
+
+    `argument_match` is one of exact | ignore | subset | superset | regex | numeric, or a
+    dotted import path `package.module:function` / `package.module.function` to a callable
+    `(expected: dict, actual: dict) -> float | bool`.
+    """
+
+    name: str
+    arguments: dict[str, Any] | None = None
+    argument_match: str = "exact"
+    abs_tol: float = 0.0
+    rel_tol: float = 1e-9
+
+
+class GraderSpec(BaseModel):
+    """One answer grader. Options specific to the grader type are extra fields, validated
+    by the grader itself (see `tracepass.evaluator.graders`)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    type: str
+    weight: float = Field(default=1.0, gt=0)
+
+
+class ReferenceTurn(_Frozen):
+    query: str
+    expected_answer: str | None = None
+    graders: tuple[GraderSpec, ...] = ()
+    # None: tools are not checked for this turn; (): the turn must not call tools.
+    expected_tools: tuple[ExpectedTool, ...] | None = None
+    tool_sequence_matters: bool = False
+
+
+class MatchSpec(_Frozen):
+    query: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+class Reference(_Frozen):
+    id: str
+    turns: tuple[ReferenceTurn, ...]
+    match: MatchSpec = MatchSpec()
+    tags: tuple[str, ...] = ()
+
+
+class ReferenceSet(_Frozen):
+    name: str
+    version: str = "1"
+    references: tuple[Reference, ...] = ()
+
+
+# --------------------------------------------------------------------------- results
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # an answer grader / judge could not produce a verdict
+    INCOMPLETE = "incomplete"  # fewer turns than the reference, or evicted before completion
+
+
+class ToolCorrectness(_Frozen):
+    selection: float
+    parameters: float
+    sequence: float
+    utilization: float
+    overall: float
+    correct: bool
+
+
+class TrajectoryScores(_Frozen):
+    exact: bool
+    in_order: bool
+    any_order: bool
+    precision: float
+    recall: float
+    f1: float
+
+
+class GraderResult(_Frozen):
+    grader: str
+    score: float | None
+    passed: bool | None
+    error: str | None = None
+    reasoning: str | None = None
+
+
+class TurnResult(_Frozen):
+    index: int
+    query: str | None
+    answer: str | None
+    expected_answer: str | None = None
+    answer_score: float | None
+    answer_correct: bool | None
+    answer_error: str | None = None
+    graders: tuple[GraderResult, ...] = ()
+    tool_correctness: ToolCorrectness | None
+    trajectory: TrajectoryScores
+    tool_calls: tuple[ToolCall, ...] = ()
+    expected_tools: tuple[ExpectedTool, ...] | None = None
+    correct: bool | None
+
+
+class ConversationResult(_Frozen):
+    conversation_id: str
+    reference_id: str | None
+    reference_set: str | None = None
+    agent_name: str | None = None
+    agent_version: str | None = None
+    correct: bool
+    outcome: Outcome
+    turns: tuple[TurnResult, ...] = ()
+    trajectory: TrajectoryScores | None = None  # over the concatenated turns

@@ -1,0 +1,1 @@
+"""Decorators that emit OpenTelemetry GenAI spans for agent turns and tool calls."""
