@@ -1,0 +1,168 @@
+"""Deployment files must be valid for the tools that read them.
+
+What can be checked here without Docker or a cluster: every YAML parses; Kubernetes
+objects validate (strict) against the Kubernetes OpenAPI schemas that kubernetes-validate
+ships; the OpenTelemetry Collector configs use only keys of the components' documented
+config schemas (the load_balancing exporter's config.schema.yaml, the routing connector's
+and transform processor's documented fields), and their pipelines are wired consistently;
+kustomize and compose only reference files that exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+K8S_VERSION = "1.31.0"
+
+# Top-level keys documented for each component (load_balancing: its config.schema.yaml
+# plus the embedded exporterhelper timeout/retry configs; routing connector and transform
+# processor: their READMEs).
+LOAD_BALANCING_KEYS = {
+    "protocol",
+    "resolver",
+    "routing_key",
+    "routing_attributes",
+    "sending_queue",
+    "timeout",
+    "retry_on_failure",
+}
+RESOLVER_KEYS = {
+    "static": {"hostnames"},
+    "dns": {"hostname", "port", "interval", "timeout"},
+    "k8s": {"service", "ports", "timeout", "return_hostnames"},
+    "aws_cloud_map": {"namespace", "service_name", "port", "health_status", "interval", "timeout"},
+}
+ROUTING_KEYS = {"service", "traceID", "resource", "metric", "streamID", "attributes"}
+ROUTING_CONNECTOR_KEYS = {"default_pipelines", "error_mode", "table"}
+ROUTING_ROUTE_KEYS = {"context", "condition", "statement", "pipelines"}
+TRANSFORM_KEYS = {"error_mode", "trace_statements", "metric_statements", "log_statements"}
+
+
+def _load_all(path: Path) -> list[Any]:
+    with path.open(encoding="utf-8") as fh:
+        return [doc for doc in yaml.safe_load_all(fh) if doc is not None]
+
+
+def _yaml_files() -> list[Path]:
+    return sorted(p for p in DEPLOY.rglob("*") if p.suffix in {".yaml", ".yml"})
+
+
+@pytest.mark.parametrize("path", _yaml_files(), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_yaml_parses(path: Path) -> None:
+    assert _load_all(path), f"{path} is empty"
+
+
+def _k8s_objects() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        for doc in _load_all(path):
+            out.append((f"{path.name}:{doc['kind']}/{doc['metadata']['name']}", doc))
+    return out
+
+
+@pytest.mark.parametrize(("name", "obj"), _k8s_objects(), ids=[n for n, _ in _k8s_objects()])
+def test_kubernetes_objects_validate(name: str, obj: dict[str, Any]) -> None:
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_statefulset_uses_headless_service_and_persistent_state() -> None:
+    objs = {n.split(":", 1)[1]: o for n, o in _k8s_objects()}
+    svc = objs["Service/tracepass-headless"]
+    sts = objs["StatefulSet/tracepass"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert sts["spec"]["serviceName"] == "tracepass-headless"
+    assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "state"
+    # The gateway's dns resolver must point at that headless Service.
+    gateway = _load_all(DEPLOY / "otelcol" / "gateway.yaml")[0]
+    for name in ("load_balancing/conversation", "load_balancing/trace"):
+        host = gateway["exporters"][name]["resolver"]["dns"]["hostname"]
+        assert host.startswith("tracepass-headless.tracepass.svc")
+
+
+def test_kustomization_references_existing_files() -> None:
+    kust = _load_all(DEPLOY / "kustomization.yaml")[0]
+    for res in kust["resources"]:
+        assert (DEPLOY / res).is_file(), res
+    for gen in kust["configMapGenerator"]:
+        for spec in gen["files"]:
+            assert (DEPLOY / spec.split("=", 1)[1]).is_file(), spec
+
+
+def _check_otelcol(config: dict[str, Any]) -> None:
+    components = {
+        kind: set(config.get(kind) or {})
+        for kind in ("receivers", "processors", "exporters", "connectors", "extensions")
+    }
+    for name, exp in config["exporters"].items():
+        if name.split("/")[0] != "load_balancing":
+            continue
+        assert set(exp) <= LOAD_BALANCING_KEYS, (
+            f"{name}: unknown keys {set(exp) - LOAD_BALANCING_KEYS}"
+        )
+        assert exp["routing_key"] in ROUTING_KEYS
+        if exp["routing_key"] == "attributes":
+            assert exp["routing_attributes"] == ["gen_ai.conversation.id"]
+        assert set(exp["protocol"]) == {"otlp"}
+        assert "endpoint" not in exp["protocol"]["otlp"], "the resolver sets endpoints"
+        (resolver,) = exp["resolver"].items()
+        assert set(resolver[1]) <= RESOLVER_KEYS[resolver[0]]
+    for name, conn in (config.get("connectors") or {}).items():
+        assert name.split("/")[0] == "routing"
+        assert set(conn) <= ROUTING_CONNECTOR_KEYS
+        for route in conn["table"]:
+            assert set(route) <= ROUTING_ROUTE_KEYS
+    for name, proc in (config.get("processors") or {}).items():
+        if name.split("/")[0] == "transform":
+            assert set(proc) <= TRANSFORM_KEYS
+    pipelines = config["service"]["pipelines"]
+    for pname, pipe in pipelines.items():
+        for rec in pipe["receivers"]:
+            assert rec in components["receivers"] | components["connectors"], (pname, rec)
+        for proc in pipe.get("processors", []):
+            assert proc in components["processors"], (pname, proc)
+        for exp in pipe["exporters"]:
+            assert exp in components["exporters"] | components["connectors"], (pname, exp)
+    # Every pipeline a connector routes to exists and is fed by that connector.
+    for cname, conn in (config.get("connectors") or {}).items():
+        targets = set(conn["default_pipelines"])
+        for route in conn["table"]:
+            targets |= set(route["pipelines"])
+        for target in targets:
+            assert cname in pipelines[target]["receivers"], (cname, target)
+    for ext in config["service"].get("extensions", []):
+        assert ext in components["extensions"]
+
+
+@pytest.mark.parametrize("name", ["gateway.yaml", "static-two-replicas.yaml"])
+def test_otelcol_configs_match_component_schemas(name: str) -> None:
+    _check_otelcol(_load_all(DEPLOY / "otelcol" / name)[0])
+
+
+def test_otelcol_copies_session_keys_into_conversation_id() -> None:
+    gateway = _load_all(DEPLOY / "otelcol" / "gateway.yaml")[0]
+    statements = " ".join(
+        gateway["processors"]["transform/conversation_id"]["trace_statements"][0]["statements"]
+    )
+    for key in (
+        'attributes["session.id"]',
+        'attributes["traceloop.association.properties.session_id"]',
+        'attributes["traceloop.association.properties.conversation_id"]',
+        'attributes["traceloop.association.properties.thread_id"]',
+    ):
+        assert key in statements
+
+
+def test_compose_mounts_existing_files() -> None:
+    compose = _load_all(DEPLOY / "compose" / "docker-compose.yaml")[0]
+    base = DEPLOY / "compose"
+    for svc in compose["services"].values():
+        for vol in svc.get("volumes", []):
+            src = vol.split(":", 1)[0]
+            if src.startswith("."):
+                assert (base / src).exists(), src
