@@ -1,0 +1,97 @@
+"""What every answer grader shares: its input, its option model and its error type.
+
+A grader is configured once from a `GraderSpec` (options validated by a pydantic model so
+a typo in a reference file fails with the option's name, not later with a KeyError) and
+then called once per turn. Graders are async because two of them (`command`, `llm`) wait
+on I/O; the deterministic ones simply never await.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from tracepass.evaluator.judge import LLMJudge
+
+
+class GraderConfigError(ValueError):
+    """A grader spec that cannot be used: unknown type or invalid options.
+
+    `path` locates the offending option inside the spec (e.g. ``"keywords[2]"``) so a
+    reference loader can prefix it with the file and the turn's position.
+    """
+
+    def __init__(self, grader: str, message: str, path: str = "") -> None:
+        self.grader = grader
+        self.path = path
+        self.message = message
+        where = f" option {path!r}" if path else ""
+        super().__init__(f"grader {grader!r}{where}: {message}")
+
+
+class GraderOptions(BaseModel):
+    """Base of every grader's option model: frozen, and unknown options are errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True, slots=True)
+class GradeInput:
+    """Everything a grader may look at for one turn.
+
+    `answer` is never None here: `grade_answer` decides what a missing answer means
+    before any grader runs. `threshold` is the turn's answer threshold, used as the pass
+    line by graders whose score is continuous (llm, command) unless they set their own.
+    """
+
+    query: str | None
+    answer: str
+    expected: str | None
+    threshold: float
+    tool_results: Sequence[Any] = ()
+    judge: LLMJudge | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A grader's raw verdict; `answers.grade_answer` turns it into a `GraderResult`.
+
+    Exactly one of (`score`, `error`) is meaningful: an error means "no verdict", which
+    must never be read as a score of 0.0.
+    """
+
+    score: float | None
+    passed: bool | None
+    reasoning: str | None = None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ok(cls, score: float, passed: bool, reasoning: str | None = None) -> Verdict:
+        return cls(score=min(1.0, max(0.0, float(score))), passed=passed, reasoning=reasoning)
+
+    @classmethod
+    def fail(cls, error: str) -> Verdict:
+        return cls(score=None, passed=None, error=error)
+
+
+OptionsT = TypeVar("OptionsT", bound=GraderOptions)
+
+
+class Grader(ABC, Generic[OptionsT]):
+    """One configured grader. Subclasses set `type_name` and `options_model`."""
+
+    type_name: ClassVar[str]
+    options_model: ClassVar[type[GraderOptions]]
+
+    def __init__(self, options: OptionsT) -> None:
+        self.options = options
+
+    @abstractmethod
+    async def grade(self, inp: GradeInput) -> Verdict:
+        """Grade one answer. Raising is allowed: the caller records it as an error."""

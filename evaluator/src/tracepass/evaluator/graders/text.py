@@ -1,0 +1,47 @@
+"""Text normalization shared by the string graders (`exact`, `contains`, `regex`).
+
+Normalization happens in a fixed order so options compose predictably:
+NFKC → casefold → punctuation removal → whitespace collapsing. NFKC first so that
+compatibility characters (full-width digits, ligatures, non-breaking spaces) are plain
+before the later steps look at them; punctuation before whitespace so that removing
+the dash of "a - b" does not leave a double space. Punctuation is deleted, not replaced by
+a space (as in SQuAD's answer normalization): "1,200" → "1200", "don't" → "dont".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from pydantic import BaseModel, ConfigDict
+
+_WS = re.compile(r"\s+")
+
+
+class Normalization(BaseModel):
+    """Normalization switches; each grader chooses its own defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nfkc: bool = True
+    casefold: bool = False
+    strip_punctuation: bool = False
+    whitespace: bool = True
+
+
+def _is_punct(ch: str) -> bool:
+    # Unicode categories P* (punctuation) and S* (symbols such as $, %, +) both count:
+    # "$1,200" vs "1200" is the case users mean when they ask for punctuation stripping.
+    return unicodedata.category(ch)[0] in ("P", "S")
+
+
+def normalize(text: str, opts: Normalization) -> str:
+    if opts.nfkc:
+        text = unicodedata.normalize("NFKC", text)
+    if opts.casefold:
+        text = text.casefold()
+    if opts.strip_punctuation:
+        text = "".join(ch for ch in text if not _is_punct(ch))
+    if opts.whitespace:
+        text = _WS.sub(" ", text).strip()
+    return text
