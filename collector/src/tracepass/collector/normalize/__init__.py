@@ -1,1 +1,217 @@
-"""Map spans of every supported instrumentation convention to `SpanRecord`s."""
+"""Map spans of every supported instrumentation convention to `SpanRecord`s.
+
+`normalize_request` is on the ingest hot path: each span's attributes are converted to
+one dict once, the convention is picked by a handful of key lookups
+(end marker → `openinference.span.kind` → `traceloop.span.kind` →
+`gen_ai.operation.name` → legacy `gen_ai.prompt.*`), and only the spans that matter
+(turns, tools, model calls) have their JSON payloads decoded. See docs/conventions.md
+for the mapping tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.normalize import genai, openinference, traceloop, tracepass_conv
+from tracepass.collector.normalize.anyvalue import attributes_to_dict
+from tracepass.collector.normalize.extract import Extract, as_str
+from tracepass.collector.normalize.ids import parent_id_hex, span_id_hex, trace_id_hex
+from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+
+__all__ = [
+    "CONVERSATION_ID_KEYS",
+    "RecordKind",
+    "Rejection",
+    "SpanRecord",
+    "normalize_request",
+    "resolve_conversation_id",
+]
+
+# Resolution order of the conversation id (first non-empty wins); then the configured
+# extra keys on the span, then the same extra keys on the resource.
+CONVERSATION_ID_KEYS: tuple[str, ...] = (
+    "gen_ai.conversation.id",
+    "session.id",
+    traceloop.ASSOCIATION + "session_id",
+    traceloop.ASSOCIATION + "conversation_id",
+    traceloop.ASSOCIATION + "thread_id",
+)
+
+_STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+
+# Attributes copied verbatim into `SpanRecord.attributes` when present: small, useful
+# downstream (END turn count, truncation flag, model, user); the rest is not kept.
+_KEPT_ATTRIBUTES = (
+    tracepass_conv.TURNS_ATTR,
+    tracepass_conv.TRUNCATED,
+    genai.OPERATION,
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "llm.model_name",
+    "user.id",
+    "error.type",
+)
+
+CONVENTION_ATTR = "tracepass.convention"
+
+
+def resolve_conversation_id(
+    attrs: dict[str, Any], extra_keys: Sequence[str] = (), resource_fallback: str | None = None
+) -> str | None:
+    """The conversation id of one span (see `CONVERSATION_ID_KEYS`); None means the
+    collector treats the trace as the conversation."""
+    for key in CONVERSATION_ID_KEYS:
+        value = attrs.get(key)
+        if value is not None:
+            text = as_str(value)
+            if text is not None:
+                return text
+    for key in extra_keys:
+        value = attrs.get(key)
+        if value is not None:
+            text = as_str(value)
+            if text is not None:
+                return text
+    return resource_fallback
+
+
+def _extract(name: str, attrs: dict[str, Any], is_root: bool) -> Extract:
+    if tracepass_conv.is_end_marker(name, attrs):
+        return Extract(RecordKind.END, "tracepass")
+    oi_kind = attrs.get(openinference.SPAN_KIND)
+    if oi_kind is not None:
+        return openinference.extract(oi_kind, attrs, is_root=is_root)
+    tl_kind = attrs.get(traceloop.SPAN_KIND)
+    if tl_kind is not None:
+        return traceloop.extract(tl_kind, attrs)
+    operation = attrs.get(genai.OPERATION)
+    if operation is not None:
+        return genai.extract(operation, attrs)
+    if genai.is_legacy_model(attrs):
+        return genai.model_extract(attrs)
+    return Extract(RecordKind.OTHER, "")
+
+
+def _error(span: Any, attrs: dict[str, Any]) -> str | None:
+    status = span.status
+    if status.code != _STATUS_ERROR:
+        return None
+    return status.message or as_str(attrs.get("error.type")) or "error"
+
+
+def normalize_request(
+    request: ExportTraceServiceRequest, *, conversation_id_keys: Sequence[str] = ()
+) -> tuple[list[SpanRecord], list[Rejection]]:
+    """Records for the usable spans of one export request, rejections for the others."""
+    records: list[SpanRecord] = []
+    rejections: list[Rejection] = []
+    extra_keys = tuple(conversation_id_keys)
+    for resource_spans in request.resource_spans:
+        resource = attributes_to_dict(resource_spans.resource.attributes)
+        service_name = as_str(resource.get("service.name"))
+        service_version = as_str(resource.get("service.version"))
+        resource_conversation: str | None = None
+        for key in extra_keys:
+            resource_conversation = as_str(resource.get(key))
+            if resource_conversation is not None:
+                break
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                record = _record(
+                    span,
+                    extra_keys,
+                    resource_conversation,
+                    service_name,
+                    service_version,
+                    rejections,
+                )
+                if record is not None:
+                    records.append(record)
+    return records, rejections
+
+
+def _record(
+    span: Any,
+    extra_keys: tuple[str, ...],
+    resource_conversation: str | None,
+    service_name: str | None,
+    service_version: str | None,
+    rejections: list[Rejection],
+) -> SpanRecord | None:
+    raw_trace = span.trace_id
+    raw_span = span.span_id
+    trace_id = trace_id_hex(raw_trace)
+    span_id = span_id_hex(raw_span)
+    parent = parent_id_hex(span.parent_span_id)
+    if trace_id is None or span_id is None or parent is False:
+        rejections.append(_rejection(raw_trace, raw_span, span.parent_span_id, trace_id, span_id))
+        return None
+    attrs = attributes_to_dict(span.attributes)
+    name = span.name
+    ex = _extract(name, attrs, parent is None)
+
+    kept: dict[str, Any] = {CONVENTION_ATTR: ex.convention} if ex.convention else {}
+    for key in _KEPT_ATTRIBUTES:
+        if key in attrs:
+            kept[key] = attrs[key]
+    if ex.kind is RecordKind.END:
+        turns = tracepass_conv.turn_count(attrs)
+        if turns is None:
+            kept.pop(tracepass_conv.TURNS_ATTR, None)
+        else:
+            kept[tracepass_conv.TURNS_ATTR] = turns
+
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent if isinstance(parent, str) else None,
+        kind=ex.kind,
+        name=name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano,
+        conversation_id=resolve_conversation_id(attrs, extra_keys, resource_conversation),
+        reference_id=as_str(attrs.get(tracepass_conv.REFERENCE_ID)),
+        agent_name=as_str(attrs.get("gen_ai.agent.name")) or ex.agent_name or service_name,
+        agent_version=as_str(attrs.get("gen_ai.agent.version"))
+        or as_str(attrs.get(tracepass_conv.AGENT_VERSION))
+        or service_version,
+        service_name=service_name,
+        input_text=ex.input_text,
+        output_text=ex.output_text,
+        tool_name=ex.tool_name,
+        tool_call_id=ex.tool_call_id,
+        tool_arguments=ex.tool_arguments,
+        tool_result=ex.tool_result,
+        error=_error(span, attrs),
+        requested_tool_calls=ex.requested_tool_calls,
+        attributes=kept,
+    )
+
+
+def _rejection(
+    raw_trace: bytes,
+    raw_span: bytes,
+    raw_parent: bytes,
+    trace_id: str | None,
+    span_id: str | None,
+) -> Rejection:
+    if trace_id is None:
+        reason = "invalid_trace_id"
+        what = f"trace id must be 16 bytes and not all zero (got {len(raw_trace)} bytes"
+        what += ", all zero)" if raw_trace and not any(raw_trace) else ")"
+    elif span_id is None:
+        reason = "invalid_span_id"
+        what = f"span id must be 8 bytes and not all zero (got {len(raw_span)} bytes"
+        what += ", all zero)" if raw_span and not any(raw_span) else ")"
+    else:
+        reason = "invalid_parent_span_id"
+        what = f"parent span id must be empty or 8 bytes (got {len(raw_parent)} bytes)"
+    return Rejection(
+        trace_id=raw_trace.hex(),
+        span_id=raw_span.hex(),
+        reason=reason,
+        message=f"span {raw_span.hex() or '(empty)'} of trace {raw_trace.hex() or '(empty)'}: {what}",
+    )

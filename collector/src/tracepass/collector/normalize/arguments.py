@@ -1,0 +1,118 @@
+"""Tool-call arguments and results into the shapes `ToolCall` promises.
+
+`ToolCall.arguments` is always a mapping. Sources send JSON text, structured values,
+LangChain's callback wrapper (`{"input_str": "<python repr>", "tags": …, "metadata": …}`
+or `{"inputs": {...}, "kwargs": …}`) or text cut short by a size limit; whatever cannot
+be read as an object is kept verbatim under `"_raw"` so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracepass.collector.normalize import pyrepr
+from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+
+RAW_KEY = "_raw"
+
+# Keys LangChain's callback handlers add around the real tool input.
+_LC_WRAPPER_KEYS = frozenset(
+    {"input_str", "inputs", "tags", "metadata", "kwargs", "run_id", "parent_run_id", "name"}
+)
+_LC_META_KEYS = frozenset({"tags", "metadata", "kwargs", "run_id", "parent_run_id"})
+
+
+def _unwrap_langchain(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The real arguments inside a LangChain callback wrapper, or None if `obj` is not one."""
+    if not obj.keys() <= _LC_WRAPPER_KEYS:
+        return None
+    # `{"inputs": …}` alone may be a tool whose one parameter is called `inputs`; only
+    # treat it as the wrapper when a callback-only key is next to it.
+    if "input_str" not in obj and ("inputs" not in obj or not obj.keys() & _LC_META_KEYS):
+        return None
+    inputs = obj.get("inputs")
+    if isinstance(inputs, dict) and inputs:
+        return inputs
+    input_str = obj.get("input_str")
+    if isinstance(input_str, str):
+        parsed = loads(input_str)
+        if parsed is NOT_JSON:
+            parsed = pyrepr.literal(input_str)
+        if isinstance(parsed, dict):
+            return parsed
+        return {RAW_KEY: input_str}
+    if isinstance(inputs, str):
+        return coerce_arguments(inputs)
+    return None
+
+
+def coerce_arguments(value: Any) -> dict[str, Any]:
+    """Arguments as a mapping; unreadable or non-object input kept under `"_raw"`."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        unwrapped = _unwrap_langchain(value)
+        return unwrapped if unwrapped is not None else value
+    if isinstance(value, str):
+        parsed = loads(value)
+        if isinstance(parsed, dict):
+            unwrapped = _unwrap_langchain(parsed)
+            return unwrapped if unwrapped is not None else parsed
+        if parsed is NOT_JSON:
+            parsed = pyrepr.literal(value)
+            if isinstance(parsed, dict):
+                return parsed
+        return {RAW_KEY: value} if value else {}
+    return {RAW_KEY: value}
+
+
+def _langchain_tool_message_content(obj: dict[str, Any]) -> tuple[bool, Any]:
+    """(True, content) when `obj` is a serialized LangChain ToolMessage."""
+    if obj.get("lc") == 1 and isinstance(obj.get("kwargs"), dict):
+        kwargs = obj["kwargs"]
+        if kwargs.get("type") == "tool" or "tool_call_id" in kwargs:
+            return True, kwargs.get("content")
+    data = obj.get("data")
+    if obj.get("type") == "tool" and isinstance(data, dict):
+        return True, data.get("content")
+    if obj.get("type") == "tool" and "content" in obj:
+        return True, obj.get("content")
+    return False, None
+
+
+def coerce_result(value: Any) -> Any:
+    """Tool result: JSON decoded when possible, LangChain ToolMessage / callback wrapper
+    (`{"output": …, "kwargs": …}`) reduced to the message content, else the raw value."""
+    if isinstance(value, str):
+        parsed = loads(value)
+        if parsed is NOT_JSON:
+            return value
+        value = parsed
+    if isinstance(value, dict):
+        if "output" in value and value.keys() <= {"output", "kwargs"}:
+            value = value["output"]
+            if isinstance(value, str):
+                return value
+        if isinstance(value, dict):
+            is_msg, content = _langchain_tool_message_content(value)
+            if is_msg:
+                return content
+    return value
+
+
+def tool_call_id_from_result(value: Any) -> str | None:
+    """LangChain ToolMessages carry the id of the call they answer; OpenInference and
+    OpenLLMetry tool spans have no other place for it."""
+    if not isinstance(value, str) or "tool_call_id" not in value:
+        return None
+    parsed = loads(value)
+    if not isinstance(parsed, dict):
+        return None
+    if set(parsed) <= {"output", "kwargs"} and isinstance(parsed.get("output"), dict):
+        parsed = parsed["output"]
+    for holder in (parsed.get("kwargs"), parsed.get("data"), parsed):
+        if isinstance(holder, dict):
+            call_id = holder.get("tool_call_id")
+            if isinstance(call_id, str) and call_id:
+                return call_id
+    return None

@@ -1,0 +1,325 @@
+"""Chat messages in the shapes instrumentations write them, reduced to what scoring needs.
+
+One `Message` (role, text, requested tool calls) is read from:
+- OTel GenAI semconv: `{"role", "parts": [{"type": "text"|"tool_call"|…}], "finish_reason"}`
+  (and the older `{"role", "content"}` form);
+- LangChain serializations found in chain state: `{"lc": 1, "id": [..., "AIMessage"],
+  "kwargs": {...}}`, `{"type": "ai", "data": {...}}`, `{"type": "human", "content": …}`,
+  `("user", "text")` tuples and bare strings;
+- flattened attribute lists (`llm.input_messages.0.message.role`, `gen_ai.prompt.0.role`).
+
+Query and answer of a turn come from the chain state: the last user message is the
+query, the last assistant message the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tracepass.collector.normalize.arguments import coerce_arguments
+from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.evaluator.models import ToolCall
+
+USER = "user"
+ASSISTANT = "assistant"
+TOOL = "tool"
+SYSTEM = "system"
+
+_ROLE = {
+    "user": USER,
+    "human": USER,
+    "humanmessage": USER,
+    "humanmessagechunk": USER,
+    "assistant": ASSISTANT,
+    "ai": ASSISTANT,
+    "model": ASSISTANT,
+    "aimessage": ASSISTANT,
+    "aimessagechunk": ASSISTANT,
+    "tool": TOOL,
+    "function": TOOL,
+    "toolmessage": TOOL,
+    "toolmessagechunk": TOOL,
+    "functionmessage": TOOL,
+    "system": SYSTEM,
+    "developer": SYSTEM,
+    "systemmessage": SYSTEM,
+}
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+def role_of(raw: Any) -> str:
+    if not isinstance(raw, str):
+        return ""
+    return _ROLE.get(raw.lower(), raw.lower())
+
+
+def content_text(content: Any) -> str | None:
+    """Text of a message content: a string, or a list of blocks whose text parts are
+    joined (LangChain/OpenAI `{"type": "text", "text"}`, semconv `{"content"}`)."""
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                pieces.append(block)
+            elif isinstance(block, dict) and block.get("type", "text") == "text":
+                text = block.get("text", block.get("content"))
+                if isinstance(text, str):
+                    pieces.append(text)
+        return "\n".join(pieces) if pieces else None
+    return None
+
+
+def make_tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
+    # model_construct: the fields are already the right types, validation would only
+    # cost time on the hot path.
+    return ToolCall.model_construct(
+        name=str(name),
+        arguments=coerce_arguments(arguments),
+        result=None,
+        error=None,
+        call_id=call_id if isinstance(call_id, str) and call_id else None,
+        start_ns=None,
+    )
+
+
+def _langchain_tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    if not isinstance(raw, list) or not raw:
+        return ()
+    calls: list[ToolCall] = []
+    for tc in raw:
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function")
+        if isinstance(fn, dict):  # OpenAI shape inside additional_kwargs
+            calls.append(make_tool_call(fn.get("name", ""), fn.get("arguments"), tc.get("id")))
+        elif "name" in tc:
+            calls.append(
+                make_tool_call(tc["name"], tc.get("args", tc.get("arguments")), tc.get("id"))
+            )
+    return tuple(calls)
+
+
+def _semconv_parts(role: str, parts: list[Any]) -> Message:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        ptype = part.get("type")
+        if ptype == "text":
+            content = part.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+        elif ptype == "tool_call":
+            calls.append(
+                make_tool_call(part.get("name", ""), part.get("arguments"), part.get("id"))
+            )
+    return Message(role, "\n".join(texts) if texts else None, tuple(calls))
+
+
+def parse_message(obj: Any) -> Message | None:
+    """One message in any supported shape, or None when `obj` is not a message."""
+    if isinstance(obj, dict):
+        parts = obj.get("parts")
+        if isinstance(parts, list):
+            return _semconv_parts(role_of(obj.get("role")), parts)
+        if obj.get("lc") == 1:
+            ident = obj.get("id")
+            kwargs = obj.get("kwargs")
+            if isinstance(ident, list) and ident and isinstance(kwargs, dict):
+                return Message(
+                    role_of(ident[-1]),
+                    content_text(kwargs.get("content")),
+                    _langchain_tool_calls(kwargs.get("tool_calls")),
+                )
+            return None
+        data = obj.get("data")
+        if isinstance(data, dict) and "type" in obj:
+            return Message(
+                role_of(obj["type"]),
+                content_text(data.get("content")),
+                _langchain_tool_calls(data.get("tool_calls")),
+            )
+        role = obj.get("role", obj.get("type"))
+        if isinstance(role, str) and ("content" in obj or "tool_calls" in obj):
+            calls = _langchain_tool_calls(obj.get("tool_calls"))
+            return Message(role_of(role), content_text(obj.get("content")), calls)
+        return None
+    if isinstance(obj, list | tuple) and len(obj) == 2 and isinstance(obj[0], str):
+        return Message(role_of(obj[0]), content_text(obj[1]))
+    if isinstance(obj, str):
+        return Message(USER, obj)
+    return None
+
+
+def parse_messages(value: Any) -> list[Message]:
+    """A JSON (or structured) list of messages; unreadable input gives []."""
+    decoded = loads(value) if isinstance(value, str) else value
+    if not isinstance(decoded, list):
+        if isinstance(decoded, dict):  # a single message object
+            one = parse_message(decoded)
+            return [one] if one is not None else []
+        return []
+    out: list[Message] = []
+    for item in decoded:
+        msg = parse_message(item)
+        if msg is not None:
+            out.append(msg)
+    return out
+
+
+def last_text(messages: list[Message], role: str) -> str | None:
+    for msg in reversed(messages):
+        if msg.role == role:
+            return msg.text
+    return None
+
+
+def output_text(messages: list[Message]) -> str | None:
+    """Text the model produced: assistant messages' text, joined."""
+    texts = [m.text for m in messages if m.role in (ASSISTANT, "") and m.text]
+    return "\n".join(texts) if texts else None
+
+
+def requested_tool_calls(messages: list[Message]) -> tuple[ToolCall, ...]:
+    calls: tuple[ToolCall, ...] = ()
+    for msg in messages:
+        if msg.tool_calls:
+            calls += msg.tool_calls
+    return calls
+
+
+# --------------------------------------------------------------------------- chain state
+
+_QUERY_KEYS = ("input", "query", "question", "user_input", "prompt", "message")
+_ANSWER_KEYS = ("output", "answer", "response", "result", "final_answer", "text")
+
+
+def _state_messages(state: Any) -> list[Message] | None:
+    if isinstance(state, dict):
+        msgs = state.get("messages")
+        if isinstance(msgs, list):
+            if msgs and isinstance(msgs[0], list) and len(msgs) == 1:
+                msgs = msgs[0]  # chat-model callback input: [[message, …]]
+            return [m for m in (parse_message(x) for x in msgs) if m is not None]
+        one = parse_message(state)
+        return [one] if one is not None and not isinstance(state, str) else None
+    if isinstance(state, list):
+        parsed = [m for m in (parse_message(x) for x in state) if m is not None]
+        return parsed if parsed else None
+    return None
+
+
+def query_from_state(value: Any) -> str | None:
+    """The user's query in a chain input: JSON state with `messages` (last user message),
+    a dict with an `input`-like key, or plain text."""
+    state = loads(value) if isinstance(value, str) else value
+    if state is NOT_JSON:
+        return value if isinstance(value, str) and value else None
+    if isinstance(state, str):
+        return state
+    msgs = _state_messages(state)
+    if msgs:
+        text = last_text(msgs, USER)
+        if text is not None:
+            return text
+    if isinstance(state, dict):
+        for key in _QUERY_KEYS:
+            candidate = state.get(key)
+            if isinstance(candidate, str):
+                return candidate
+    return None
+
+
+def answer_from_state(value: Any) -> str | None:
+    """The final answer in a chain output: the last assistant message of the state (its
+    text, None when it only requested tools), an `output`-like key, or plain text."""
+    state = loads(value) if isinstance(value, str) else value
+    if state is NOT_JSON:
+        return value if isinstance(value, str) and value else None
+    if isinstance(state, str):
+        return state
+    msgs = _state_messages(state)
+    if msgs:
+        for msg in reversed(msgs):
+            if msg.role == ASSISTANT:
+                return msg.text or None
+    if isinstance(state, dict):
+        for key in _ANSWER_KEYS:
+            candidate = state.get(key)
+            if isinstance(candidate, str):
+                return candidate
+            if isinstance(candidate, dict):
+                one = parse_message(candidate)
+                if one is not None and one.role == ASSISTANT:
+                    return one.text or None
+    return None
+
+
+# --------------------------------------------------------------------------- flattened lists
+
+
+def flattened_messages(attrs: dict[str, Any], prefix: str, style: str) -> list[Message]:
+    """Messages flattened into attributes.
+
+    style "oi": `{prefix}.{i}.message.role|content|tool_calls.{j}.tool_call.function.name`
+    (OpenInference); style "legacy": `{prefix}.{i}.role|content|tool_calls.{j}.name`
+    (old OpenLLMetry `gen_ai.prompt` / `gen_ai.completion`).
+    """
+    out: list[Message] = []
+    mid = ".message." if style == "oi" else "."
+    i = 0
+    while True:
+        base = f"{prefix}.{i}{mid}"
+        role = attrs.get(base + "role")
+        content = attrs.get(base + "content")
+        tc_base = base + "tool_calls.0."
+        has_calls = (tc_base + ("tool_call.function.name" if style == "oi" else "name")) in attrs
+        if (
+            role is None
+            and content is None
+            and not has_calls
+            and (style != "oi" or base + "contents.0.message_content.text" not in attrs)
+        ):
+            break
+        text = content if isinstance(content, str) else None
+        if text is None and style == "oi":
+            pieces: list[str] = []
+            j = 0
+            while (key := f"{base}contents.{j}.message_content.text") in attrs:
+                piece = attrs[key]
+                if isinstance(piece, str):
+                    pieces.append(piece)
+                j += 1
+            text = "\n".join(pieces) if pieces else None
+        calls: list[ToolCall] = []
+        if has_calls:
+            j = 0
+            while True:
+                cb = f"{base}tool_calls.{j}."
+                if style == "oi":
+                    name = attrs.get(cb + "tool_call.function.name")
+                    args = attrs.get(cb + "tool_call.function.arguments")
+                    call_id = attrs.get(cb + "tool_call.id")
+                else:
+                    name = attrs.get(cb + "name")
+                    args = attrs.get(cb + "arguments")
+                    call_id = attrs.get(cb + "id")
+                if name is None:
+                    break
+                calls.append(make_tool_call(name, args, call_id))
+                j += 1
+        out.append(Message(role_of(role) if role is not None else "", text, tuple(calls)))
+        i += 1
+    return out
