@@ -1,0 +1,192 @@
+"""`configure`: one call that gets tracepass spans out of the process.
+
+It must be safe in applications that already set up OpenTelemetry: there it never creates
+a second provider (spans would silently split between two pipelines) and adds an exporter
+only when the caller explicitly asks for one, since the app's pipeline presumably exports
+already and the standard OTEL_EXPORTER_OTLP_* variables would point both at one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+
+from tracepass.instrumentation import _content
+from tracepass.instrumentation._context import install
+
+_log = logging.getLogger("tracepass.instrumentation")
+
+Protocol = Literal["http/protobuf", "grpc"]
+_PROTOCOLS: tuple[str, ...] = ("http/protobuf", "grpc")
+
+
+@dataclass
+class _State:
+    provider: TracerProvider | None = None
+    owns_provider: bool = False
+    exporter_key: tuple[Any, ...] | None = None
+    processors: list[SpanProcessor] = field(default_factory=list)
+
+
+_state = _State()
+_lock = threading.Lock()
+
+
+def _resolve_protocol(protocol: str | None) -> str:
+    chosen = (
+        protocol
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if chosen not in _PROTOCOLS:
+        raise ValueError(
+            f"unsupported OTLP protocol {chosen!r} (from "
+            f"{'protocol=' if protocol else 'OTEL_EXPORTER_OTLP_*PROTOCOL'}); "
+            f"expected one of {', '.join(_PROTOCOLS)}"
+        )
+    return chosen
+
+
+def _http_traces_url(endpoint: str) -> str:
+    """Accept a collector base URL as well as a full traces URL."""
+    parts = urlsplit(endpoint)
+    if parts.path in ("", "/"):
+        return endpoint.rstrip("/") + "/v1/traces"
+    return endpoint
+
+
+def _otlp_exporter(
+    protocol: str, endpoint: str | None, headers: Mapping[str, str] | None
+) -> SpanExporter:
+    # endpoint/headers None: the exporters read OTEL_EXPORTER_OTLP_* themselves.
+    hdrs = dict(headers) if headers is not None else None
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        return GrpcExporter(endpoint=endpoint, headers=hdrs)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpExporter,
+    )
+
+    url = _http_traces_url(endpoint) if endpoint is not None else None
+    return HttpExporter(endpoint=url, headers=hdrs)
+
+
+def configure(
+    service_name: str | None = None,
+    *,
+    endpoint: str | None = None,
+    protocol: Protocol | None = None,
+    headers: Mapping[str, str] | None = None,
+    capture_content: bool = True,
+    redact: _content.Redactor | None = None,
+    max_value_bytes: int = _content.DEFAULT_MAX_VALUE_BYTES,
+    exporter: SpanExporter | None = None,
+    batch: bool = True,
+) -> TracerProvider:
+    """Set up tracing for tracepass and return the SDK TracerProvider in use.
+
+    - No SDK provider set globally: create one (resource `service.name`), add the
+      conversation processor and an exporter (`exporter`, else OTLP via `protocol`,
+      default from OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf), set it global.
+    - An SDK provider already set: only add the conversation processor, plus an exporter
+      if `endpoint` or `exporter` is given explicitly.
+    - Repeated calls update content settings; exporters are added at most once.
+
+    Content capture is on unless `capture_content=False` or
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false.
+    """
+    _content.set_settings(
+        _content.ContentSettings(
+            capture=capture_content and _content.env_allows_capture(),
+            redact=redact,
+            max_value_bytes=max_value_bytes,
+        )
+    )
+    chosen_protocol = _resolve_protocol(protocol) if exporter is None else "custom"
+    with _lock:
+        current: Any = trace.get_tracer_provider()
+        created = False
+        if isinstance(current, TracerProvider):
+            provider = current
+        elif isinstance(current, trace.ProxyTracerProvider):
+            attrs = {SERVICE_NAME: service_name} if service_name else {}
+            provider = TracerProvider(resource=Resource.create(attrs))
+            created = True
+        else:
+            _log.warning(
+                "global tracer provider is %s, not an opentelemetry-sdk TracerProvider; "
+                "tracepass cannot add processors to it and returns a detached provider",
+                type(current).__qualname__,
+            )
+            return TracerProvider()
+        install(provider)
+
+        wants_exporter = created or endpoint is not None or exporter is not None
+        key = (chosen_protocol, endpoint, tuple(sorted((headers or {}).items())), id(exporter))
+        if wants_exporter:
+            if _state.provider is provider and _state.exporter_key is not None:
+                if key != _state.exporter_key:
+                    _log.warning(
+                        "tracepass.configure() called again with different exporter "
+                        "settings; keeping the first exporter (one per process)"
+                    )
+            else:
+                span_exporter = exporter or _otlp_exporter(chosen_protocol, endpoint, headers)
+                processor: SpanProcessor = (
+                    BatchSpanProcessor(span_exporter)
+                    if batch
+                    else SimpleSpanProcessor(span_exporter)
+                )
+                provider.add_span_processor(processor)
+                _state.processors.append(processor)
+                _state.exporter_key = key
+        if created:
+            trace.set_tracer_provider(provider)
+            _state.owns_provider = True
+        if _state.provider is not provider:
+            _state.provider = provider
+        return provider
+
+
+def force_flush(timeout_millis: int = 30_000) -> bool:
+    """Export everything buffered so far (e.g. before a short-lived script exits)."""
+    with _lock:
+        provider, owns, processors = _state.provider, _state.owns_provider, list(_state.processors)
+    if provider is None:
+        return True
+    if owns:
+        return provider.force_flush(timeout_millis)
+    return all(p.force_flush(timeout_millis) for p in processors)
+
+
+def shutdown() -> None:
+    """Flush and stop what `configure` set up; an app-owned provider keeps running."""
+    with _lock:
+        provider, owns, processors = _state.provider, _state.owns_provider, list(_state.processors)
+        _state.processors.clear()
+        _state.exporter_key = None
+    if provider is None:
+        return
+    if owns:
+        provider.shutdown()
+    else:
+        for processor in processors:
+            processor.shutdown()

@@ -1,0 +1,70 @@
+"""Real OpenTelemetry SDK wiring for instrumentation tests.
+
+The global tracer provider can be set only once per process, so one SDK provider with an
+in-memory exporter serves the whole worker; each test gets the exporter cleared and the
+content settings restored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tracepass.instrumentation import _content, install
+
+_EXPORTER = InMemorySpanExporter()
+_PROVIDER: TracerProvider | None = None
+
+
+def _provider() -> TracerProvider:
+    global _PROVIDER
+    if _PROVIDER is None:
+        current = trace.get_tracer_provider()
+        if isinstance(current, TracerProvider):
+            provider = current
+        else:
+            provider = TracerProvider()
+            trace.set_tracer_provider(provider)
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        install(provider)
+        _PROVIDER = provider
+    return _PROVIDER
+
+
+@pytest.fixture
+def provider() -> TracerProvider:
+    return _provider()
+
+
+@pytest.fixture
+def spans(provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
+    """The exporter; call `.get_finished_spans()` after the code under test ran."""
+    saved = _content.get_settings()
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _content.set_settings(saved)
+    _EXPORTER.clear()
+
+
+def by_name(finished: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [s for s in finished if s.name == name]
+
+
+def one(finished: Sequence[ReadableSpan], name: str) -> ReadableSpan:
+    found = by_name(finished, name)
+    assert len(found) == 1, f"expected one {name!r}, got {[s.name for s in finished]}"
+    return found[0]
+
+
+def attr_json(span: ReadableSpan, key: str) -> Any:
+    assert span.attributes is not None
+    value = span.attributes[key]
+    assert isinstance(value, str)
+    return json.loads(value)
