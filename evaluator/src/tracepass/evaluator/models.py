@@ -129,6 +129,8 @@ class Outcome(StrEnum):
     FAIL = "fail"
     ERROR = "error"  # an answer grader / judge could not produce a verdict
     INCOMPLETE = "incomplete"  # fewer turns than the reference, or evicted before completion
+    # No reference to score against (reference-free evaluation): neither pass nor fail.
+    UNSCORED = "unscored"
 
 
 class ToolCorrectness(_Frozen):
@@ -167,10 +169,14 @@ class TurnResult(_Frozen):
     answer_error: str | None = None
     graders: tuple[GraderResult, ...] = ()
     tool_correctness: ToolCorrectness | None
-    trajectory: TrajectoryScores
+    # None when the turn's tools are not checked (no reference turn, or expected_tools None).
+    trajectory: TrajectoryScores | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     expected_tools: tuple[ExpectedTool, ...] | None = None
     correct: bool | None
+    # A custom argument matcher raised or returned garbage: the turn cannot be judged and
+    # the conversation's outcome is ERROR (never a silent 0).
+    tool_error: str | None = None
 
 
 class ConversationResult(_Frozen):

@@ -1,0 +1,27 @@
+"""Reference sets: what agents *should* do. Native YAML/JSON/JSONL files plus importers for
+Fair Forge datasets and Google ADK eval sets (see docs/references.md)."""
+
+from tracepass.evaluator.references.adk import import_adk
+from tracepass.evaluator.references.dataset import ImportedDataset
+from tracepass.evaluator.references.errors import ReferenceLoadError
+from tracepass.evaluator.references.fairforge import import_fair_forge
+from tracepass.evaluator.references.loader import (
+    dump_reference_set_yaml,
+    iter_reference_files,
+    load_dataset,
+    load_reference_sets,
+)
+from tracepass.evaluator.references.schema import parse_reference, parse_reference_set
+
+__all__ = [
+    "ImportedDataset",
+    "ReferenceLoadError",
+    "dump_reference_set_yaml",
+    "import_adk",
+    "import_fair_forge",
+    "iter_reference_files",
+    "load_dataset",
+    "load_reference_sets",
+    "parse_reference",
+    "parse_reference_set",
+]

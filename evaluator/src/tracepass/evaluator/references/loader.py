@@ -1,0 +1,212 @@
+"""Reading reference files and folders, with errors that point at file, line and field.
+
+Formats by content and name: native YAML/JSON documents and JSONL (one reference per
+line); Fair Forge datasets (a JSON list of sessions); Google ADK eval sets, eval results
+and legacy test files (`*.test.json`, `*.evalset.json`, …). Line numbers for YAML and
+JSON errors come from a second, lazy pass with PyYAML's composer (only paid on error).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tracepass.evaluator.models import ReferenceSet
+from tracepass.evaluator.references.adk import import_adk, looks_like_adk
+from tracepass.evaluator.references.dataset import ImportedDataset
+from tracepass.evaluator.references.errors import ReferenceLoadError
+from tracepass.evaluator.references.fairforge import import_fair_forge, looks_like_fair_forge
+from tracepass.evaluator.references.schema import parse_reference, parse_reference_set
+
+__all__ = ["dump_reference_set_yaml", "iter_reference_files", "load_dataset", "load_reference_sets"]
+
+SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
+_ADK_SUFFIXES = (".test.json", ".evalset.json", ".evalset_result.json")
+
+
+def iter_reference_files(paths: Sequence[Path | str]) -> Iterable[Path]:
+    for p in map(Path, paths):
+        if p.is_dir():
+            yield from sorted(
+                f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES
+            )
+        elif p.exists():
+            yield p
+        else:
+            raise ReferenceLoadError("no such file or directory", file=str(p))
+
+
+# --------------------------------------------------------------------------- line lookup
+
+
+def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
+    """Field path → 1-based line of its value, from PyYAML's node tree."""
+    out: dict[tuple[str | int, ...], int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return out
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        out[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
+                out.setdefault((*path, key), k.start_mark.line + 1)
+                stack.append((v, (*path, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                stack.append((v, (*path, i)))
+    return out
+
+
+def _locate(
+    exc: ReferenceLoadError, file: str, text: str | None, base_line: int = 0
+) -> ReferenceLoadError:
+    line = exc.line
+    if line is None and text is not None:
+        lines = _line_map(text)
+        path = exc.path
+        while path and path not in lines:
+            path = path[:-1]
+        line = lines.get(path)
+        if line is not None:
+            line += base_line
+    elif line is None and base_line:
+        line = base_line + 1
+    return ReferenceLoadError(exc.message, file=file, line=line, path=exc.path)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _parse_text(path: Path, text: str) -> Any:
+    name = str(path)
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ReferenceLoadError(
+                f"invalid JSON: {exc.msg}", file=name, line=exc.lineno
+            ) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ReferenceLoadError(f"invalid YAML: {problem}", file=name, line=line) from exc
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (*_ADK_SUFFIXES, ".yaml", ".yml", ".jsonl", ".json"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def _load_jsonl(path: Path, text: str) -> ReferenceSet:
+    refs = []
+    seen: dict[str, int] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ReferenceLoadError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from exc
+        try:
+            ref = parse_reference(raw)
+        except ReferenceLoadError as exc:
+            raise ReferenceLoadError(exc.message, file=str(path), line=n, path=exc.path) from exc
+        if ref.id in seen:
+            raise ReferenceLoadError(
+                f"duplicate reference id {ref.id!r} (first on line {seen[ref.id]})",
+                file=str(path),
+                line=n,
+                path=("id",),
+            )
+        seen[ref.id] = n
+        refs.append(ref)
+    return ReferenceSet(name=_stem(path), references=tuple(refs))
+
+
+def load_dataset(path: Path | str) -> ImportedDataset:
+    """One file in any supported format; conversations only for formats that record
+    what an agent did (Fair Forge datasets, ADK eval results)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReferenceLoadError(f"cannot read: {exc}", file=str(path)) from exc
+    if path.suffix.lower() == ".jsonl":
+        return ImportedDataset(reference_set=_load_jsonl(path, text))
+    data = _parse_text(path, text)
+    try:
+        if path.name.lower().endswith(_ADK_SUFFIXES) or looks_like_adk(data):
+            return import_adk(data, source=str(path), name=_stem(path))
+        if looks_like_fair_forge(data):
+            return import_fair_forge(data, source=str(path), name=_stem(path))
+        if data is None:
+            raise ReferenceLoadError("empty file", file=str(path))
+        return ImportedDataset(reference_set=parse_reference_set(data, default_name=_stem(path)))
+    except ReferenceLoadError as exc:
+        raise _locate(exc, str(path), text) from exc
+
+
+def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
+    """Every reference set under `paths` (files, or folders searched recursively).
+
+    Reference ids must be unique across everything loaded, since conversations name
+    their reference by id alone."""
+    sets: list[ReferenceSet] = []
+    owner: dict[str, str] = {}
+    for f in iter_reference_files(paths):
+        rs = load_dataset(f).reference_set
+        for ref in rs.references:
+            if ref.id in owner:
+                raise ReferenceLoadError(
+                    f"duplicate reference id {ref.id!r} (also in {owner[ref.id]})", file=str(f)
+                )
+            owner[ref.id] = str(f)
+        sets.append(rs)
+    return sets
+
+
+# --------------------------------------------------------------------------- dumping
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"name"} and isinstance(value.get("name"), str):
+            return value["name"]  # a tool whose arguments are not checked
+        return {k: _compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def dump_reference_set_yaml(rs: ReferenceSet) -> str:
+    """The native YAML form (round-trips through `load_reference_sets`)."""
+    data = rs.model_dump(mode="json", exclude_defaults=True)
+    data.setdefault("version", rs.version)
+    out: dict[str, Any] = {"name": data["name"], "version": data["version"]}
+    refs = []
+    for ref in data.get("references", []):
+        turns = []
+        for turn in ref.get("turns", []):
+            if "expected_tools" in turn:
+                turn["expected_tools"] = [_compact(t) for t in turn["expected_tools"]]
+            turns.append(turn)
+        ref["turns"] = turns
+        refs.append(ref)
+    out["references"] = refs
+    return yaml.safe_dump(
+        out, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    )

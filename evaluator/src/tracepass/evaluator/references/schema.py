@@ -1,0 +1,253 @@
+"""The native reference schema (docs/references.md): plain data → `ReferenceSet`.
+
+The written form is friendlier than the model: a tool may be just its name, a grader
+just its type, a single-turn reference may skip `turns:`, and `defaults:` sets the
+grader / argument matcher / ordering for every turn. Everything is normalized here with
+the field path kept, so errors say *where* (the loader adds file and line).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from tracepass.evaluator.argmatch import (
+    MATCHERS,
+    ArgumentMatchError,
+    compile_matcher,
+    validate_matcher_name,
+)
+from tracepass.evaluator.models import ExpectedTool, GraderSpec, Reference, ReferenceSet
+from tracepass.evaluator.references.errors import ReferenceLoadError, format_path
+
+__all__ = ["Path", "parse_reference", "parse_reference_set"]
+
+Path = tuple[str | int, ...]
+
+_SET_KEYS = {"name", "version", "defaults", "references"}
+_DEFAULT_KEYS = {"graders", "argument_match", "tool_sequence_matters", "abs_tol", "rel_tol"}
+_REF_KEYS = {"id", "turns", "match", "tags"}
+_TURN_KEYS = {"query", "expected_answer", "graders", "expected_tools", "tool_sequence_matters"}
+_TOOL_KEYS = {"name", "arguments", "argument_match", "abs_tol", "rel_tol"}
+
+
+def _fail(path: Path, message: str) -> ReferenceLoadError:
+    return ReferenceLoadError(message, path=path)
+
+
+def _type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, Mapping):
+        return "mapping"
+    if isinstance(v, list | tuple):
+        return "list"
+    return type(v).__name__
+
+
+def _mapping(v: Any, path: Path) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise _fail(path, f"expected a mapping, got {_type_name(v)}")
+    return v
+
+
+def _list(v: Any, path: Path) -> Sequence[Any]:
+    if not isinstance(v, list | tuple):
+        raise _fail(path, f"expected a list, got {_type_name(v)}")
+    return v
+
+
+def _string(v: Any, path: Path) -> str:
+    if not isinstance(v, str) or not v:
+        raise _fail(path, f"expected a non-empty string, got {_type_name(v)}")
+    return v
+
+
+def _unknown(m: Mapping[str, Any], allowed: set[str], path: Path) -> None:
+    for k in m:
+        if k not in allowed:
+            raise _fail(
+                (*path, str(k)), f"unknown field (expected one of {', '.join(sorted(allowed))})"
+            )
+
+
+def _validation(exc: ValidationError, path: Path) -> ReferenceLoadError:
+    err = exc.errors()[0]
+    return _fail((*path, *err["loc"]), err["msg"])
+
+
+def _graders(v: Any, path: Path) -> tuple[GraderSpec, ...]:
+    items = [v] if isinstance(v, str | Mapping) else _list(v, path)
+    out: list[GraderSpec] = []
+    for k, item in enumerate(items):
+        p = path if isinstance(v, str | Mapping) else (*path, k)
+        raw = {"type": item} if isinstance(item, str) else dict(_mapping(item, p))
+        try:
+            spec = GraderSpec.model_validate(raw)
+        except ValidationError as exc:
+            raise _validation(exc, p) from exc
+        _check_grader(spec, p)
+        out.append(spec)
+    return tuple(out)
+
+
+def _check_grader(spec: GraderSpec, path: Path) -> None:
+    try:
+        from tracepass.evaluator.graders import GraderConfigError, validate_grader_spec
+    except ImportError:  # graders not installed in this build: validated at scoring time
+        return
+    try:
+        validate_grader_spec(spec)
+    except GraderConfigError as exc:
+        sub: Path = tuple(exc.path.split(".")) if exc.path else ()
+        raise _fail((*path, *sub), exc.message) from exc
+
+
+def _tool(v: Any, path: Path, defaults: Mapping[str, Any]) -> ExpectedTool:
+    raw: dict[str, Any] = {"name": v} if isinstance(v, str) else dict(_mapping(v, path))
+    _unknown(raw, _TOOL_KEYS, path)
+    _string(raw.get("name"), (*path, "name"))
+    for key in ("argument_match", "abs_tol", "rel_tol"):
+        if key not in raw and key in defaults:
+            raw[key] = defaults[key]
+    mode = raw.get("argument_match", "exact")
+    if not isinstance(mode, str):
+        raise _fail((*path, "argument_match"), f"expected a string, got {_type_name(mode)}")
+    problem = validate_matcher_name(mode)
+    if problem is not None:
+        raise _fail((*path, "argument_match"), problem)
+    args = raw.get("arguments")
+    if args is not None and not isinstance(args, Mapping):
+        raise _fail((*path, "arguments"), f"expected a mapping or null, got {_type_name(args)}")
+    if mode == "regex" and args:
+        for k, pat in args.items():
+            if not isinstance(pat, str):
+                continue
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                raise _fail((*path, "arguments", str(k)), f"invalid regex {pat!r}: {exc}") from exc
+    try:
+        tool = ExpectedTool.model_validate(raw)
+    except ValidationError as exc:
+        raise _validation(exc, path) from exc
+    if mode not in MATCHERS:
+        try:
+            compile_matcher(tool)  # import the custom callable now, not mid-scoring
+        except ArgumentMatchError as exc:
+            raise _fail((*path, "argument_match"), str(exc)) from exc
+    return tool
+
+
+def _turn(v: Any, path: Path, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    raw = {"query": v} if isinstance(v, str) else _mapping(v, path)
+    _unknown(raw, _TURN_KEYS, path)
+    out: dict[str, Any] = {"query": _string(raw.get("query"), (*path, "query"))}
+    if raw.get("expected_answer") is not None:
+        ans = raw["expected_answer"]
+        if isinstance(ans, bool) or not isinstance(ans, str | int | float):
+            raise _fail((*path, "expected_answer"), f"expected a string, got {_type_name(ans)}")
+        out["expected_answer"] = str(ans)
+    if "graders" in raw:
+        out["graders"] = _graders(raw["graders"], (*path, "graders"))
+    elif "graders" in defaults:
+        out["graders"] = defaults["graders"]
+    tools = raw.get("expected_tools")
+    if tools is not None:
+        tp = (*path, "expected_tools")
+        out["expected_tools"] = tuple(
+            _tool(t, (*tp, k), defaults) for k, t in enumerate(_list(tools, tp))
+        )
+    seq = raw.get("tool_sequence_matters", defaults.get("tool_sequence_matters", False))
+    if not isinstance(seq, bool):
+        raise _fail(
+            (*path, "tool_sequence_matters"), f"expected true or false, got {_type_name(seq)}"
+        )
+    out["tool_sequence_matters"] = seq
+    return out
+
+
+def parse_reference(
+    v: Any, path: Path = (), defaults: Mapping[str, Any] | None = None
+) -> Reference:
+    defaults = defaults or {}
+    raw = _mapping(v, path)
+    single = "turns" not in raw and "query" in raw
+    _unknown(raw, _REF_KEYS | _TURN_KEYS if single else _REF_KEYS, path)
+    rid = raw.get("id")
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        rid = str(rid)
+    data: dict[str, Any] = {"id": _string(rid, (*path, "id"))}
+    if single:
+        turn_raw = {k: raw[k] for k in _TURN_KEYS if k in raw}
+        data["turns"] = (_turn(turn_raw, path, defaults),)
+    else:
+        if "turns" not in raw:
+            raise _fail(path, "missing field 'turns' (or 'query' for a single-turn reference)")
+        tp = (*path, "turns")
+        turns = _list(raw["turns"], tp)
+        if not turns:
+            raise _fail(tp, "a reference needs at least one turn")
+        data["turns"] = tuple(_turn(t, (*tp, k), defaults) for k, t in enumerate(turns))
+    if "match" in raw:
+        m = raw["match"]
+        data["match"] = {"query": m} if isinstance(m, str) else m
+    if "tags" in raw:
+        tags = raw["tags"]
+        data["tags"] = (tags,) if isinstance(tags, str) else tags
+    try:
+        return Reference.model_validate(data)
+    except ValidationError as exc:
+        raise _validation(exc, path) from exc
+
+
+def _defaults(v: Any, path: Path) -> dict[str, Any]:
+    raw = _mapping(v, path)
+    _unknown(raw, _DEFAULT_KEYS, path)
+    out = dict(raw)
+    if "graders" in out:
+        out["graders"] = _graders(out["graders"], (*path, "graders"))
+    if "argument_match" in out:
+        mode = out["argument_match"]
+        problem = validate_matcher_name(mode) if isinstance(mode, str) else "expected a string"
+        if problem is not None:
+            raise _fail((*path, "argument_match"), problem)
+    return out
+
+
+def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
+    """A document: a mapping with `references:` (plus optional name, version, defaults),
+    or a bare list of references."""
+    rp: Path
+    if isinstance(data, list):
+        refs, name, version, defaults, rp = data, default_name, "1", {}, ()
+    else:
+        raw = _mapping(data, ())
+        _unknown(raw, _SET_KEYS, ())
+        if "references" not in raw:
+            raise _fail((), "missing field 'references'")
+        name = _string(raw.get("name", default_name), ("name",))
+        version = raw.get("version", "1")
+        if isinstance(version, bool) or not isinstance(version, str | int | float):
+            raise _fail(("version",), f"expected a string, got {_type_name(version)}")
+        version = str(version)
+        defaults = _defaults(raw["defaults"], ("defaults",)) if "defaults" in raw else {}
+        refs, rp = raw["references"], ("references",)
+    items = _list(refs, rp)
+    parsed = [parse_reference(r, (*rp, k), defaults) for k, r in enumerate(items)]
+    seen: dict[str, int] = {}
+    for k, ref in enumerate(parsed):
+        if ref.id in seen:
+            first = format_path((*rp, seen[ref.id]))
+            raise _fail((*rp, k, "id"), f"duplicate reference id {ref.id!r} (first at {first})")
+        seen[ref.id] = k
+    return ReferenceSet(name=name, version=version, references=tuple(parsed))

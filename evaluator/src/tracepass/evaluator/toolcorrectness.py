@@ -1,0 +1,289 @@
+"""Per-turn tool correctness: selection, parameters, sequence, utilization.
+
+The four dimensions are Fair Forge's; the definitions are repaired (docs/metrics.md has
+the formulas and every edge case):
+
+* actual and expected calls are paired by an **optimal one-to-one assignment** — name
+  equality first, argument score as the tie-break — so the same tool called twice is two
+  calls each compared with its own counterpart (Fair Forge compares every expected call
+  of a name with the *first* actual call of that name);
+* selection is a multiset Jaccard index, so calling a tool three times when it was
+  expected once costs something;
+* sequence is the longest run of paired calls in the expected relative order over the
+  number of expected calls, so one extra call at the start does not zero the score;
+* a turn that was expected to call tools and called none scores 0 on every dimension
+  (Fair Forge reports None and the turn silently escapes tool checking).
+
+Pairing decomposes by tool name: calls of different names never pair, so each name is
+an independent (usually 1×1) assignment problem and scipy is only needed when a name
+occurs more than once on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tracepass.evaluator.argmatch import ArgumentMatcher, compile_matcher
+from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall, ToolCorrectness
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "EPSILON",
+    "CompiledTurn",
+    "Pair",
+    "UtilizationMode",
+    "assign_calls",
+    "compile_turn",
+    "detect_utilization",
+    "lis_length",
+    "normalize_weights",
+    "tool_correctness",
+]
+
+UtilizationMode = Literal["auto", "declared", "detected"]
+EPSILON = 1e-9
+"""Slack for ``overall >= tool_threshold``: 0.1 + 0.2 style rounding must not fail a
+turn whose four dimensions are all perfect under non-dyadic weights."""
+DEFAULT_WEIGHTS: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25)
+
+Pair = tuple[int, int, float]
+"""(actual index, expected index, argument score)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTurn:
+    """The expected side of one turn, prepared once per reference."""
+
+    expected: tuple[ExpectedTool, ...]
+    matchers: tuple[ArgumentMatcher, ...]
+    by_name: dict[str, tuple[int, ...]]
+    sequence_matters: bool
+
+
+def compile_turn(turn: ReferenceTurn) -> CompiledTurn | None:
+    """None when the turn does not check tools (``expected_tools: null``)."""
+    if turn.expected_tools is None:
+        return None
+    expected = turn.expected_tools
+    by_name: dict[str, list[int]] = {}
+    for j, t in enumerate(expected):
+        by_name.setdefault(t.name, []).append(j)
+    return CompiledTurn(
+        expected=expected,
+        matchers=tuple(compile_matcher(t) for t in expected),
+        by_name={k: tuple(v) for k, v in by_name.items()},
+        sequence_matters=turn.tool_sequence_matters,
+    )
+
+
+def normalize_weights(
+    selection: float, parameters: float, sequence: float, utilization: float
+) -> tuple[float, float, float, float]:
+    """Validate (finite, non-negative, not all zero) and scale to sum 1."""
+    ws = (selection, parameters, sequence, utilization)
+    names = ("selection", "parameters", "sequence", "utilization")
+    for name, w in zip(names, ws, strict=True):
+        if not math.isfinite(w) or w < 0:
+            raise ValueError(f"tool weight {name!r} must be a finite number >= 0, got {w!r}")
+    total = sum(ws)
+    if total <= 0:
+        raise ValueError("tool weights must not all be zero")
+    return (ws[0] / total, ws[1] / total, ws[2] / total, ws[3] / total)
+
+
+# --------------------------------------------------------------------------- pairing
+
+
+def _group_assign(
+    a_idx: Sequence[int], e_idx: Sequence[int], scores: list[list[float]]
+) -> Iterator[Pair]:
+    """Maximum-weight one-to-one pairing inside one name group (min(m, n) pairs).
+
+    Ties are broken toward order-preserving pairs (a tiny penalty on the rank distance)
+    so two identical calls pair first-with-first, which keeps `sequence` meaningful."""
+    m, n = len(a_idx), len(e_idx)
+    if m == 1:
+        row = scores[0]
+        best = max(range(n), key=lambda j: (row[j], -j))
+        yield a_idx[0], e_idx[best], row[best]
+        return
+    if n == 1:
+        best = max(range(m), key=lambda i: (scores[i][0], -i))
+        yield a_idx[best], e_idx[0], scores[best][0]
+        return
+    from scipy.optimize import linear_sum_assignment
+
+    eps = 1e-9 / (m + n)
+    weights = [[scores[i][j] - eps * abs(i - j) for j in range(n)] for i in range(m)]
+    rows, cols = linear_sum_assignment(weights, maximize=True)
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+        yield a_idx[i], e_idx[j], scores[i][j]
+
+
+def assign_calls(calls: Sequence[ToolCall], turn: CompiledTurn) -> list[Pair]:
+    """Pairs sorted by actual index. Raises `ArgumentMatchError` from custom matchers."""
+    by_name = turn.by_name
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(calls):
+        if c.name in by_name:
+            groups.setdefault(c.name, []).append(i)
+    pairs: list[Pair] = []
+    matchers = turn.matchers
+    for name, a_idx in groups.items():
+        e_idx = by_name[name]
+        if len(a_idx) == 1 and len(e_idx) == 1:
+            i, j = a_idx[0], e_idx[0]
+            pairs.append((i, j, matchers[j](calls[i].arguments)))
+            continue
+        scores = [[matchers[j](calls[i].arguments) for j in e_idx] for i in a_idx]
+        pairs.extend(_group_assign(a_idx, e_idx, scores))
+    if len(pairs) > 1:
+        pairs.sort()
+    return pairs
+
+
+def lis_length(seq: Sequence[int]) -> int:
+    """Length of the longest strictly increasing subsequence (patience sorting)."""
+    tails: list[int] = []
+    for x in seq:
+        k = bisect_left(tails, x)
+        if k == len(tails):
+            tails.append(x)
+        else:
+            tails[k] = x
+    return len(tails)
+
+
+# --------------------------------------------------------------------------- utilization
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?")
+_MAX_LEAVES = 1000
+
+
+def _leaves(value: Any, out: list[Any]) -> None:
+    if len(out) >= _MAX_LEAVES or value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        s = value.strip()
+        if s[:1] in ("{", "[") and len(s) < 100_000:
+            try:
+                _leaves(json.loads(s), out)
+                return
+            except ValueError:
+                pass
+        if len(s) >= 3:  # "a", "ok", "no": far too likely to appear by chance
+            out.append(s)
+        return
+    if isinstance(value, int | float):
+        if math.isfinite(value):
+            out.append(value)
+        return
+    if isinstance(value, Mapping):
+        for v in value.values():
+            _leaves(v, out)
+        return
+    if isinstance(value, list | tuple):
+        for v in value:
+            _leaves(v, out)
+
+
+def detect_utilization(answer: str | None, calls: Sequence[ToolCall]) -> float | None:
+    """1.0 if some result value of a successful call appears in the answer, 0.0 if none
+    does, None when the calls recorded no usable result value (nothing to look for).
+
+    Strings (≥ 3 characters) match case-insensitively as substrings; numbers match any
+    number written in the answer, allowing for the answer's rounding (32.4 matches
+    "$32.40", 3.14159 matches "3.14") and thousands separators."""
+    leaves: list[Any] = []
+    for c in calls:
+        if c.error is None:
+            _leaves(c.result, leaves)
+    if not leaves:
+        return None
+    if not answer:
+        return 0.0
+    folded: str | None = None
+    numbers: list[tuple[float, int]] | None = None
+    for leaf in leaves:
+        if isinstance(leaf, str):
+            if folded is None:
+                folded = answer.casefold()
+            if leaf.casefold() in folded:
+                return 1.0
+            continue
+        if numbers is None:
+            numbers = []
+            for m in _NUMBER.finditer(answer):
+                text = m.group().replace(",", "")
+                decimals = len(text) - text.index(".") - 1 if "." in text else 0
+                numbers.append((float(text), decimals))
+        for x, decimals in numbers:
+            if math.isclose(leaf, x, rel_tol=1e-9, abs_tol=1e-12) or (
+                decimals >= 1 and abs(leaf) >= 10.0 ** (-decimals) and round(leaf, decimals) == x
+            ):
+                return 1.0
+    return 0.0
+
+
+def _utilization(
+    mode: UtilizationMode, declared: bool | None, answer: str | None, calls: Sequence[ToolCall]
+) -> float:
+    if mode == "declared" or (mode == "auto" and declared is not None):
+        return 1.0 if declared else 0.0
+    detected = detect_utilization(answer, calls)
+    return 1.0 if detected is None else detected
+
+
+# --------------------------------------------------------------------------- the score
+
+
+def _make(
+    s: float, p: float, q: float, u: float, w: tuple[float, float, float, float], thr: float
+) -> ToolCorrectness:
+    overall = w[0] * s + w[1] * p + w[2] * q + w[3] * u
+    return ToolCorrectness.model_construct(
+        selection=s,
+        parameters=p,
+        sequence=q,
+        utilization=u,
+        overall=overall,
+        correct=overall >= thr - EPSILON,
+    )
+
+
+def tool_correctness(
+    calls: Sequence[ToolCall],
+    turn: CompiledTurn | None,
+    *,
+    answer: str | None,
+    declared: bool | None,
+    weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS,
+    tool_threshold: float = 1.0,
+    utilization: UtilizationMode = "auto",
+) -> ToolCorrectness | None:
+    """Score one turn. `weights` must already be normalized (see `normalize_weights`).
+
+    None when tools are not checked (`turn` is None) or when none were expected and none
+    were called. Expected-but-none-called and none-expected-but-some-called both score 0
+    on every dimension: the turn broke the reference's explicit tool contract."""
+    if turn is None:
+        return None
+    n_e = len(turn.expected)
+    n_a = len(calls)
+    if n_e == 0 or n_a == 0:
+        if n_e == 0 and n_a == 0:
+            return None
+        return _make(0.0, 0.0, 0.0, 0.0, weights, tool_threshold)
+    pairs = assign_calls(calls, turn)
+    p = len(pairs)
+    selection = p / (n_a + n_e - p)
+    parameters = sum(x[2] for x in pairs) / n_e
+    sequence = lis_length([x[1] for x in pairs]) / n_e if turn.sequence_matters else 1.0
+    util = _utilization(utilization, declared, answer, calls)
+    return _make(selection, parameters, sequence, util, weights, tool_threshold)
