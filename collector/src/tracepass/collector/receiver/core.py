@@ -1,0 +1,203 @@
+"""Protocol-neutral part of both receivers: admission, the call into the sink, and the
+accounting of every outcome.
+
+Keeping this in one place is what makes the two protocols behave alike: one in-flight
+budget shared by gRPC and HTTP, one mapping from failure to outcome label, one place that
+counts refused requests and spans (`CollectorInstruments`) and logs them (rate-limited, a
+misbehaving client must not flood the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.receiver.decode import count_spans
+from tracepass.collector.sink import IngestResult, Overloaded, SpanSink
+
+__all__ = ["Protocol", "ReceiverCore", "Refusal", "RefusalKind"]
+
+log = logging.getLogger("tracepass.collector.receiver")
+
+Protocol = Literal["grpc", "http"]
+# Outcome labels of tracepass_export_requests besides ok / partial.
+RefusalKind = Literal[
+    "invalid", "too_large", "overloaded", "unavailable", "unauthorized", "unsupported", "error"
+]
+
+
+@dataclass
+class Refusal(Exception):
+    """Why a request is answered with an error. `retry_after_s` is set for the
+    retryable kinds (overloaded, unavailable); `field` names the bad part for
+    BadRequest details."""
+
+    kind: RefusalKind
+    message: str
+    retry_after_s: float | None = None
+    field: str = ""
+    counted: bool = False
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _RateLimitedLog:
+    """At most one line per key per interval; the suppressed count rides on the next."""
+
+    def __init__(self, interval_s: float = 10.0) -> None:
+        self._interval = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -1e18) < self._interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        self._last[key] = now
+        n = self._suppressed.pop(key, 0)
+        if n:
+            msg += " (%d similar messages suppressed)"
+            args = (*args, n)
+        log.warning(msg, *args)
+
+
+class ReceiverCore:
+    def __init__(
+        self, sink: SpanSink, instruments: CollectorInstruments, config: ReceiverConfig
+    ) -> None:
+        self.sink = sink
+        self.instruments = instruments
+        self.config = config
+        self._inflight = 0
+        self._draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._log = _RateLimitedLog()
+        token = config.bearer_token
+        self._expected_auth = f"Bearer {token}".encode() if token else None
+
+    # --- admission ---------------------------------------------------------------------
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    def check_auth(self, header: str | None) -> None:
+        if self._expected_auth is None:
+            return
+        if header is None:
+            raise Refusal("unauthorized", "missing bearer token (Authorization: Bearer <token>)")
+        if not hmac.compare_digest(header.strip().encode(), self._expected_auth):
+            raise Refusal("unauthorized", "invalid bearer token")
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """One slot of the shared in-flight budget, refused (never queued) when full:
+        queuing would only move the overload into memory."""
+        if self._draining:
+            raise Refusal(
+                "unavailable", "receiver is shutting down", retry_after_s=self.config.retry_after_s
+            )
+        if self._inflight >= self.config.max_inflight_requests:
+            raise Refusal(
+                "overloaded",
+                f"too many concurrent export requests (limit {self.config.max_inflight_requests})",
+                retry_after_s=self.config.retry_after_s,
+            )
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Refuse new requests and wait for the running ones; False on timeout."""
+        self._draining = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=max(timeout_s, 0.0))
+        except TimeoutError:
+            return False
+        return True
+
+    # --- ingestion ---------------------------------------------------------------------
+
+    async def ingest(self, protocol: Protocol, request: ExportTraceServiceRequest) -> IngestResult:
+        n = count_spans(request)
+        self.instruments.spans_received.add(n, {"protocol": protocol})
+        if n == 0:
+            # The spec asks for success on empty requests; the sink need not see them.
+            self.instruments.export_requests.add(1, {"protocol": protocol, "outcome": "ok"})
+            return IngestResult(accepted=0)
+        started = time.perf_counter()
+        try:
+            result = await self.sink.ingest(request)
+        except Overloaded as exc:
+            raise self._refused_spans(
+                protocol,
+                Refusal(
+                    "unavailable",
+                    f"collector overloaded: {exc.reason}",
+                    retry_after_s=exc.retry_after_s,
+                ),
+                n,
+            ) from None
+        except Exception as exc:
+            log.exception("sink failed on a %s export request of %d spans", protocol, n)
+            raise self._refused_spans(
+                protocol, Refusal("error", f"internal error: {type(exc).__name__}"), n
+            ) from None
+        self.instruments.ingest_seconds.record(
+            time.perf_counter() - started, {"protocol": protocol}
+        )
+        outcome = "partial" if result.rejected else "ok"
+        self.instruments.export_requests.add(1, {"protocol": protocol, "outcome": outcome})
+        if result.rejected:
+            # The sink counts the spans it rejects under its own, more precise reasons.
+            self._log.warning(
+                f"partial:{protocol}",
+                "%s export: %d of %d spans rejected: %s",
+                protocol,
+                result.rejected,
+                n,
+                result.message,
+            )
+        return result
+
+    def _refused_spans(self, protocol: Protocol, refusal: Refusal, spans: int) -> Refusal:
+        self.instruments.spans_rejected.add(spans, {"reason": refusal.kind})
+        return self.refused(protocol, refusal, spans)
+
+    def refused(self, protocol: Protocol, refusal: Refusal, spans: int | None = None) -> Refusal:
+        """Count and log a refused request (once); returns the refusal for `raise`."""
+        if refusal.counted:
+            return refusal
+        refusal.counted = True
+        self.instruments.export_requests.add(1, {"protocol": protocol, "outcome": refusal.kind})
+        self._log.warning(
+            f"{refusal.kind}:{protocol}",
+            "%s export refused (%s)%s: %s",
+            protocol,
+            refusal.kind,
+            f", {spans} spans" if spans is not None else "",
+            refusal.message,
+        )
+        return refusal

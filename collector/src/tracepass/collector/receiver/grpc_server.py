@@ -1,0 +1,117 @@
+"""OTLP/gRPC `TraceService/Export` on grpc.aio.
+
+The method is registered with no request deserializer so the handler sees raw bytes:
+that way a malformed message becomes INVALID_ARGUMENT with a located error instead of
+grpc's opaque deserialization failure, and the size cap is checked by us as well as by
+`grpc.max_receive_message_length` (which grpc enforces on the decompressed message, so a
+gzip bomb stops at the cap inside grpc before our handler runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc import aio
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.core import ReceiverCore, Refusal
+from tracepass.collector.receiver.decode import InvalidPayload, decode_protobuf
+from tracepass.collector.receiver.status import GRPC_CODES, grpc_trailers
+
+__all__ = ["METHOD", "SERVICE", "GrpcReceiver"]
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+METHOD = "Export"
+
+
+class GrpcReceiver:
+    def __init__(self, core: ReceiverCore, config: ReceiverConfig) -> None:
+        self._core = core
+        self._config = config
+        self._server: aio.Server | None = None
+        self.port: int | None = None
+
+    async def start(self) -> int:
+        cap = self._config.max_request_bytes
+        server = aio.server(
+            options=[
+                ("grpc.max_receive_message_length", cap),
+                ("grpc.max_send_message_length", 4 * 1024 * 1024),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                METHOD: grpc.unary_unary_rpc_method_handler(
+                    self._export, request_deserializer=None, response_serializer=None
+                )
+            },
+        )
+        server.add_generic_rpc_handlers((handler,))
+        address = f"{_host(self._config.host)}:{self._config.grpc_port}"
+        tls = self._config.tls
+        if tls is not None:
+            creds = grpc.ssl_server_credentials(
+                [(_read(tls.key_file), _read(tls.cert_file))], require_client_auth=False
+            )
+            port: int = server.add_secure_port(address, creds)
+        else:
+            port = server.add_insecure_port(address)
+        if port == 0:
+            raise OSError(f"cannot bind OTLP/gRPC receiver on {address}")
+        await server.start()
+        self._server = server
+        self.port = port
+        return port
+
+    async def stop(self, grace_s: float) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+
+    async def _export(self, body: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
+        core = self._core
+        try:
+            core.check_auth(_metadata(context, "authorization"))
+            with core.admit():
+                if len(body) > self._config.max_request_bytes:
+                    raise Refusal(
+                        "too_large",
+                        f"message of {len(body)} bytes exceeds the limit of "
+                        f"{self._config.max_request_bytes} bytes",
+                    )
+                try:
+                    request = decode_protobuf(body)
+                except InvalidPayload as exc:
+                    raise Refusal("invalid", str(exc)) from None
+                result = await core.ingest("grpc", request)
+        except Refusal as refusal:
+            core.refused("grpc", refusal)
+            await context.abort(
+                GRPC_CODES[refusal.kind], refusal.message, trailing_metadata=grpc_trailers(refusal)
+            )
+            raise AssertionError("unreachable") from None
+        response = ExportTraceServiceResponse()
+        if result.rejected:
+            response.partial_success.rejected_spans = result.rejected
+            response.partial_success.error_message = result.message
+        return response.SerializeToString()
+
+
+def _metadata(context: aio.ServicerContext[Any, Any], key: str) -> str | None:
+    for k, v in context.invocation_metadata() or ():
+        if k == key:
+            return v if isinstance(v, str) else v.decode("latin-1")
+    return None
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _read(path: Path) -> bytes:
+    return Path(path).read_bytes()

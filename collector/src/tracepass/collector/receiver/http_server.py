@@ -1,0 +1,190 @@
+"""OTLP/HTTP (`POST /v1/traces`) plus the small HTTP surface of the collector:
+`/healthz`, `/readyz` and `GET /api/v1/conversations/{id}`.
+
+The body is streamed through `CappedDecompressor`, so neither a large upload nor a
+compression bomb is ever held beyond `max_request_bytes`; `Content-Length` over the cap
+is refused before reading anything. Responses use the request's encoding (protobuf or
+JSON), as OTLP requires, for successes and failures alike.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+
+from aiohttp import web
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.core import ReceiverCore, Refusal
+from tracepass.collector.receiver.decode import (
+    CappedDecompressor,
+    InvalidPayload,
+    PayloadTooLarge,
+    UnsupportedEncoding,
+    decode_protobuf,
+)
+from tracepass.collector.receiver.otlp_json import OtlpJsonError, decode_json_bytes
+from tracepass.collector.receiver.status import HTTP_STATUS, retry_after_header, rpc_status
+from tracepass.collector.sink import ConversationQuery
+
+__all__ = ["TRACES_PATH", "HttpReceiver"]
+
+TRACES_PATH = "/v1/traces"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf", "application/vnd.google.protobuf"})
+_CHUNK = 64 * 1024
+
+
+class HttpReceiver:
+    def __init__(
+        self,
+        core: ReceiverCore,
+        config: ReceiverConfig,
+        query: ConversationQuery | None = None,
+    ) -> None:
+        self._core = core
+        self._config = config
+        self._query = query
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        # aiohttp would otherwise inflate gzip bodies itself, without any size cap.
+        app = web.Application(handler_args={"auto_decompress": False})
+        app.router.add_post(TRACES_PATH, self._traces)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/api/v1/conversations/{conversation_id}", self._conversation)
+        self.app = app
+
+    async def start(self) -> int:
+        runner = web.AppRunner(
+            self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        ssl_context: ssl.SSLContext | None = None
+        tls = self._config.tls
+        if tls is not None:
+            ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ssl_context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+        site = web.TCPSite(
+            runner,
+            self._config.host,
+            self._config.http_port,
+            ssl_context=ssl_context,
+        )
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- OTLP --------------------------------------------------------------------------
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        core = self._core
+        ctype = request.content_type
+        as_json = ctype == JSON
+        try:
+            core.check_auth(request.headers.get("Authorization"))
+            if not as_json and ctype not in _PROTOBUF_TYPES:
+                raise Refusal(
+                    "unsupported",
+                    f"unsupported Content-Type {ctype!r} (use {PROTOBUF} or {JSON})",
+                )
+            with core.admit():
+                body = await self._read_body(request)
+                try:
+                    message = decode_json_bytes(body) if as_json else decode_protobuf(body)
+                except OtlpJsonError as exc:
+                    raise Refusal("invalid", f"invalid OTLP/JSON: {exc}", field=exc.path) from None
+                except InvalidPayload as exc:
+                    raise Refusal("invalid", str(exc)) from None
+                result = await core.ingest("http", message)
+        except Refusal as refusal:
+            core.refused("http", refusal)
+            return self._error(refusal, as_json)
+        response = ExportTraceServiceResponse()
+        if result.rejected:
+            response.partial_success.rejected_spans = result.rejected
+            response.partial_success.error_message = result.message
+        return _message_response(200, response, as_json)
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        cap = self._config.max_request_bytes
+        length = request.content_length
+        if length is not None and length > cap:
+            raise Refusal("too_large", f"Content-Length {length} exceeds the limit of {cap} bytes")
+        try:
+            decoder = CappedDecompressor(request.headers.get("Content-Encoding", ""), cap)
+            async for chunk in request.content.iter_chunked(_CHUNK):
+                decoder.feed(chunk)
+            return decoder.finish()
+        except UnsupportedEncoding as exc:
+            raise Refusal("unsupported", str(exc)) from None
+        except PayloadTooLarge as exc:
+            raise Refusal("too_large", str(exc)) from None
+        except InvalidPayload as exc:
+            raise Refusal("invalid", str(exc)) from None
+
+    def _error(self, refusal: Refusal, as_json: bool) -> web.Response:
+        response = _message_response(HTTP_STATUS[refusal.kind], rpc_status(refusal), as_json)
+        retry_after = retry_after_header(refusal)
+        if retry_after is not None:
+            response.headers["Retry-After"] = retry_after
+        if refusal.kind == "unauthorized":
+            response.headers["WWW-Authenticate"] = 'Bearer realm="tracepass"'
+        if refusal.kind == "too_large":
+            # The rest of the body may be unread; do not reuse this connection.
+            response.force_close()
+        return response
+
+    # --- health and queries --------------------------------------------------------------
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self._core.draining:
+            return web.json_response({"status": "shutting down"}, status=503)
+        if not self._core.sink.ready():
+            return web.json_response({"status": "not ready"}, status=503)
+        return web.json_response({"status": "ready"})
+
+    async def _conversation(self, request: web.Request) -> web.Response:
+        try:
+            self._core.check_auth(request.headers.get("Authorization"))
+        except Refusal as refusal:
+            return web.json_response(
+                {"error": refusal.message},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="tracepass"'},
+            )
+        conversation_id = request.match_info["conversation_id"]
+        if self._query is None:
+            return web.json_response(
+                {"error": "conversation queries are not enabled on this receiver"}, status=501
+            )
+        view = self._query.conversation_view(conversation_id)
+        if view is None:
+            return web.json_response(
+                {"error": f"conversation {conversation_id!r} not found"}, status=404
+            )
+        return web.Response(body=json.dumps(view, ensure_ascii=False).encode(), content_type=JSON)
+
+
+def _message_response(status: int, message: Message, as_json: bool) -> web.Response:
+    if as_json:
+        body = json.dumps(json_format.MessageToDict(message)).encode()
+        return web.Response(status=status, body=body, content_type=JSON)
+    return web.Response(status=status, body=message.SerializeToString(), content_type=PROTOBUF)

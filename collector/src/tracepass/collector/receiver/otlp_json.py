@@ -1,0 +1,522 @@
+"""OTLP/JSON → `ExportTraceServiceRequest`, written by hand instead of `json_format`.
+
+Why not `google.protobuf.json_format.ParseDict`: OTLP/JSON deviates from the proto3 JSON
+mapping (trace/span ids are *hex*, not base64), and `ParseDict` silently decodes a
+32-character hex id as base64 into 24 wrong bytes. Walking the known trace schema
+ourselves fixes that, gives error messages with the exact JSON path
+(`resourceSpans[0].scopeSpans[1].spans[7].traceId: ...`), and is several times faster
+than `ParseDict` (see `bench/bench_decode.py`).
+
+Accepted leniently, as receivers must: int64/uint64 as JSON numbers or decimal strings,
+enums as integers or their proto names, lowerCamelCase or original snake_case keys,
+unknown keys ignored. Ids: hex of exactly 16 (trace) / 8 (span) bytes, or empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+try:  # optional accelerator, not a declared dependency
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None  # type: ignore[assignment]
+
+__all__ = ["OtlpJsonError", "decode_json_bytes", "decode_json_object"]
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_UINT64_MAX = 2**64 - 1
+_UINT32_MAX = 2**32 - 1
+
+
+class OtlpJsonError(ValueError):
+    """A payload that is not valid OTLP/JSON. `path` is the JSON path of the offending
+    value (empty for document-level problems); `str()` is the full precise message."""
+
+    def __init__(self, reason: str, path: str = "") -> None:
+        self.reason = reason
+        self._segments: list[str] = [path] if path else []
+        super().__init__(reason)
+
+    def prepend(self, segment: str) -> OtlpJsonError:
+        self._segments.insert(0, segment)
+        return self
+
+    @property
+    def path(self) -> str:
+        out = ""
+        for seg in self._segments:
+            out += seg if seg.startswith("[") or not out else "." + seg
+        return out
+
+    def __str__(self) -> str:
+        path = self.path
+        return f"{path}: {self.reason}" if path else self.reason
+
+
+def _fast_loads(data: bytes | str) -> Any:
+    """orjson when it happens to be installed (about 1.7x faster than `json`), else `json`.
+    On any orjson failure the stdlib parser runs again so error messages (and the
+    acceptance of integers beyond 64 bits, range-checked later) do not depend on it."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(data)
+        except (ValueError, TypeError):
+            pass
+    return json.loads(data)
+
+
+def decode_json_bytes(data: bytes | str) -> ExportTraceServiceRequest:
+    """Parse one OTLP/JSON `ExportTraceServiceRequest` (or `TracesData`) document."""
+    try:
+        obj = _fast_loads(data)
+    except json.JSONDecodeError as exc:
+        raise OtlpJsonError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise OtlpJsonError(f"body is not UTF-8 (byte {exc.start}): {exc.reason}") from None
+    return decode_json_object(obj)
+
+
+def decode_json_object(obj: Any) -> ExportTraceServiceRequest:
+    """Build the request from an already parsed JSON value."""
+    if type(obj) is not dict:
+        raise OtlpJsonError(f"expected a JSON object at top level, got {_kind(obj)}")
+    request = ExportTraceServiceRequest()
+    items = obj.get("resourceSpans")
+    if items is None:
+        items = obj.get("resource_spans")
+    if items is None:
+        return request
+    if type(items) is not list:
+        raise OtlpJsonError(f"expected an array, got {_kind(items)}", "resourceSpans")
+    out = request.resource_spans
+    for i, rs in enumerate(items):
+        try:
+            _resource_spans(rs, out.add())
+        except OtlpJsonError as exc:
+            raise exc.prepend(f"[{i}]").prepend("resourceSpans") from None
+    return request
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array"
+    return "an object"
+
+
+_CAMEL: dict[str, str] = {}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _normalized(obj: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """Fast path: every key is a known lowerCamelCase name (a C-level subset test).
+    Otherwise map snake_case keys to camelCase; unknown keys stay and are ignored."""
+    if obj.keys() <= known:
+        return obj
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        c = _CAMEL.get(k)
+        if c is None:
+            c = _CAMEL[k] = _camel(k) if "_" in k else k
+        out.setdefault(c, v)
+    return out
+
+
+def _obj(v: Any, field: str) -> dict[str, Any]:
+    if type(v) is not dict:
+        raise OtlpJsonError(f"expected an object, got {_kind(v)}", field)
+    return v
+
+
+def _list(v: Any, field: str) -> list[Any]:
+    if type(v) is not list:
+        raise OtlpJsonError(f"expected an array, got {_kind(v)}", field)
+    return v
+
+
+def _str(v: Any, field: str) -> str:
+    if type(v) is not str:
+        raise OtlpJsonError(f"expected a string, got {_kind(v)}", field)
+    return v
+
+
+def _integer(v: Any, field: str, lo: int, hi: int) -> int:
+    if type(v) is int:
+        n = v
+    elif type(v) is str:
+        s = v.strip()
+        if not s or not (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
+            raise OtlpJsonError(f"expected an integer, got string {v!r}", field)
+        n = int(s)
+    elif type(v) is float and v.is_integer():
+        n = int(v)
+    else:
+        raise OtlpJsonError(f"expected an integer, got {_kind(v)} {v!r}", field)
+    if not lo <= n <= hi:
+        raise OtlpJsonError(f"integer {n} out of range [{lo}, {hi}]", field)
+    return n
+
+
+def _u64(v: Any, field: str) -> int:
+    return _integer(v, field, 0, _UINT64_MAX)
+
+
+def _u32(v: Any, field: str) -> int:
+    return _integer(v, field, 0, _UINT32_MAX)
+
+
+def _i32(v: Any, field: str) -> int:
+    return _integer(v, field, -(2**31), 2**31 - 1)
+
+
+def _double(v: Any, field: str) -> float:
+    if type(v) is float or type(v) is int:
+        return float(v)
+    if type(v) is str:
+        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(v)
+        if special is not None:
+            return special
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    raise OtlpJsonError(f"expected a number, got {_kind(v)} {v!r}", field)
+
+
+def _hex_id(v: Any, field: str, size: int) -> bytes:
+    if type(v) is not str:
+        raise OtlpJsonError(f"expected a hex string, got {_kind(v)}", field)
+    if not v:
+        return b""
+    if len(v) != 2 * size:
+        raise OtlpJsonError(
+            f"expected {2 * size} hex characters ({size} bytes), got {len(v)} characters {v!r}",
+            field,
+        )
+    try:
+        return bytes.fromhex(v)
+    except ValueError:
+        raise OtlpJsonError(f"not a hex string: {v!r}", field) from None
+
+
+def _b64(v: Any, field: str) -> bytes:
+    s = _str(v, field)
+    try:
+        if "-" in s or "_" in s:
+            return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+        return base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise OtlpJsonError(f"not valid base64: {s[:40]!r}", field) from None
+
+
+def _enum(v: Any, field: str, by_name: Callable[[str], int]) -> int:
+    if type(v) is str and v and not v.lstrip("-").isdigit():
+        try:
+            return by_name(v)
+        except ValueError:
+            raise OtlpJsonError(f"unknown enum value {v!r}", field) from None
+    return _i32(v, field)
+
+
+# --- messages ------------------------------------------------------------------------
+
+_ANY_KEYS = frozenset(
+    {
+        "stringValue",
+        "boolValue",
+        "intValue",
+        "doubleValue",
+        "arrayValue",
+        "kvlistValue",
+        "bytesValue",
+        "stringValueStrindex",
+    }
+)
+
+
+def _any_value(d: Any, av: AnyValue) -> None:
+    if type(d) is not dict:
+        raise OtlpJsonError(f"expected an AnyValue object, got {_kind(d)}")
+    # Hot path: by far most attribute values are plain strings.
+    s = d.get("stringValue")
+    if s is not None and len(d) == 1:
+        if type(s) is not str:
+            raise OtlpJsonError(f"expected a string, got {_kind(s)}", "stringValue")
+        av.string_value = s
+        return
+    d = _normalized(d, _ANY_KEYS)
+    if s is not None:
+        av.string_value = _str(s, "stringValue")
+    elif (b := d.get("boolValue")) is not None:
+        if type(b) is not bool:
+            raise OtlpJsonError(f"expected a boolean, got {_kind(b)}", "boolValue")
+        av.bool_value = b
+    elif (n := d.get("intValue")) is not None:
+        av.int_value = _integer(n, "intValue", _INT64_MIN, _INT64_MAX)
+    elif (f := d.get("doubleValue")) is not None:
+        av.double_value = _double(f, "doubleValue")
+    elif (arr := d.get("arrayValue")) is not None:
+        values = _normalized(_obj(arr, "arrayValue"), _VALUES_KEYS).get("values") or []
+        out = av.array_value.values
+        av.array_value.SetInParent()
+        for i, item in enumerate(_list(values, "arrayValue.values")):
+            try:
+                _any_value(item, out.add())
+            except OtlpJsonError as exc:
+                raise exc.prepend(f"[{i}]").prepend("arrayValue.values") from None
+    elif (kvl := d.get("kvlistValue")) is not None:
+        values = _normalized(_obj(kvl, "kvlistValue"), _VALUES_KEYS).get("values") or []
+        av.kvlist_value.SetInParent()
+        _attributes(values, av.kvlist_value.values, "kvlistValue.values")
+    elif (raw := d.get("bytesValue")) is not None:
+        av.bytes_value = _b64(raw, "bytesValue")
+    elif (si := d.get("stringValueStrindex")) is not None:
+        av.string_value_strindex = _i32(si, "stringValueStrindex")
+
+
+_VALUES_KEYS = frozenset({"values"})
+_KV_KEYS = frozenset({"key", "value", "keyStrindex"})
+
+
+def _attributes(items: Any, out: Any, field: str) -> None:
+    if type(items) is not list:
+        raise OtlpJsonError(f"expected an array, got {_kind(items)}", field)
+    for i, kv in enumerate(items):
+        try:
+            if type(kv) is not dict:
+                raise OtlpJsonError(f"expected a KeyValue object, got {_kind(kv)}")
+            if not kv.keys() <= _KV_KEYS:
+                kv = _normalized(kv, _KV_KEYS)
+            key = kv.get("key")
+            value = kv.get("value")
+            if type(key) is str and type(value) is dict and len(value) == 1:
+                # Hot path: a string-valued attribute (add()+setattr beats kwargs constructors).
+                s = value.get("stringValue")
+                if type(s) is str:
+                    fast: KeyValue = out.add()
+                    fast.key = key
+                    fast.value.string_value = s
+                    continue
+            msg: KeyValue = out.add()
+            if key is not None:
+                if type(key) is not str:
+                    raise OtlpJsonError(f"expected a string, got {_kind(key)}", "key")
+                msg.key = key
+            if value is not None:
+                try:
+                    _any_value(value, msg.value)
+                except OtlpJsonError as exc:
+                    raise exc.prepend("value") from None
+            if (ks := kv.get("keyStrindex")) is not None:
+                msg.key_strindex = _i32(ks, "keyStrindex")
+        except OtlpJsonError as exc:
+            raise exc.prepend(f"[{i}]").prepend(field) from None
+
+
+_RESOURCE_KEYS = frozenset({"attributes", "droppedAttributesCount"})
+_SCOPE_KEYS = frozenset({"name", "version", "attributes", "droppedAttributesCount"})
+_RS_KEYS = frozenset({"resource", "scopeSpans", "schemaUrl"})
+_SS_KEYS = frozenset({"scope", "spans", "schemaUrl"})
+
+
+def _resource_spans(rs: Any, msg: ResourceSpans) -> None:
+    rs = _normalized(_obj(rs, ""), _RS_KEYS)
+    if (res := rs.get("resource")) is not None:
+        _resource(_obj(res, "resource"), msg.resource)
+    if (url := rs.get("schemaUrl")) is not None:
+        msg.schema_url = _str(url, "schemaUrl")
+    scopes = rs.get("scopeSpans")
+    if scopes is None:
+        return
+    out = msg.scope_spans
+    for i, ss in enumerate(_list(scopes, "scopeSpans")):
+        try:
+            _scope_spans(ss, out.add())
+        except OtlpJsonError as exc:
+            raise exc.prepend(f"[{i}]").prepend("scopeSpans") from None
+
+
+def _resource(d: dict[str, Any], msg: Resource) -> None:
+    d = _normalized(d, _RESOURCE_KEYS)
+    msg.SetInParent()
+    if (attrs := d.get("attributes")) is not None:
+        try:
+            _attributes(attrs, msg.attributes, "attributes")
+        except OtlpJsonError as exc:
+            raise exc.prepend("resource") from None
+    if (n := d.get("droppedAttributesCount")) is not None:
+        msg.dropped_attributes_count = _u32(n, "resource.droppedAttributesCount")
+
+
+def _scope(d: dict[str, Any], msg: InstrumentationScope) -> None:
+    d = _normalized(d, _SCOPE_KEYS)
+    msg.SetInParent()
+    if (name := d.get("name")) is not None:
+        msg.name = _str(name, "scope.name")
+    if (version := d.get("version")) is not None:
+        msg.version = _str(version, "scope.version")
+    if (attrs := d.get("attributes")) is not None:
+        try:
+            _attributes(attrs, msg.attributes, "attributes")
+        except OtlpJsonError as exc:
+            raise exc.prepend("scope") from None
+    if (n := d.get("droppedAttributesCount")) is not None:
+        msg.dropped_attributes_count = _u32(n, "scope.droppedAttributesCount")
+
+
+def _scope_spans(ss: Any, msg: ScopeSpans) -> None:
+    ss = _normalized(_obj(ss, ""), _SS_KEYS)
+    if (scope := ss.get("scope")) is not None:
+        _scope(_obj(scope, "scope"), msg.scope)
+    if (url := ss.get("schemaUrl")) is not None:
+        msg.schema_url = _str(url, "schemaUrl")
+    spans = ss.get("spans")
+    if spans is None:
+        return
+    out = msg.spans
+    for i, sp in enumerate(_list(spans, "spans")):
+        try:
+            _span(sp, out.add())
+        except OtlpJsonError as exc:
+            raise exc.prepend(f"[{i}]").prepend("spans") from None
+
+
+_SPAN_KEYS = frozenset(
+    {
+        "traceId",
+        "spanId",
+        "traceState",
+        "parentSpanId",
+        "flags",
+        "name",
+        "kind",
+        "startTimeUnixNano",
+        "endTimeUnixNano",
+        "attributes",
+        "droppedAttributesCount",
+        "events",
+        "droppedEventsCount",
+        "links",
+        "droppedLinksCount",
+        "status",
+    }
+)
+_EVENT_KEYS = frozenset({"timeUnixNano", "name", "attributes", "droppedAttributesCount"})
+_LINK_KEYS = frozenset(
+    {"traceId", "spanId", "traceState", "attributes", "droppedAttributesCount", "flags"}
+)
+_STATUS_KEYS = frozenset({"code", "message"})
+
+
+def _span(sp: Any, msg: Span) -> None:
+    if type(sp) is not dict:
+        raise OtlpJsonError(f"expected a Span object, got {_kind(sp)}")
+    if not sp.keys() <= _SPAN_KEYS:
+        sp = _normalized(sp, _SPAN_KEYS)
+    g = sp.get
+    if (v := g("traceId")) is not None:
+        msg.trace_id = _hex_id(v, "traceId", 16)
+    if (v := g("spanId")) is not None:
+        msg.span_id = _hex_id(v, "spanId", 8)
+    if (v := g("parentSpanId")) is not None:
+        msg.parent_span_id = _hex_id(v, "parentSpanId", 8)
+    if (v := g("traceState")) is not None:
+        msg.trace_state = _str(v, "traceState")
+    if (v := g("flags")) is not None:
+        msg.flags = _u32(v, "flags")
+    if (v := g("name")) is not None:
+        msg.name = _str(v, "name")
+    if (v := g("kind")) is not None:
+        msg.kind = _enum(v, "kind", Span.SpanKind.Value)  # type: ignore[assignment]
+    if (v := g("startTimeUnixNano")) is not None:
+        msg.start_time_unix_nano = v if type(v) is int and v >= 0 else _u64(v, "startTimeUnixNano")
+    if (v := g("endTimeUnixNano")) is not None:
+        msg.end_time_unix_nano = v if type(v) is int and v >= 0 else _u64(v, "endTimeUnixNano")
+    if (v := g("attributes")) is not None:
+        _attributes(v, msg.attributes, "attributes")
+    if (v := g("droppedAttributesCount")) is not None:
+        msg.dropped_attributes_count = _u32(v, "droppedAttributesCount")
+    if (v := g("events")) is not None:
+        out = msg.events
+        for i, ev in enumerate(_list(v, "events")):
+            try:
+                _event(ev, out.add())
+            except OtlpJsonError as exc:
+                raise exc.prepend(f"[{i}]").prepend("events") from None
+    if (v := g("droppedEventsCount")) is not None:
+        msg.dropped_events_count = _u32(v, "droppedEventsCount")
+    if (v := g("links")) is not None:
+        out_links = msg.links
+        for i, ln in enumerate(_list(v, "links")):
+            try:
+                _link(ln, out_links.add())
+            except OtlpJsonError as exc:
+                raise exc.prepend(f"[{i}]").prepend("links") from None
+    if (v := g("droppedLinksCount")) is not None:
+        msg.dropped_links_count = _u32(v, "droppedLinksCount")
+    if (v := g("status")) is not None:
+        _status(_obj(v, "status"), msg.status)
+
+
+def _event(ev: Any, msg: Span.Event) -> None:
+    ev = _normalized(_obj(ev, ""), _EVENT_KEYS)
+    if (v := ev.get("timeUnixNano")) is not None:
+        msg.time_unix_nano = _u64(v, "timeUnixNano")
+    if (v := ev.get("name")) is not None:
+        msg.name = _str(v, "name")
+    if (v := ev.get("attributes")) is not None:
+        _attributes(v, msg.attributes, "attributes")
+    if (v := ev.get("droppedAttributesCount")) is not None:
+        msg.dropped_attributes_count = _u32(v, "droppedAttributesCount")
+
+
+def _link(ln: Any, msg: Span.Link) -> None:
+    ln = _normalized(_obj(ln, ""), _LINK_KEYS)
+    if (v := ln.get("traceId")) is not None:
+        msg.trace_id = _hex_id(v, "traceId", 16)
+    if (v := ln.get("spanId")) is not None:
+        msg.span_id = _hex_id(v, "spanId", 8)
+    if (v := ln.get("traceState")) is not None:
+        msg.trace_state = _str(v, "traceState")
+    if (v := ln.get("attributes")) is not None:
+        _attributes(v, msg.attributes, "attributes")
+    if (v := ln.get("droppedAttributesCount")) is not None:
+        msg.dropped_attributes_count = _u32(v, "droppedAttributesCount")
+    if (v := ln.get("flags")) is not None:
+        msg.flags = _u32(v, "flags")
+
+
+def _status(st: dict[str, Any], msg: Status) -> None:
+    st = _normalized(st, _STATUS_KEYS)
+    msg.SetInParent()
+    if (v := st.get("message")) is not None:
+        msg.message = _str(v, "status.message")
+    if (v := st.get("code")) is not None:
+        msg.code = _enum(v, "status.code", Status.StatusCode.Value)  # type: ignore[assignment]
