@@ -7,13 +7,11 @@ content settings restored.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -51,20 +49,3 @@ def spans(provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
     yield _EXPORTER
     _content.set_settings(saved)
     _EXPORTER.clear()
-
-
-def by_name(finished: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
-    return [s for s in finished if s.name == name]
-
-
-def one(finished: Sequence[ReadableSpan], name: str) -> ReadableSpan:
-    found = by_name(finished, name)
-    assert len(found) == 1, f"expected one {name!r}, got {[s.name for s in finished]}"
-    return found[0]
-
-
-def attr_json(span: ReadableSpan, key: str) -> Any:
-    assert span.attributes is not None
-    value = span.attributes[key]
-    assert isinstance(value, str)
-    return json.loads(value)
