@@ -1,0 +1,24 @@
+"""Conversation assembly: buffer span records per conversation, decide completion, and
+rebuild `Conversation`s (see docs/collector.md for the rules)."""
+
+from .assembler import (
+    END_TURNS_ATTRIBUTE,
+    AddOutcome,
+    Assembler,
+    Clock,
+    Completed,
+    Reason,
+    TurnTarget,
+)
+from .build import build_conversation
+
+__all__ = [
+    "END_TURNS_ATTRIBUTE",
+    "AddOutcome",
+    "Assembler",
+    "Clock",
+    "Completed",
+    "Reason",
+    "TurnTarget",
+    "build_conversation",
+]

@@ -1,0 +1,585 @@
+"""Buffer span records per conversation and decide when each conversation is complete.
+
+Why it is shaped like this:
+- Records arrive in any order, split across requests and repeated by exporter retries,
+  so each conversation keeps a dict keyed by (trace_id, span_id): dedupe is one lookup.
+- Deadlines (idle timeout, end-signal grace, trace grace, late-span settle) live in a
+  lazy min-heap: a span arrival only moves `last_seen` forward (O(1)); the heap entry is
+  re-checked and re-pushed when it pops, so no tick ever scans all conversations.
+- Memory is bounded by three caps. Whatever has to give is counted (with a reason) in
+  `CollectorInstruments` and logged: evaluated conversations kept for late spans are shed
+  first, then the least recently active open conversations are handed over as
+  incomplete (`Conversation.complete=False`).
+- After evaluation a conversation is *retained* (records kept) for `retention_s` so late
+  spans can trigger a re-evaluation with revision + 1; then a small tombstone remains so
+  spans arriving even later are dropped and counted instead of opening a bogus fragment.
+
+Time comes from an injected clock (seconds), so every rule is testable without sleeping.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tracepass.collector.config import AssemblyConfig
+from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.normalize.records import RecordKind, SpanRecord
+
+from .build import MAX_DEPTH
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+SpanKey = tuple[str, str]
+# (reference_id, first user query) -> number of turns the matched reference has.
+TurnTarget = Callable[[str | None, str | None], int | None]
+
+END_TURNS_ATTRIBUTE = "tracepass.conversation.turns"
+
+
+class Reason:
+    """Completion reasons (label values of `tracepass_conversations_completed`)."""
+
+    END_SIGNAL = "end_signal"
+    REFERENCE_TURNS = "reference_turns"
+    IDLE = "idle"
+    TRACE_GRACE = "trace_grace"
+    EVICTED = "evicted"
+    LATE_SPANS = "late_spans"  # a re-evaluation (revision > 0); counted in `revisions`
+    SHUTDOWN = "shutdown"  # offline / flush-all: end of input
+
+
+class _State(Enum):
+    OPEN = 1
+    RETAINED = 2  # evaluated (or being evaluated); records kept for late spans
+    TOMBSTONE = 3  # records freed; later spans are dropped
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A conversation handed over for evaluation."""
+
+    key: str
+    records: tuple[SpanRecord, ...]
+    reason: str
+    revision: int
+    complete: bool
+    last_seen: float
+    closed_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AddOutcome:
+    accepted: list[tuple[str, SpanRecord]]  # new records with the key they were routed to
+    # accepted + duplicates of records already held: what a durable store must contain
+    # before the request is acknowledged (a retry after a failed commit is a duplicate).
+    held: list[tuple[str, SpanRecord]]
+    duplicates: int
+    late: int
+    dropped: int
+    merged: list[tuple[str, str]]  # (trace-only key, conversation key) buffers merged
+
+
+@dataclass(eq=False)
+class _Conv:
+    key: str
+    state: _State
+    records: dict[SpanKey, SpanRecord] = field(default_factory=dict)
+    trace_only: bool = True
+    revision: int = 0
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    closed_at: float = 0.0
+    truncated: bool = False
+    evicted: bool = False
+    turn_records: list[SpanRecord] = field(default_factory=list)
+    roots: dict[str, SpanRecord] = field(default_factory=dict)  # trace_id -> root
+    traces: set[str] = field(default_factory=set)  # traces with non-END records
+    root_seen_at: float | None = None
+    end_at: float | None = None
+    end_turns: int | None = None
+    reference_id: str | None = None
+    first_turn: SpanRecord | None = None
+    target: int | None = None
+    target_for: tuple[str | None, str | None] | None = None
+    missing: set[SpanKey] = field(default_factory=set)
+    heap_seq: int = -1
+    heap_deadline: float | None = None
+    tomb_until: float = 0.0
+
+
+class Assembler:
+    def __init__(
+        self,
+        config: AssemblyConfig,
+        instruments: CollectorInstruments,
+        *,
+        clock: Clock = time.time,
+        end_grace_s: float = 5.0,
+        late_settle_s: float | None = None,
+        tombstone_ttl_s: float | None = None,
+        max_tombstones: int = 100_000,
+        turn_target: TurnTarget | None = None,
+    ) -> None:
+        self.config = config
+        self.instruments = instruments
+        self.clock = clock
+        self.end_grace_s = end_grace_s
+        self.late_settle_s = late_settle_s if late_settle_s is not None else end_grace_s
+        self.tombstone_ttl_s = (
+            tombstone_ttl_s if tombstone_ttl_s is not None else config.idle_timeout_s
+        )
+        self.max_tombstones = max_tombstones
+        self.turn_target = turn_target
+        self._convs: dict[str, _Conv] = {}
+        self._open: OrderedDict[str, _Conv] = OrderedDict()  # LRU by activity
+        self._retained: OrderedDict[str, _Conv] = OrderedDict()  # by closed_at
+        self._tombs: OrderedDict[str, _Conv] = OrderedDict()  # by tomb_until
+        self._trace_conv: dict[str, str] = {}
+        self._conv_traces: dict[str, set[str]] = {}
+        self._heap: list[tuple[float, int, _Conv]] = []
+        self._seq = 0
+        self._ready: deque[Completed] = deque()
+        self._held = 0  # records held in open + retained conversations
+        self._open_spans = 0
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    @property
+    def held_spans(self) -> int:
+        return self._held
+
+    @property
+    def ready_count(self) -> int:
+        return len(self._ready)
+
+    def open_keys(self) -> list[str]:
+        return list(self._open)
+
+    def is_open(self, key: str) -> bool:
+        return key in self._open
+
+    def revision_of(self, key: str) -> int | None:
+        conv = self._convs.get(key)
+        return None if conv is None else conv.revision
+
+    def snapshot(self, key: str) -> tuple[tuple[SpanRecord, ...], int, bool] | None:
+        """Records, pending revision and open-ness of a known conversation (for views)."""
+        conv = self._convs.get(key)
+        if conv is None or conv.state is _State.TOMBSTONE:
+            return None
+        return tuple(conv.records.values()), conv.revision, conv.state is _State.OPEN
+
+    def route(self, rec: SpanRecord) -> str:
+        return rec.conversation_id or self._trace_conv.get(rec.trace_id) or rec.trace_id
+
+    # ------------------------------------------------------------------ ingest
+
+    def add(self, records: Iterable[SpanRecord]) -> AddOutcome:
+        now = self.clock()
+        batch = list(records)
+        merged: list[tuple[str, str]] = []
+        # Pass 1: learn trace -> conversation links first, so spans without a conversation
+        # id (e.g. a web framework's server span above the agent) join their conversation
+        # whatever their position in the request.
+        for rec in batch:
+            cid = rec.conversation_id
+            if cid is not None and self._trace_conv.get(rec.trace_id) is None:
+                self._link(rec.trace_id, cid, now, merged)
+        touched: dict[str, tuple[_Conv, bool]] = {}
+        accepted: list[tuple[str, SpanRecord]] = []
+        held: list[tuple[str, SpanRecord]] = []
+        duplicates = late = dropped = 0
+        self._make_room(len(batch), {self.route(r) for r in batch}, now)
+        for rec in batch:
+            key = self.route(rec)
+            conv = self._convs.get(key)
+            if conv is not None and conv.state is _State.TOMBSTONE:
+                self.instruments.late_spans.add(1)
+                self.instruments.spans_dropped.add(1, {"reason": "after_retention"})
+                late += 1
+                dropped += 1
+                log.info("span %s/%s for closed conversation %s dropped", *_ids(rec), key)
+                continue
+            skey = (rec.trace_id, rec.span_id)
+            if conv is not None and skey in conv.records:
+                duplicates += 1
+                held.append((key, rec))
+                continue
+            if conv is not None and conv.state is _State.RETAINED:
+                self.instruments.late_spans.add(1)
+                late += 1
+                self._reopen(conv, now)
+            if conv is None:
+                conv = self._new_open(key, now)
+            if len(conv.records) >= self.config.max_spans_per_conversation:
+                conv.truncated = True
+                dropped += 1
+                self.instruments.spans_dropped.add(1, {"reason": "max_spans_per_conversation"})
+                log.warning(
+                    "conversation %s exceeds %d spans; span %s/%s dropped",
+                    key,
+                    self.config.max_spans_per_conversation,
+                    *_ids(rec),
+                )
+                continue
+            self._insert(conv, rec, now)
+            accepted.append((key, rec))
+            held.append((key, rec))
+            signal = rec.kind in (RecordKind.TURN, RecordKind.END) or rec.parent_span_id is None
+            signal = signal or skey in conv.missing
+            prev = touched.get(key)
+            touched[key] = (conv, signal or (prev[1] if prev else False))
+        for conv, signal in touched.values():
+            if conv.state is not _State.OPEN:
+                continue
+            conv.last_seen = now
+            self._open.move_to_end(conv.key)
+            if signal:
+                self._check_progress(conv, now)
+            if conv.state is _State.OPEN:
+                self._schedule(conv)
+        return AddOutcome(accepted, held, duplicates, late, dropped, merged)
+
+    def _link(self, trace_id: str, cid: str, now: float, merged: list[tuple[str, str]]) -> None:
+        self._trace_conv[trace_id] = cid
+        self._conv_traces.setdefault(cid, set()).add(trace_id)
+        orphan = self._convs.get(trace_id)
+        if orphan is None or orphan.state is not _State.OPEN or not orphan.trace_only:
+            return
+        # Spans of this trace that arrived before any span naming the conversation.
+        self._remove_open(orphan)
+        del self._convs[trace_id]
+        self._held -= len(orphan.records)
+        target = self._convs.get(cid)
+        if target is None:
+            target = self._new_open(cid, now)
+        elif target.state is _State.RETAINED:
+            self.instruments.late_spans.add(len(orphan.records))
+            self._reopen(target, now)
+        elif target.state is _State.TOMBSTONE:
+            n = len(orphan.records)
+            self.instruments.late_spans.add(n)
+            self.instruments.spans_dropped.add(n, {"reason": "after_retention"})
+            log.info("%d spans of trace %s for closed conversation %s dropped", n, trace_id, cid)
+            merged.append((trace_id, cid))
+            return
+        for rec in orphan.records.values():
+            if (rec.trace_id, rec.span_id) not in target.records:
+                self._insert(target, rec, now)
+        target.first_seen = min(target.first_seen, orphan.first_seen)
+        merged.append((trace_id, cid))
+
+    def _new_open(self, key: str, now: float) -> _Conv:
+        conv = _Conv(key=key, state=_State.OPEN, first_seen=now, last_seen=now)
+        self._convs[key] = conv
+        self._open[key] = conv
+        self.instruments.open_conversations.add(1)
+        return conv
+
+    def _insert(self, conv: _Conv, rec: SpanRecord, now: float) -> None:
+        conv.records[(rec.trace_id, rec.span_id)] = rec
+        self._held += 1
+        if conv.state is _State.OPEN:
+            self._open_spans += 1
+            self.instruments.buffered_spans.add(1)
+        if rec.conversation_id is not None:
+            conv.trace_only = False
+        if rec.reference_id and conv.reference_id is None:
+            conv.reference_id = rec.reference_id
+        if rec.kind is RecordKind.TURN:
+            conv.turn_records.append(rec)
+            if rec.input_text is not None and (
+                conv.first_turn is None or rec.start_ns < conv.first_turn.start_ns
+            ):
+                conv.first_turn = rec
+        elif rec.kind is RecordKind.END:
+            conv.end_at = now
+            turns = rec.attributes.get(END_TURNS_ATTRIBUTE)
+            if isinstance(turns, int | float | str):
+                try:
+                    conv.end_turns = int(turns)
+                except ValueError:
+                    log.warning("conversation %s: bad %s=%r", conv.key, END_TURNS_ATTRIBUTE, turns)
+        if rec.kind is not RecordKind.END:
+            conv.traces.add(rec.trace_id)
+            if rec.parent_span_id is None:
+                conv.roots[rec.trace_id] = rec
+                conv.root_seen_at = now
+
+    def _reopen(self, conv: _Conv, now: float) -> None:
+        """A late span for an evaluated conversation: assemble again as revision + 1."""
+        self._retained.pop(conv.key, None)
+        conv.state = _State.OPEN
+        conv.revision += 1
+        conv.last_seen = now
+        self._open[conv.key] = conv
+        self._open_spans += len(conv.records)
+        self.instruments.open_conversations.add(1)
+        self.instruments.buffered_spans.add(len(conv.records))
+
+    def _remove_open(self, conv: _Conv) -> None:
+        if self._open.pop(conv.key, None) is not None:
+            self._open_spans -= len(conv.records)
+            self.instruments.open_conversations.add(-1)
+            self.instruments.buffered_spans.add(-len(conv.records))
+        conv.heap_deadline = None
+        conv.heap_seq = -1
+
+    # ------------------------------------------------------------------ completion
+
+    def _turns_done(self, conv: _Conv) -> tuple[int, bool]:
+        """(top-level turns whose whole ancestry up to the trace root has arrived,
+        whether every trace seen so far has its root). Cost: turns x depth, not spans."""
+        conv.missing.clear()
+        count = 0
+        traces_with_turns: set[str] = set()
+        for rec in conv.turn_records:
+            traces_with_turns.add(rec.trace_id)
+            parent = rec.parent_span_id
+            nested = False
+            steps = 0
+            while parent is not None and steps < MAX_DEPTH:
+                node = conv.records.get((rec.trace_id, parent))
+                if node is None:
+                    conv.missing.add((rec.trace_id, parent))
+                    break
+                if node.kind is RecordKind.TURN:
+                    nested = True
+                    break
+                parent = node.parent_span_id
+                steps += 1
+            if parent is None and not nested:
+                count += 1
+        count += sum(1 for t in conv.roots if t not in traces_with_turns)
+        all_rooted = all(t in conv.roots for t in conv.traces)
+        return count, all_rooted
+
+    def _check_progress(self, conv: _Conv, now: float) -> None:
+        if self.turn_target is not None:
+            query = conv.first_turn.input_text if conv.first_turn is not None else None
+            wanted = (conv.reference_id, query)
+            if conv.target_for != wanted:
+                conv.target_for = wanted
+                conv.target = self.turn_target(*wanted)
+        if conv.revision > 0 or (conv.end_at is None and conv.target is None):
+            # Re-opened by late spans: those trickle in over several requests, so a
+            # re-evaluation waits for `late_settle_s` of quiet instead of firing per request.
+            return
+        done, all_rooted = self._turns_done(conv)
+        if conv.end_at is not None and all_rooted and done >= (conv.end_turns or 0):
+            self._complete(conv, Reason.END_SIGNAL)
+        elif conv.target is not None and conv.target > 0 and done >= conv.target:
+            self._complete(conv, Reason.REFERENCE_TURNS)
+
+    def _deadline(self, conv: _Conv) -> tuple[float, str]:
+        best = (conv.last_seen + self.config.idle_timeout_s, Reason.IDLE)
+        if conv.revision > 0:
+            return min(best, (conv.last_seen + self.late_settle_s, Reason.LATE_SPANS))
+        if conv.end_at is not None:
+            best = min(best, (conv.end_at + self.end_grace_s, Reason.END_SIGNAL))
+        if conv.trace_only and conv.root_seen_at is not None:
+            best = min(best, (conv.root_seen_at + self.config.trace_grace_s, Reason.TRACE_GRACE))
+        return best
+
+    def _schedule(self, conv: _Conv) -> None:
+        deadline, _ = self._deadline(conv)
+        if conv.heap_deadline is not None and conv.heap_deadline <= deadline:
+            return  # the earlier entry will pop first and be re-checked then
+        self._seq += 1
+        conv.heap_seq = self._seq
+        conv.heap_deadline = deadline
+        heapq.heappush(self._heap, (deadline, self._seq, conv))
+
+    def _complete(self, conv: _Conv, reason: str, *, complete: bool = True) -> None:
+        now = self.clock()
+        self._remove_open(conv)
+        if conv.revision > 0:
+            reason = Reason.LATE_SPANS if complete else reason
+            self.instruments.revisions.add(1)
+        else:
+            self.instruments.conversations_completed.add(1, {"reason": reason})
+        conv.closed_at = now
+        self._ready.append(
+            Completed(
+                key=conv.key,
+                records=tuple(conv.records.values()),
+                reason=reason,
+                revision=conv.revision,
+                complete=complete and not conv.truncated and not conv.evicted,
+                last_seen=conv.last_seen,
+                closed_at=now,
+            )
+        )
+        if conv.evicted:
+            self._to_tombstone(conv, now)
+        else:
+            conv.state = _State.RETAINED
+            self._retained[conv.key] = conv
+
+    def _to_tombstone(self, conv: _Conv, now: float) -> None:
+        self._retained.pop(conv.key, None)
+        if conv.state is _State.OPEN:
+            self._remove_open(conv)
+        self._held -= len(conv.records)
+        conv.records = {}
+        conv.turn_records = []
+        conv.roots = {}
+        conv.traces = set()
+        conv.missing = set()
+        conv.state = _State.TOMBSTONE
+        conv.tomb_until = now + self.tombstone_ttl_s
+        self._tombs[conv.key] = conv
+        while len(self._tombs) > self.max_tombstones:
+            _, old = self._tombs.popitem(last=False)
+            self._forget(old)
+
+    def _forget(self, conv: _Conv) -> None:
+        if self._convs.get(conv.key) is conv:
+            del self._convs[conv.key]
+        for trace in self._conv_traces.pop(conv.key, ()):
+            if self._trace_conv.get(trace) == conv.key:
+                del self._trace_conv[trace]
+
+    def poll(self, now: float | None = None) -> list[Completed]:
+        """Everything that completed since the last poll, including deadlines due now;
+        also ages retained conversations into tombstones and forgets old tombstones."""
+        now = self.clock() if now is None else now
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, seq, conv = heapq.heappop(heap)
+            if conv.heap_seq != seq or conv.state is not _State.OPEN:
+                continue  # superseded entry
+            conv.heap_deadline = None
+            deadline, reason = self._deadline(conv)
+            if deadline <= now:
+                self._complete(conv, reason)
+            else:
+                self._schedule(conv)
+        retention = self.config.retention_s
+        while self._retained:
+            conv = next(iter(self._retained.values()))
+            if conv.closed_at + retention > now:
+                break
+            self._to_tombstone(conv, now)
+        while self._tombs:
+            conv = next(iter(self._tombs.values()))
+            if conv.tomb_until > now:
+                break
+            self._tombs.popitem(last=False)
+            self._forget(conv)
+        out = list(self._ready)
+        self._ready.clear()
+        return out
+
+    def next_deadline(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def flush_all(self, reason: str = Reason.SHUTDOWN) -> list[Completed]:
+        """Complete every open conversation now (end of an offline input)."""
+        for conv in list(self._open.values()):
+            self._complete(conv, reason)
+        out = list(self._ready)
+        self._ready.clear()
+        return out
+
+    # ------------------------------------------------------------------ limits
+
+    def _make_room(self, incoming: int, keep: set[str], now: float) -> None:
+        cfg = self.config
+        new_keys = sum(1 for k in keep if k not in self._convs)
+        while self._open and len(self._open) + new_keys > cfg.max_open_conversations:
+            if not self._evict_lru(keep, "max_open_conversations"):
+                break
+        while self._held + incoming > cfg.max_buffered_spans:
+            conv = next((c for k, c in self._retained.items() if k not in keep), None)
+            if conv is not None:
+                n = len(conv.records)
+                self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
+                log.warning(
+                    "memory cap: freed %d spans of evaluated conversation %s early "
+                    "(late spans for it will be dropped)",
+                    n,
+                    conv.key,
+                )
+                self._to_tombstone(conv, now)
+                continue
+            if not self._evict_lru(keep, "max_buffered_spans"):
+                log.warning(
+                    "memory cap: %d spans held + %d incoming > max_buffered_spans=%d and "
+                    "nothing left to evict",
+                    self._held,
+                    incoming,
+                    cfg.max_buffered_spans,
+                )
+                break
+
+    def _evict_lru(self, keep: set[str], reason: str) -> bool:
+        victim = next((c for k, c in self._open.items() if k not in keep), None)
+        if victim is None:
+            return False
+        self.instruments.conversations_evicted.add(1, {"reason": reason})
+        log.warning(
+            "%s reached: conversation %s (%d spans) evaluated as incomplete",
+            reason,
+            victim.key,
+            len(victim.records),
+        )
+        victim.evicted = True
+        self._complete(victim, Reason.EVICTED, complete=False)
+        return True
+
+    # ------------------------------------------------------------------ recovery
+
+    def restore(
+        self,
+        key: str,
+        records: Iterable[SpanRecord],
+        *,
+        last_seen: float,
+        revision: int = 0,
+        closed_at: float | None = None,
+    ) -> None:
+        """Put back a conversation read from durable state: open (closed_at None) or
+        retained after evaluation `revision`."""
+        now = self.clock()
+        conv = _Conv(key=key, state=_State.RETAINED, first_seen=last_seen, last_seen=last_seen)
+        conv.revision = revision
+        self._convs[key] = conv
+        for rec in records:
+            if rec.conversation_id is not None:
+                self._trace_conv.setdefault(rec.trace_id, rec.conversation_id)
+                self._conv_traces.setdefault(key, set()).add(rec.trace_id)
+            if (rec.trace_id, rec.span_id) not in conv.records:
+                self._insert(conv, rec, now)
+        if closed_at is None:
+            conv.state = _State.OPEN
+            self._open[key] = conv
+            self._open_spans += len(conv.records)
+            self.instruments.open_conversations.add(1)
+            self.instruments.buffered_spans.add(len(conv.records))
+            conv.last_seen = last_seen
+            if conv.root_seen_at is not None:
+                conv.root_seen_at = min(conv.root_seen_at, last_seen)
+            if conv.end_at is not None:
+                conv.end_at = min(conv.end_at, last_seen)
+            self._check_progress(conv, now)
+            if conv.state is _State.OPEN:
+                self._schedule(conv)
+        else:
+            conv.closed_at = closed_at
+            self._retained[key] = conv
+
+
+def _ids(rec: SpanRecord) -> tuple[str, str]:
+    return rec.trace_id, rec.span_id

@@ -1,0 +1,448 @@
+"""Durable collector state in SQLite (WAL): spans, evaluation results, key-value blobs.
+
+Why it is shaped like this:
+- One writer thread owns the write connection; the event loop only enqueues work and
+  awaits a future, so gRPC/HTTP keep answering while SQLite fsyncs.
+- Group commit: in `batch` durability every ingest enqueues its spans and waits; the
+  writer takes everything that arrives within `batch_max_delay_ms` of the first waiting
+  request and commits it in one transaction, then releases all of them. A request is
+  acknowledged to its client only after that commit, so an acknowledged span is in the
+  WAL file and survives `kill -9` (synchronous=NORMAL: durable against process death;
+  an OS crash / power loss may lose the last transactions, see docs/collector.md).
+- Records are stored as compact JSON arrays (field order fixed by `_FIELDS`), never
+  pickled: the file may outlive the code version and must not execute anything on load.
+- Reads for the conversation API use a second connection: WAL readers never block the
+  writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.evaluator.models import ToolCall
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Durability = Literal["none", "batch"]
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    conv_key TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS spans_conv ON spans (conv_key);
+CREATE TABLE IF NOT EXISTS results (
+    conv_key TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    closed_at REAL NOT NULL,
+    evaluated_at REAL NOT NULL,
+    n_spans INTEGER NOT NULL,
+    purged INTEGER NOT NULL DEFAULT 0,
+    view TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_closed ON results (purged, closed_at);
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+"""
+
+
+class StateError(RuntimeError):
+    """The state file cannot be used (message names the file and the problem)."""
+
+
+# ------------------------------------------------------------------------ record codec
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+def encode_record(rec: SpanRecord) -> str:
+    return json.dumps(
+        [
+            rec.trace_id,
+            rec.span_id,
+            rec.parent_span_id,
+            rec.kind.value,
+            rec.name,
+            rec.start_ns,
+            rec.end_ns,
+            rec.conversation_id,
+            rec.reference_id,
+            rec.agent_name,
+            rec.agent_version,
+            rec.service_name,
+            rec.input_text,
+            rec.output_text,
+            rec.tool_name,
+            rec.tool_call_id,
+            rec.tool_arguments,
+            rec.tool_result,
+            rec.error,
+            [tc.model_dump(mode="json") for tc in rec.requested_tool_calls],
+            rec.final_answer_uses_tools,
+            rec.attributes,
+        ],
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=_fallback,
+    )
+
+
+def decode_record(text: str) -> SpanRecord:
+    f = json.loads(text)
+    return SpanRecord(
+        trace_id=f[0],
+        span_id=f[1],
+        parent_span_id=f[2],
+        kind=RecordKind(f[3]),
+        name=f[4],
+        start_ns=f[5],
+        end_ns=f[6],
+        conversation_id=f[7],
+        reference_id=f[8],
+        agent_name=f[9],
+        agent_version=f[10],
+        service_name=f[11],
+        input_text=f[12],
+        output_text=f[13],
+        tool_name=f[14],
+        tool_call_id=f[15],
+        tool_arguments=f[16],
+        tool_result=f[17],
+        error=f[18],
+        requested_tool_calls=tuple(ToolCall.model_validate(d) for d in f[19]),
+        final_answer_uses_tools=f[20],
+        attributes=f[21],
+    )
+
+
+# ------------------------------------------------------------------------ recovery
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConversation:
+    """What restart recovery needs about one conversation with spans on disk."""
+
+    key: str
+    records: list[SpanRecord]
+    last_seen: float
+    # Set when the conversation was evaluated: its revision, close time and how many
+    # spans that evaluation saw (more on disk now = late spans awaiting re-evaluation).
+    revision: int | None = None
+    closed_at: float | None = None
+    evaluated_spans: int | None = None
+
+
+# ------------------------------------------------------------------------ store
+
+_Op = tuple[Callable[[sqlite3.Connection], Any], "concurrent.futures.Future[Any]"]
+_STOP = object()
+
+
+class StateStore:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        durability: Durability = "batch",
+        batch_max_delay_ms: float = 5.0,
+        max_batch_ops: int = 1024,
+    ) -> None:
+        self.path = Path(path)
+        self.durability = durability
+        self.batch_max_delay_s = batch_max_delay_ms / 1000.0
+        self.max_batch_ops = max_batch_ops
+        self._queue: queue.SimpleQueue[_Op | object] = queue.SimpleQueue()
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._reader: sqlite3.Connection | None = None
+        self.commits = 0  # transactions committed (for the benchmark's report)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=5000")
+        return conn
+
+    def open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StateError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
+            conn.executescript(_SCHEMA)
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise StateError(
+                    f"{self.path}: state schema version {row[0]}, this tracepass reads "
+                    f"version {SCHEMA_VERSION}; move the file away to start fresh"
+                )
+            conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
+        self._reader = self._connect()
+        self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Finish every queued write, then stop the writer (blocking)."""
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join()
+            self._thread = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def backlog(self) -> int:
+        """Writes queued and not yet committed (the pipeline refuses work above a cap)."""
+        return self._pending
+
+    # ---------------------------------------------------------------- writer thread
+
+    def _run(self) -> None:
+        conn = self._connect()
+        conn.execute("PRAGMA synchronous=NORMAL")
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch: list[_Op] = [first]  # type: ignore[list-item]
+            deadline = time.monotonic() + self.batch_max_delay_s
+            while len(batch) < self.max_batch_ops:
+                timeout = deadline - time.monotonic()
+                try:
+                    item = (
+                        self._queue.get(timeout=timeout)
+                        if timeout > 0
+                        else self._queue.get_nowait()
+                    )
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+            self._commit(conn, batch)
+        conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for fn, _ in batch:
+                try:
+                    outcomes.append((True, fn(conn)))
+                except Exception as exc:  # one bad op must not fail its neighbours
+                    outcomes.append((False, exc))
+            conn.execute("COMMIT")
+            self.commits += 1
+        except sqlite3.Error as exc:
+            log.error("%s: state commit failed: %s", self.path, exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            outcomes = [(False, StateError(f"{self.path}: commit failed: {exc}"))] * len(batch)
+        with self._pending_lock:
+            self._pending -= len(batch)
+        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+            if fut.set_running_or_notify_cancel():
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> concurrent.futures.Future[T]:
+        """Run `fn(conn)` inside the next group transaction; resolves after COMMIT."""
+        if self._thread is None:
+            raise StateError(f"{self.path}: state store is not open")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._pending_lock:
+            self._pending += 1
+        self._queue.put((fn, fut))
+        return fut
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.wrap_future(self.submit(fn))
+
+    # ---------------------------------------------------------------- spans
+
+    async def write_spans(
+        self,
+        rows: Iterable[tuple[str, SpanRecord]],
+        received_at: float,
+        merges: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Insert new records (dedupe by trace+span id) and re-key merged buffers."""
+        rows = list(rows)
+        merges = list(merges)
+
+        def op(conn: sqlite3.Connection) -> None:
+            for old, new in merges:
+                conn.execute("UPDATE spans SET conv_key=? WHERE conv_key=?", (new, old))
+            conn.executemany(
+                "INSERT OR IGNORE INTO spans VALUES (?,?,?,?,?)",
+                [(r.trace_id, r.span_id, key, received_at, encode_record(r)) for key, r in rows],
+            )
+
+        await self.run(op)
+
+    def load(self) -> list[StoredConversation]:
+        """Every conversation with spans on disk (blocking; call before serving)."""
+        assert self._reader is not None, "open() first"
+        meta = {
+            row[0]: (int(row[1]), float(row[2]), int(row[3]))
+            for row in self._reader.execute(
+                "SELECT conv_key, revision, closed_at, n_spans FROM results WHERE purged=0"
+            )
+        }
+        out: list[StoredConversation] = []
+        key: str | None = None
+        records: list[SpanRecord] = []
+        last = 0.0
+        bad = 0
+
+        def flush() -> None:
+            if key is None or not records:
+                return
+            m = meta.get(key)
+            out.append(
+                StoredConversation(
+                    key,
+                    list(records),
+                    last,
+                    revision=m[0] if m else None,
+                    closed_at=m[1] if m else None,
+                    evaluated_spans=m[2] if m else None,
+                )
+            )
+
+        for conv_key, received_at, data in self._reader.execute(
+            "SELECT conv_key, received_at, data FROM spans ORDER BY conv_key"
+        ):
+            if conv_key != key:
+                flush()
+                key, records, last = conv_key, [], 0.0
+            try:
+                records.append(decode_record(data))
+            except (ValueError, TypeError, IndexError) as exc:
+                bad += 1
+                log.error("%s: undecodable span row in %s skipped: %s", self.path, conv_key, exc)
+                continue
+            last = max(last, float(received_at))
+        flush()
+        if bad:
+            log.error("%s: %d stored spans could not be decoded", self.path, bad)
+        return out
+
+    def span_count(self) -> int:
+        assert self._reader is not None, "open() first"
+        return int(self._reader.execute("SELECT count(*) FROM spans").fetchone()[0])
+
+    def span_ids(self) -> set[tuple[str, str]]:
+        assert self._reader is not None, "open() first"
+        return {(t, s) for t, s in self._reader.execute("SELECT trace_id, span_id FROM spans")}
+
+    async def purge(self, closed_before: float, keep: Collection[str] = ()) -> int:
+        """Delete spans of conversations evaluated before `closed_before` (past retention),
+        except `keep` (re-opened by late spans)."""
+        keep_set = set(keep)
+
+        def op(conn: sqlite3.Connection) -> int:
+            keys = [
+                k
+                for (k,) in conn.execute(
+                    "SELECT conv_key FROM results WHERE purged=0 AND closed_at < ?",
+                    (closed_before,),
+                )
+                if k not in keep_set
+            ]
+            n = 0
+            for k in keys:
+                n += conn.execute("DELETE FROM spans WHERE conv_key=?", (k,)).rowcount
+                conn.execute("UPDATE results SET purged=1 WHERE conv_key=?", (k,))
+            return n
+
+        return await self.run(op)
+
+    # ---------------------------------------------------------------- results
+
+    async def put_result(
+        self,
+        key: str,
+        *,
+        revision: int,
+        closed_at: float,
+        n_spans: int,
+        view: dict[str, Any],
+        evaluated_at: float,
+    ) -> None:
+        text = json.dumps(view, separators=(",", ":"), ensure_ascii=False, default=_fallback)
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO results VALUES (?,?,?,?,?,0,?) ON CONFLICT(conv_key) DO UPDATE "
+                "SET revision=excluded.revision, closed_at=excluded.closed_at, "
+                "evaluated_at=excluded.evaluated_at, n_spans=excluded.n_spans, purged=0, "
+                "view=excluded.view WHERE excluded.revision >= results.revision",
+                (key, revision, closed_at, evaluated_at, n_spans, text),
+            )
+
+        await self.run(op)
+
+    def get_view(self, key: str) -> dict[str, Any] | None:
+        assert self._reader is not None, "open() first"
+        row = self._reader.execute("SELECT view FROM results WHERE conv_key=?", (key,)).fetchone()
+        if row is None:
+            return None
+        view: dict[str, Any] = json.loads(row[0])
+        return view
+
+    # ---------------------------------------------------------------- blobs
+
+    def put_blob(self, key: str, value: bytes) -> concurrent.futures.Future[None]:
+        """Store a snapshot (e.g. the rolling aggregator's state); await or ignore."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO kv VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )
+
+        return self.submit(op)
+
+    def get_blob(self, key: str) -> bytes | None:
+        assert self._reader is not None, "open() first"
+        row = self._reader.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
