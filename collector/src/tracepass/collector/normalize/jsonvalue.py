@@ -25,5 +25,5 @@ def loads(text: Any) -> Any:
         return _NOT_JSON
     try:
         return _decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: hostile `[[[[…` nesting
         return _NOT_JSON
