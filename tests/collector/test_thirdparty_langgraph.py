@@ -146,3 +146,24 @@ def test_traceloop_outer_invoke_agent_has_no_content_but_nested_workflow_does() 
         if r.attributes.get("tracepass.convention") == "traceloop" and r.kind is RecordKind.TURN
     ]
     assert {r.parent_span_id for r in workflows} == {r.span_id for r in roots}
+
+
+@pytest.mark.parametrize("instrumentation", sorted(FIXTURES))
+def test_fixture_through_assembly(instrumentation: str) -> None:
+    """The records are enough for the assembler's own rules (a later stage, used here
+    only to prove the contract end to end)."""
+    from tracepass.collector.assembly.build import build_conversation
+
+    request = ExportTraceServiceRequest.FromString(FIXTURES[instrumentation].read_bytes())
+    records, _ = normalize_request(request)
+    conversation = build_conversation(scenario.THREAD_ID, records)
+    assert [(t.query, t.answer) for t in conversation.turns] == [
+        (scenario.TURN1_QUERY, scenario.TURN1_ANSWER),
+        (scenario.TURN2_QUERY, scenario.TURN2_ANSWER),
+    ]
+    assert [
+        (c.name, c.arguments, c.result, c.call_id) for c in conversation.turns[0].tool_calls
+    ] == [
+        ("get_weather", {"city": "Paris", "unit": "C"}, "Sunny in Paris, 21 C", "call_w1"),
+        ("add", {"a": 2, "b": 3}, "5", "call_a1"),
+    ]
