@@ -107,3 +107,21 @@ async def test_grader_exception_is_an_error_and_others_still_reported() -> None:
     assert res.error == "boom: RuntimeError: kaput"
     assert res.graders[0].passed is True
     assert res.graders[1].grader == "boom"
+
+
+def test_deterministic_graders_need_no_event_loop() -> None:
+    t = turn(
+        "Paris 42",
+        GraderSpec(type="contains", keywords=["Paris"]),
+        GraderSpec(type="numeric"),
+        GraderSpec(type="regex", pattern=r"\d+"),
+        GraderSpec(type="exact", casefold=True),
+        GraderSpec(type="constraint", max_words=5),
+        GraderSpec(type="json_match", fields={"a": 1}),
+    )
+    coro = grade_answer(t, query="q", answer="paris 42", threshold=0.5)
+    with pytest.raises(StopIteration) as stop:
+        coro.send(None)
+    res: AnswerResult = stop.value.value
+    assert [g.passed for g in res.graders] == [True, True, True, True, True, False]
+    assert res.score == pytest.approx(5 / 6)

@@ -15,6 +15,11 @@ Combination (documented in docs/graders.md)
       score None, correct None and `error` names each failing grader. An error is "no
       verdict", never a silent 0.0, so that scoring can report the turn as ERROR.
 
+Graders whose class says `needs_loop = False` (all deterministic built-ins) run one after
+the other without suspending, so `grade_answer` for them never needs an event loop; I/O
+graders (`command`, `llm`, custom ones by default) on a turn with several graders run
+concurrently with `asyncio.gather`.
+
 A missing answer (the agent produced none) is a failure, not an error: every grader
 gets score 0.0 / failed without running, because "no answer" is a wrong answer whatever
 the grader would check.
@@ -61,6 +66,13 @@ def _default_spec(type_name: str) -> GraderSpec:
     if spec is None:
         spec = _default_specs[type_name] = GraderSpec(type=type_name)
     return spec
+
+
+def _needs_loop(spec: GraderSpec) -> bool:
+    try:
+        return cached_grader(spec).needs_loop
+    except GraderConfigError:
+        return False  # reported as an error result by _run_one, without awaiting
 
 
 async def _run_one(spec: GraderSpec, inp: GradeInput) -> GraderResult:
@@ -141,8 +153,10 @@ async def grade_answer(
         tool_results=tuple(tool_results),
         judge=judge,
     )
-    if len(specs) == 1:
-        results = [await _run_one(specs[0], inp)]
-    else:
+    if len(specs) > 1 and any(_needs_loop(s) for s in specs):
         results = list(await asyncio.gather(*(_run_one(s, inp) for s in specs)))
+    else:
+        # Sequentially, without touching the event loop: deterministic graders never
+        # suspend, so this coroutine can be driven to completion with `send(None)`.
+        results = [await _run_one(s, inp) for s in specs]
     return combine(specs, results, threshold)

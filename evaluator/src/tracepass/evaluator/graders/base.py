@@ -88,6 +88,10 @@ class Grader(ABC, Generic[OptionsT]):
 
     type_name: ClassVar[str]
     options_model: ClassVar[type[GraderOptions]]
+    # False promises that `grade` never awaits anything that needs an event loop, so a
+    # caller may drive the coroutine by hand (`coro.send(None)`) on a hot path. Custom
+    # graders are assumed to need a loop unless they say otherwise.
+    needs_loop: ClassVar[bool] = True
 
     def __init__(self, options: OptionsT) -> None:
         self.options = options

@@ -50,6 +50,7 @@ class ConstraintOptions(GraderOptions):
 class ConstraintGrader(Grader[ConstraintOptions]):
     type_name = "constraint"
     options_model = ConstraintOptions
+    needs_loop = False
 
     def __init__(self, options: ConstraintOptions) -> None:
         super().__init__(options)

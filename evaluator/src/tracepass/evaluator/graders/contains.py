@@ -36,6 +36,7 @@ class ContainsOptions(GraderOptions):
 class ContainsGrader(Grader[ContainsOptions]):
     type_name = "contains"
     options_model = ContainsOptions
+    needs_loop = False
 
     def __init__(self, options: ContainsOptions) -> None:
         super().__init__(options)

@@ -23,6 +23,7 @@ class ExactOptions(GraderOptions):
 class ExactGrader(Grader[ExactOptions]):
     type_name = "exact"
     options_model = ExactOptions
+    needs_loop = False
 
     def __init__(self, options: ExactOptions) -> None:
         super().__init__(options)

@@ -26,6 +26,7 @@ class JsonMatchOptions(GraderOptions):
 class JsonMatchGrader(Grader[JsonMatchOptions]):
     type_name = "json_match"
     options_model = JsonMatchOptions
+    needs_loop = False
 
     def __init__(self, options: JsonMatchOptions) -> None:
         super().__init__(options)

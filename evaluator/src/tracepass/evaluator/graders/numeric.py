@@ -58,6 +58,7 @@ def _max_matching(adj: list[list[int]], n_right: int) -> int:
 class NumericGrader(Grader[NumericOptions]):
     type_name = "numeric"
     options_model = NumericOptions
+    needs_loop = False
 
     def _close(self, actual: float, expected: float) -> bool:
         tol = max(self.options.abs_tol, self.options.rel_tol * abs(expected))

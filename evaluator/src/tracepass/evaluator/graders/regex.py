@@ -38,6 +38,7 @@ class RegexOptions(GraderOptions):
 class RegexGrader(Grader[RegexOptions]):
     type_name = "regex"
     options_model = RegexOptions
+    needs_loop = False
 
     def __init__(self, options: RegexOptions) -> None:
         super().__init__(options)
