@@ -188,6 +188,7 @@ class ReferenceSource:
         self.fuzzy = fuzzy
         self.fuzzy_threshold = fuzzy_threshold
         self.loader = loader or _default_loader
+        self._custom_loader = loader is not None
         m = meter or metrics.get_meter("tracepass.collector")
         self._reloads = m.create_counter(
             "tracepass_reference_reloads",
@@ -200,7 +201,7 @@ class ReferenceSource:
     def load(self) -> None:
         """First load: errors propagate (a collector must not start on a broken file)."""
         self._signature = _signature(self.paths)
-        sets = self.loader(self.paths) if self.paths else []
+        sets = self.loader(self.paths) if self.paths or self._custom_loader else []
         self.catalog = ReferenceCatalog(
             sets, fuzzy=self.fuzzy, fuzzy_threshold=self.fuzzy_threshold
         )

@@ -1,0 +1,302 @@
+"""Pipeline: ingest → assembly → matching → evaluation → results/listener, with real
+SQLite state, restart recovery, back-pressure and the conversation view."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _pipeline_support import (
+    TOOL,
+    Clock,
+    Metrics,
+    StubEvaluator,
+    end_marker,
+    rec,
+    reference,
+    reference_set,
+    tid,
+    turn_records,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.config import AssemblyConfig, StateConfig
+from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.pipeline import Pipeline, ResultInfo
+from tracepass.collector.sink import ConversationQuery, Overloaded, SpanSink
+from tracepass.evaluator.models import ConversationResult, ReferenceSet
+
+
+def refs_source(m: Metrics) -> ReferenceSource:
+    sets = [reference_set("demo", reference("weather", ["weather in Paris?", "and tomorrow?"]))]
+
+    def loader(paths: object) -> list[ReferenceSet]:
+        return sets
+
+    return ReferenceSource([], loader=loader, meter=m.meter)
+
+
+class Harness:
+    def __init__(self, tmp_path: Path | None, durability: str = "batch", **asm: Any) -> None:
+        self.clock = Clock()
+        self.metrics = Metrics()
+        self.evaluator = StubEvaluator()
+        self.results: list[tuple[ConversationResult, ResultInfo]] = []
+        state = (
+            StateConfig(path=tmp_path / "state.sqlite", durability=durability)  # type: ignore[arg-type]
+            if tmp_path is not None
+            else None
+        )
+        self.pipeline = Pipeline(
+            self.evaluator,
+            assembly=AssemblyConfig(**asm),
+            state=state,
+            reference_source=refs_source(self.metrics),
+            instruments=self.metrics.instruments,
+            meter=self.metrics.meter,
+            listener=lambda r, i: self.results.append((r, i)),
+            clock=self.clock,
+        )
+
+    async def start(self) -> Pipeline:
+        await self.pipeline.start(background=False)
+        return self.pipeline
+
+
+def conversation(conv: str = "c1") -> list[SpanRecord]:
+    return [
+        *turn_records(1, 100, conv, "weather in Paris?", "Sunny", ["geo", "weather"], t0=1_000),
+        *turn_records(2, 200, conv, "and tomorrow?", "Rain", ["forecast"], t0=5_000),
+    ]
+
+
+def test_protocols_are_implemented() -> None:
+    p = Pipeline(StubEvaluator())
+    sink: SpanSink = p
+    query: ConversationQuery = p
+    assert sink.ready() is False
+    assert query is p
+
+
+async def test_reference_turns_completion_match_evaluate_store_and_view(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    p = await h.start()
+    res = await p.ingest_records(conversation())
+    assert (res.accepted, res.rejected) == (5, 0)
+    assert await p.process_due() == 1  # the reference has two turns: complete now
+    ((_conv, ref, set_name),) = h.evaluator.calls
+    assert ref is not None
+    assert ref.id == "weather"
+    assert set_name == "demo"
+    ((_result, info),) = h.results
+    assert info.revision == 0
+    assert info.reason == "reference_turns"
+    assert info.complete
+    assert info.match_method == "query"
+    assert info.now == h.clock.t
+    assert info.lag_s >= 0
+    view = p.conversation_view("c1")
+    assert view is not None
+    assert view["conversation_id"] == "c1"
+    assert view["agent"] == {"name": "agent", "version": "1.0"}
+    assert view["trace_ids"] == [tid(1), tid(2)]
+    assert view["turns"][0] == {
+        "query": "weather in Paris?",
+        "answer": "Sunny",
+        "tool_calls": [
+            {
+                "name": "geo",
+                "arguments": {"i": 0},
+                "result": "r0",
+                "error": None,
+                "call_id": "call-100-0",
+            },
+            {
+                "name": "weather",
+                "arguments": {"i": 1},
+                "result": "r1",
+                "error": None,
+                "call_id": "call-100-1",
+            },
+        ],
+    }
+    assert view["evaluation"]["outcome"] == "pass"
+    assert view["revision"] == 0
+    assert p.conversation_view("nope") is None
+    await p.stop()
+    # After a restart the view comes from SQLite.
+    h2 = Harness(tmp_path)
+    p2 = await h2.start()
+    assert p2.conversation_view("c1") == view
+    await p2.stop()
+
+
+async def test_unmatched_is_counted_and_still_evaluated() -> None:
+    h = Harness(None)
+    p = await h.start()
+    await p.ingest_records(
+        [*turn_records(9, 10, "u", "no such task", "?", [], t0=0), end_marker(8, 1, "u", 1)]
+    )
+    await p.process_due()
+    ((_conv, ref, _),) = h.evaluator.calls
+    assert ref is None
+    assert h.metrics.value("tracepass_conversations_unmatched") == 1
+    await p.stop()
+
+
+async def test_late_span_creates_revision_visible_in_view() -> None:
+    h = Harness(None)
+    p = await h.start()
+    await p.ingest_records(conversation())
+    await p.process_due()
+    h.clock.advance(3)
+    await p.ingest_records([rec(2, 250, 200, TOOL, start=6_000, conv="c1", tool_name="late")])
+    assert p.conversation_view("c1")["status"] == "open"  # type: ignore[index]
+    h.clock.advance(5.1)
+    await p.process_due()
+    assert [i.revision for _, i in h.results] == [0, 1]
+    assert h.results[1][1].reason == "late_spans"
+    view = p.conversation_view("c1")
+    assert view is not None
+    assert view["revision"] == 1
+    assert [c["name"] for c in view["turns"][1]["tool_calls"]] == ["forecast", "late"]
+    assert h.metrics.value("tracepass_revisions") == 1
+    # Only the first evaluation counts as unmatched/completed.
+    assert h.metrics.value("tracepass_conversations_completed") == 1
+    await p.stop()
+
+
+async def test_restart_resumes_open_conversation(tmp_path: Path) -> None:
+    h = Harness(tmp_path, idle_timeout_s=60)
+    p = await h.start()
+    first_turn = conversation()[:3]
+    await p.ingest_records(first_turn)
+    await p.stop()  # conversation still open (one of two turns)
+    assert h.evaluator.calls == []
+
+    h2 = Harness(tmp_path, idle_timeout_s=60)
+    h2.clock.t = h.clock.t + 10
+    p2 = await h2.start()
+    assert p2.assembler.is_open("c1")
+    await p2.ingest_records(conversation()[3:])
+    await p2.process_due()
+    ((conv, _, _),) = h2.evaluator.calls
+    assert [t.query for t in conv.turns] == ["weather in Paris?", "and tomorrow?"]
+    await p2.stop()
+
+    # Third start: evaluated and within retention -> retained, nothing re-evaluated.
+    h3 = Harness(tmp_path, idle_timeout_s=60)
+    h3.clock.t = h2.clock.t + 1
+    p3 = await h3.start()
+    await p3.process_due(h3.clock.t + 1000)
+    assert h3.evaluator.calls == []
+    assert not p3.assembler.is_open("c1")
+    await p3.stop()
+
+
+async def test_restart_times_out_from_stored_arrival_times(tmp_path: Path) -> None:
+    h = Harness(tmp_path, idle_timeout_s=60)
+    p = await h.start()
+    await p.ingest_records(conversation()[:3])
+    await p.stop()
+    h2 = Harness(tmp_path, idle_timeout_s=60)
+    h2.clock.t = h.clock.t + 61  # the collector was down longer than the idle timeout
+    p2 = await h2.start()
+    await p2.process_due()
+    ((_, info),) = h2.results
+    assert info.reason == "idle"
+    await p2.stop()
+
+
+async def test_durability_none_writes_nothing_on_ingest_but_persists_on_stop(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, durability="none")
+    p = await h.start()
+    await p.ingest_records(conversation()[:3])
+    assert p.store is not None
+    assert p.store.span_count() == 0
+    await p.stop()
+    h2 = Harness(tmp_path, durability="none")
+    p2 = await h2.start()
+    assert p2.assembler.is_open("c1")
+    await p2.stop()
+
+
+async def test_overloaded_when_evaluation_backlog_is_full() -> None:
+    gate = asyncio.Event()
+
+    class Slow(StubEvaluator):
+        async def aevaluate(self, conversation, reference, *, reference_set=None):  # type: ignore[no-untyped-def]
+            await gate.wait()
+            return await super().aevaluate(conversation, reference, reference_set=reference_set)
+
+    p = Pipeline(Slow(), max_pending_evaluations=2, clock=Clock())
+    await p.start(background=False)
+    for i in range(2):
+        await p.ingest_records(
+            [*turn_records(i + 1, 10, f"c{i}", "q", "a", [], 0), end_marker(50 + i, 1, f"c{i}", 1)]
+        )
+    await p.process_due(wait=False)
+    with pytest.raises(Overloaded, match="evaluation backlog"):
+        await p.ingest_records(turn_records(9, 10, "c9", "q", "a", [], 0))
+    gate.set()
+    await p.process_due()
+    await p.ingest_records(turn_records(9, 10, "c9", "q", "a", [], 0))
+    await p.stop()
+
+
+async def test_ingest_counts_rejections_and_uses_normalizer() -> None:
+    m = Metrics()
+    recs = conversation()
+
+    def normalizer(req: ExportTraceServiceRequest) -> tuple[list[SpanRecord], list[Rejection]]:
+        return recs, [
+            Rejection(
+                trace_id="zz",
+                span_id="yy",
+                reason="invalid_trace_id",
+                message="trace id 'zz' is not 32 hex chars",
+            )
+        ]
+
+    p = Pipeline(
+        StubEvaluator(),
+        instruments=m.instruments,
+        meter=m.meter,
+        normalizer=normalizer,
+        clock=Clock(),
+    )
+    with pytest.raises(Overloaded):  # not started yet
+        await p.ingest(ExportTraceServiceRequest())
+    await p.start(background=False)
+    res = await p.ingest(ExportTraceServiceRequest())
+    assert (res.accepted, res.rejected) == (5, 1)
+    assert "not 32 hex" in res.message
+    assert m.value("tracepass_spans_rejected", reason="invalid_trace_id") == 1
+    await p.stop()
+
+
+async def test_background_loop_completes_by_deadline(tmp_path: Path) -> None:
+    """The real background task with a real clock and a tiny idle timeout."""
+    results: list[ResultInfo] = []
+    done = asyncio.Event()
+
+    def listener(r: ConversationResult, i: ResultInfo) -> None:
+        results.append(i)
+        done.set()
+
+    p = Pipeline(
+        StubEvaluator(),
+        assembly=AssemblyConfig(idle_timeout_s=0.05, tick_interval_s=0.01),
+        state=StateConfig(path=tmp_path / "s.sqlite"),
+        listener=listener,
+    )
+    await p.start()
+    await p.ingest_records(conversation()[:3])
+    await asyncio.wait_for(done.wait(), timeout=10)
+    assert results[0].reason == "idle"
+    await p.stop()
