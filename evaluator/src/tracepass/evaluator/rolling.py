@@ -1,0 +1,613 @@
+"""Rolling pass@k / pass^k over sliding time windows, a decayed window and a CUSUM.
+
+The collector feeds every evaluated conversation here; the exporter reads snapshots.
+This module is pure (no clock, no I/O): every call takes `now`, so tests are exact and
+the collector decides what time means (evaluation time).
+
+Design, and why:
+
+* One append-only log per key (agent_name, agent_version, reference_set) holds the
+  outcomes; each sliding window is just a cursor into that log plus running counts
+  (total and per reference/task), so `add` and expiry are amortized O(number of
+  windows) regardless of window size — a 24 h window with a million entries costs the
+  same per conversation as an empty one. The log is compacted once the oldest cursor
+  has moved past half of it.
+* Per-task counts let the tau-bench estimator (mean over tasks of C(c,k)/C(n,k)) be
+  computed per window; pooled plug-in and Bayesian values use the window's totals.
+* The decayed ("fast") window weighs an outcome 2^(-age/half_life); counts are
+  fractional, so only the plug-in and Bayesian estimators exist there (the unbiased
+  estimators need integer counts).
+* Revisions: a later revision of the same conversation replaces the earlier outcome in
+  every window still holding it (the old entry is tombstoned and its counts removed)
+  and is appended at `now`. Stale revisions (<= the one held) are ignored.
+* Outcome `None` (e.g. the judge failed) is not evidence about the agent: the entry is
+  recorded (so revisions still supersede it) but counted in no n or c.
+* The CUSUM sees each conversation once: its first countable outcome. Re-feeding a
+  revised outcome would double count it, and un-feeding a sequential statistic is not
+  possible (docs/statistics.md).
+* Minimum-sample guard: a window with n < min_conversations reports n and c but no
+  estimates, so a quiet period exports no value rather than a scary 0.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracepass.evaluator.cusum import BernoulliCusum
+from tracepass.evaluator.passk import (
+    PriorSpec,
+    estimate_arrays,
+    prior_params,
+    tau_bench_means,
+    validate_k,
+)
+
+__all__ = [
+    "AddResult",
+    "Key",
+    "KeySnapshot",
+    "Quantity",
+    "RollingAggregator",
+    "RollingConfig",
+    "WindowEstimate",
+    "WindowSnapshot",
+]
+
+Key = tuple[str, str, str]  # (agent_name, agent_version, reference_set)
+STATE_VERSION = 1
+_NOT_COUNTED = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RollingConfig:
+    windows: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("24h", 86400.0))
+    # None disables the decayed window.
+    decay_half_life_s: float | None = 900.0
+    decay_window_name: str = "fast"
+    ks: tuple[int, ...] = (1, 3, 5)
+    level: float = 0.95
+    prior: PriorSpec = "uniform"
+    min_conversations: int = 20
+    cusum_p0: float = 0.9
+    cusum_p1: float = 0.7
+
+    def __post_init__(self) -> None:
+        names = [w[0] for w in self.windows]
+        if self.decay_half_life_s is not None:
+            names.append(self.decay_window_name)
+            if not (self.decay_half_life_s > 0 and math.isfinite(self.decay_half_life_s)):
+                raise ValueError(f"decay_half_life_s must be > 0, got {self.decay_half_life_s}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"window names must be unique, got {names}")
+        for name, seconds in self.windows:
+            if not (seconds > 0 and math.isfinite(seconds)):
+                raise ValueError(f"window {name!r}: seconds must be > 0, got {seconds}")
+        if not self.ks:
+            raise ValueError("ks must name at least one k")
+        for k in self.ks:
+            validate_k(k)
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
+        prior_params(self.prior)
+        if self.min_conversations < 1:
+            raise ValueError(f"min_conversations must be >= 1, got {self.min_conversations}")
+        BernoulliCusum(self.cusum_p0, self.cusum_p1)  # validates the rates
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "windows": [[n, s] for n, s in self.windows],
+            "decay_half_life_s": self.decay_half_life_s,
+            "decay_window_name": self.decay_window_name,
+            "ks": list(self.ks),
+            "level": self.level,
+            "prior": list(self.prior) if isinstance(self.prior, tuple) else self.prior,
+            "min_conversations": self.min_conversations,
+            "cusum_p0": self.cusum_p0,
+            "cusum_p1": self.cusum_p1,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RollingConfig:
+        prior = d.get("prior", "uniform")
+        return cls(
+            windows=tuple((str(n), float(s)) for n, s in d["windows"]),
+            decay_half_life_s=d.get("decay_half_life_s"),
+            decay_window_name=d.get("decay_window_name", "fast"),
+            ks=tuple(int(k) for k in d["ks"]),
+            level=float(d["level"]),
+            prior=(float(prior[0]), float(prior[1])) if isinstance(prior, list) else prior,
+            min_conversations=int(d["min_conversations"]),
+            cusum_p0=float(d["cusum_p0"]),
+            cusum_p1=float(d["cusum_p1"]),
+        )
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """pass@k or pass^k in one window. `unbiased` is the tau-bench per-task mean."""
+
+    plugin: float | None
+    unbiased: float | None
+    mean: float | None
+    lower: float | None
+    upper: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEstimate:
+    k: int
+    pass_at_k: Quantity
+    pass_pow_k: Quantity
+    tasks_used: int  # tasks with n_i >= k entering the unbiased mean
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSnapshot:
+    window: str
+    n: float
+    c: float
+    tasks: int
+    # Empty when n < min_conversations (the guard): export nothing for the estimates.
+    estimates: Mapping[int, WindowEstimate]
+
+    @property
+    def sufficient(self) -> bool:
+        return bool(self.estimates)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySnapshot:
+    key: Key
+    windows: tuple[WindowSnapshot, ...]
+    cusum: float
+    cusum_observations: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    accepted: bool  # False: stale revision, ignored
+    replaced: bool  # an earlier revision's outcome was removed
+    previous_success: bool | None = None
+
+
+# --------------------------------------------------------------------------- internals
+
+
+@dataclass(slots=True)
+class _Counts:
+    n: int = 0
+    c: int = 0
+    tasks: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, task: str, ok: int, sign: int) -> None:
+        self.n += sign
+        self.c += sign * ok
+        tc = self.tasks.get(task)
+        if tc is None:
+            tc = self.tasks[task] = [0, 0]
+        tc[0] += sign
+        tc[1] += sign * ok
+        if tc[0] <= 0:
+            del self.tasks[task]
+
+
+@dataclass(slots=True)
+class _Decayed:
+    """Exponentially decayed counts, stored as of time `t` (decayed lazily)."""
+
+    n: float = 0.0
+    c: float = 0.0
+    t: float = 0.0
+
+    def advance(self, now: float, half_life: float) -> None:
+        if now > self.t:
+            f = math.exp2(-(now - self.t) / half_life)
+            self.n *= f
+            self.c *= f
+            self.t = now
+
+    def add(self, weight: float, ok: int) -> None:
+        self.n = max(0.0, self.n + weight)
+        self.c = min(self.n, max(0.0, self.c + weight * ok))
+
+
+@dataclass(slots=True)
+class _ConvRef:
+    key: Key
+    index: int  # absolute index in the key's log
+    revision: int
+    fed: bool  # already seen by the CUSUM
+
+
+class _Stream:
+    """Log + window cursors + counts for one key."""
+
+    __slots__ = (
+        "alive",
+        "base",
+        "convs",
+        "counts",
+        "cursors",
+        "cusum",
+        "decay",
+        "decay_tasks",
+        "keep",
+        "ok",
+        "revs",
+        "tasks",
+        "times",
+    )
+
+    def __init__(self, n_windows: int, cusum: BernoulliCusum) -> None:
+        self.times: list[float] = []
+        self.tasks: list[str] = []
+        self.ok: list[int] = []
+        self.alive: list[bool] = []
+        self.convs: list[str | None] = []
+        self.revs: list[int] = []
+        self.base = 0
+        self.keep = 0  # absolute index of the first entry still retained
+        self.cursors = [0] * n_windows
+        self.counts = [_Counts() for _ in range(n_windows)]
+        self.decay = _Decayed()
+        self.decay_tasks: dict[str, _Decayed] = {}
+        self.cusum = cusum
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.times)
+
+
+class RollingAggregator:
+    """Windows of conversation outcomes per key; see the module docstring."""
+
+    def __init__(self, config: RollingConfig | None = None) -> None:
+        self.config = config or RollingConfig()
+        self._streams: dict[Key, _Stream] = {}
+        self._convs: dict[str, _ConvRef] = {}
+        self._last_now = -math.inf
+        self._longest = max((s for _, s in self.config.windows), default=0.0)
+        # The log must also hold entries the decayed window could still need to revise.
+        if self.config.decay_half_life_s is not None:
+            self._longest = max(self._longest, 40 * self.config.decay_half_life_s)
+
+    # ------------------------------------------------------------------ feeding
+
+    def _clock(self, now: float) -> float:
+        if not math.isfinite(now):
+            raise ValueError(f"now must be a finite timestamp, got {now!r}")
+        # Time never runs backwards inside the windows (a late caller's `now` is
+        # clamped), which keeps each log sorted and expiry O(1).
+        self._last_now = max(self._last_now, now)
+        return self._last_now
+
+    def _stream(self, key: Key) -> _Stream:
+        st = self._streams.get(key)
+        if st is None:
+            cusum = BernoulliCusum(self.config.cusum_p0, self.config.cusum_p1)
+            st = self._streams[key] = _Stream(len(self.config.windows), cusum)
+        return st
+
+    def add(
+        self,
+        key: Key,
+        *,
+        task: str,
+        success: bool | None,
+        now: float,
+        conversation_id: str | None = None,
+        revision: int = 0,
+    ) -> AddResult:
+        """Record one evaluated conversation. `task` is the reference id (tau-bench's
+        task); `success=None` records an outcome that counts in no estimate."""
+        if not isinstance(task, str):
+            raise TypeError(f"task must be a str (the reference id), got {type(task).__name__}")
+        t = self._clock(now)
+        replaced = False
+        previous: bool | None = None
+        fed = False
+        if conversation_id is not None:
+            ref = self._convs.get(conversation_id)
+            if ref is not None:
+                if revision <= ref.revision:
+                    return AddResult(accepted=False, replaced=False)
+                previous = self._remove(ref, t)
+                replaced = True
+                fed = ref.fed
+        st = self._stream(key)
+        self._expire(st, t)  # other keys expire lazily, at their next add or snapshot
+        ok = _NOT_COUNTED if success is None else int(bool(success))
+        task = sys.intern(task)
+        idx = st.end
+        st.times.append(t)
+        st.tasks.append(task)
+        st.ok.append(ok)
+        st.alive.append(True)
+        st.convs.append(conversation_id)
+        st.revs.append(revision)
+        if ok != _NOT_COUNTED:
+            for counts in st.counts:
+                counts.add(task, ok, +1)
+            self._decay_add(st, task, ok, t, 1.0)
+            if not fed:
+                st.cusum.update(bool(ok))
+                fed = True
+        if conversation_id is not None:
+            self._convs[conversation_id] = _ConvRef(key, idx, revision, fed)
+        return AddResult(accepted=True, replaced=replaced, previous_success=previous)
+
+    def _decay_add(self, st: _Stream, task: str, ok: int, now: float, weight: float) -> None:
+        hl = self.config.decay_half_life_s
+        if hl is None:
+            return
+        st.decay.advance(now, hl)
+        st.decay.add(weight, ok)
+        d = st.decay_tasks.get(task)
+        if d is None:
+            d = st.decay_tasks[task] = _Decayed(t=now)
+        d.advance(now, hl)
+        d.add(weight, ok)
+
+    def _remove(self, ref: _ConvRef, now: float) -> bool | None:
+        """Take a superseded outcome out of every window still holding it."""
+        st = self._streams.get(ref.key)
+        if st is None or ref.index < st.base:
+            return None
+        i = ref.index - st.base
+        if not st.alive[i]:
+            return None
+        st.alive[i] = False
+        ok = st.ok[i]
+        if ok == _NOT_COUNTED:
+            return None
+        for w, counts in enumerate(st.counts):
+            if st.cursors[w] <= ref.index:
+                counts.add(st.tasks[i], ok, -1)
+        hl = self.config.decay_half_life_s
+        if hl is not None:
+            weight = math.exp2(-(now - st.times[i]) / hl)
+            self._decay_add(st, st.tasks[i], ok, now, -weight)
+        return bool(ok)
+
+    # ------------------------------------------------------------------ expiry
+
+    def expire(self, now: float) -> None:
+        self._expire_all(self._clock(now))
+
+    def _expire_all(self, now: float) -> None:
+        for st in self._streams.values():
+            self._expire(st, now)
+
+    def _expire(self, st: _Stream, now: float) -> None:
+        for w, (_, seconds) in enumerate(self.config.windows):
+            cutoff = now - seconds
+            cur = st.cursors[w]
+            end = st.end
+            counts = st.counts[w]
+            while cur < end and st.times[cur - st.base] <= cutoff:
+                i = cur - st.base
+                if st.alive[i] and st.ok[i] != _NOT_COUNTED:
+                    counts.add(st.tasks[i], st.ok[i], -1)
+                cur += 1
+            st.cursors[w] = cur
+        # Drop log entries no window needs and that are older than the retention
+        # horizon (kept longer so a revision can still find its decayed contribution).
+        cutoff = now - self._longest
+        keep = st.keep
+        limit = min(st.cursors, default=st.end)
+        while keep < limit and st.times[keep - st.base] <= cutoff:
+            keep += 1
+        st.keep = keep
+        drop = keep - st.base
+        if drop and (drop == len(st.times) or (drop > 1024 and drop * 2 >= len(st.times))):
+            self._compact(st, drop)
+
+    def _compact(self, st: _Stream, drop: int) -> None:
+        for i in range(drop):
+            cid = st.convs[i]
+            if cid is not None:
+                ref = self._convs.get(cid)
+                if ref is not None and ref.index == st.base + i:
+                    del self._convs[cid]
+        del st.times[:drop]
+        del st.tasks[:drop]
+        del st.ok[:drop]
+        del st.alive[:drop]
+        del st.convs[:drop]
+        del st.revs[:drop]
+        st.base += drop
+
+    # ------------------------------------------------------------------ reading
+
+    def keys(self) -> list[Key]:
+        return list(self._streams)
+
+    def __len__(self) -> int:
+        """Entries held in logs (alive or superseded)."""
+        return sum(len(st.times) for st in self._streams.values())
+
+    def cusum(self, key: Key) -> float | None:
+        st = self._streams.get(key)
+        return None if st is None else st.cusum.value
+
+    def snapshot(self, now: float) -> list[KeySnapshot]:
+        """Estimates for every key and window as of `now` (expires first)."""
+        t = self._clock(now)
+        self._expire_all(t)
+        cfg = self.config
+        hl = cfg.decay_half_life_s
+        rows: list[tuple[Key, str, float, float, list[tuple[float, float]] | None]] = []
+        for key, st in self._streams.items():
+            for w, (name, _) in enumerate(cfg.windows):
+                cnt = st.counts[w]
+                tasks = [(float(v[0]), float(v[1])) for v in cnt.tasks.values()]
+                rows.append((key, name, float(cnt.n), float(cnt.c), tasks))
+            if hl is not None:
+                st.decay.advance(t, hl)
+                for task in [k for k, d in st.decay_tasks.items() if _stale(d, t, hl)]:
+                    del st.decay_tasks[task]
+                rows.append((key, cfg.decay_window_name, st.decay.n, st.decay.c, None))
+        estimates = self._estimate_rows(rows)
+        out: list[KeySnapshot] = []
+        per_key = len(cfg.windows) + (1 if hl is not None else 0)
+        keys = list(self._streams.items())
+        for j, (key, st) in enumerate(keys):
+            windows = []
+            for r in range(j * per_key, (j + 1) * per_key):
+                _, name, n, c, task_counts = rows[r]
+                ntasks = len(task_counts) if task_counts is not None else len(st.decay_tasks)
+                windows.append(WindowSnapshot(name, n, c, ntasks, estimates[r]))
+            out.append(KeySnapshot(key, tuple(windows), st.cusum.value, st.cusum.observations))
+        return out
+
+    def _estimate_rows(
+        self, rows: Sequence[tuple[Key, str, float, float, list[tuple[float, float]] | None]]
+    ) -> list[dict[int, WindowEstimate]]:
+        cfg = self.config
+        result: list[dict[int, WindowEstimate]] = [{} for _ in rows]
+        if not rows:
+            return result
+        n = np.array([r[2] for r in rows], dtype=np.float64)
+        c = np.array([r[3] for r in rows], dtype=np.float64)
+        ok_rows = np.flatnonzero(n >= cfg.min_conversations)
+        if ok_rows.size == 0:
+            return result
+        for k in cfg.ks:
+            arr = estimate_arrays(n[ok_rows], c[ok_rows], k, prior=cfg.prior, level=cfg.level)
+            for j, r in enumerate(ok_rows.tolist()):
+                tasks = rows[r][4]
+                unb_at: float | None = None
+                unb_pow: float | None = None
+                used = 0
+                if tasks:
+                    tn = np.fromiter((x[0] for x in tasks), np.float64, len(tasks))
+                    tc = np.fromiter((x[1] for x in tasks), np.float64, len(tasks))
+                    unb_at, unb_pow, used = tau_bench_means(tn, tc, k)
+                result[r][k] = WindowEstimate(
+                    k=k,
+                    pass_at_k=Quantity(
+                        _f(arr.plugin_at_k[j]),
+                        unb_at,
+                        _f(arr.mean_at_k[j]),
+                        _f(arr.lower_at_k[j]),
+                        _f(arr.upper_at_k[j]),
+                    ),
+                    pass_pow_k=Quantity(
+                        _f(arr.plugin_pow_k[j]),
+                        unb_pow,
+                        _f(arr.mean_pow_k[j]),
+                        _f(arr.lower_pow_k[j]),
+                        _f(arr.upper_pow_k[j]),
+                    ),
+                    tasks_used=used,
+                )
+        return result
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-able state: the config, and per key the live log entries, the decayed
+        counts and the CUSUM. Superseded entries are not kept."""
+        streams = []
+        for key, st in self._streams.items():
+            live = [i for i in range(len(st.times)) if st.alive[i]]
+            fed = [
+                bool(
+                    st.convs[i] is not None
+                    and (ref := self._convs.get(st.convs[i] or "")) is not None
+                    and ref.fed
+                )
+                for i in live
+            ]
+            streams.append(
+                {
+                    "key": list(key),
+                    "t": [st.times[i] for i in live],
+                    "task": [st.tasks[i] for i in live],
+                    "ok": [st.ok[i] for i in live],
+                    "conv": [st.convs[i] for i in live],
+                    "rev": [st.revs[i] for i in live],
+                    "fed": fed,
+                    "decay": [st.decay.n, st.decay.c, st.decay.t],
+                    "decay_tasks": {k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
+                    "cusum": st.cusum.to_state(),
+                }
+            )
+        return {
+            "version": STATE_VERSION,
+            "config": self.config.to_dict(),
+            "last_now": self._last_now if math.isfinite(self._last_now) else None,
+            "streams": streams,
+        }
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], config: RollingConfig | None = None
+    ) -> RollingAggregator:
+        """Rebuild from `to_state()`. With `config`, the new configuration wins (e.g.
+        windows changed across a restart): counts are rebuilt from the saved log."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(
+                f"rolling state: unsupported version {state.get('version')!r} "
+                f"(expected {STATE_VERSION})"
+            )
+        agg = cls(config or RollingConfig.from_dict(state["config"]))
+        for s in state["streams"]:
+            key_list = s["key"]
+            if not (isinstance(key_list, list) and len(key_list) == 3):
+                raise ValueError(
+                    f"rolling state: key must be a list of 3 strings, got {key_list!r}"
+                )
+            key: Key = (str(key_list[0]), str(key_list[1]), str(key_list[2]))
+            st = agg._stream(key)
+            st.cusum = BernoulliCusum(agg.config.cusum_p0, agg.config.cusum_p1)
+            cs = s["cusum"]
+            st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
+            for t, task, ok, conv, rev, fed in zip(
+                s["t"], s["task"], s["ok"], s["conv"], s["rev"], s["fed"], strict=True
+            ):
+                idx = st.end
+                st.times.append(float(t))
+                st.tasks.append(sys.intern(str(task)))
+                st.ok.append(int(ok))
+                st.alive.append(True)
+                st.convs.append(conv)
+                st.revs.append(int(rev))
+                if ok != _NOT_COUNTED:
+                    for counts in st.counts:
+                        counts.add(task, int(ok), +1)
+                if conv is not None:
+                    agg._convs[conv] = _ConvRef(key, idx, int(rev), bool(fed))
+            dn, dc, dt = s["decay"]
+            st.decay = _Decayed(float(dn), float(dc), float(dt))
+            st.decay_tasks = {
+                k: _Decayed(float(v[0]), float(v[1]), float(v[2]))
+                for k, v in s["decay_tasks"].items()
+            }
+        if state.get("last_now") is not None:
+            agg._last_now = float(state["last_now"])
+        # Entries older than a (possibly shorter) window leave it on the first expiry.
+        if math.isfinite(agg._last_now):
+            agg._expire_all(agg._last_now)
+        return agg
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._streams)
+
+
+def _stale(d: _Decayed, now: float, half_life: float) -> bool:
+    d.advance(now, half_life)
+    return d.n < 1e-9
+
+
+def _f(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
