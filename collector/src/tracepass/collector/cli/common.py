@@ -1,0 +1,129 @@
+"""Shared CLI plumbing: error reporting with exit codes, output writing, JSON loading and
+the `--judge module:attr` loader. Commands only parse, call pure modules and print.
+
+Exit codes (every command): 0 success, 1 a gate failed / regression found,
+2 usage or input error (bad file, bad reference, bad option value).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_INPUT = 2
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+def stdout_console() -> Console:
+    # Created per call so test runners that swap sys.stdout are honoured.
+    return Console(file=sys.stdout, soft_wrap=False)
+
+
+def stderr_console() -> Console:
+    # soft_wrap: error messages stay on one line (grep-able, precise in CI logs).
+    return Console(file=sys.stderr, stderr=True, soft_wrap=True)
+
+
+def fail(message: str) -> NoReturn:
+    """Report an input/usage error precisely and exit with code 2."""
+    stderr_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(EXIT_INPUT)
+
+
+def write_text(text: str, output: Path | None) -> None:
+    """Write to ``output`` (announced on stderr) or to stdout unchanged (no wrapping)."""
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"{output}: cannot write: {exc.strerror or exc}")
+    stderr_console().print(f"wrote {escape(str(output))}", highlight=False)
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def load_json_file(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        fail(f"{path}: no such file ({what})")
+    except IsADirectoryError:
+        fail(f"{path}: is a directory, expected a file ({what})")
+    except OSError as exc:
+        fail(f"{path}: cannot read: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        fail(f"{path}: not UTF-8 text at byte {exc.start} ({what})")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} ({what})")
+
+
+def load_chat_model(spec: str) -> Any:
+    """Resolve ``module:attr`` to a langchain-core ``BaseChatModel``: the attribute may be
+    an instance or a zero-argument factory returning one."""
+    from langchain_core.language_models import BaseChatModel
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        fail(f"--judge {spec!r}: expected module:attr (e.g. mypkg.judges:make_judge)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        fail(f"--judge {spec!r}: cannot import module {module_name!r}: {exc}")
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            fail(f"--judge {spec!r}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if isinstance(target, BaseChatModel):
+        return target
+    if callable(target):
+        try:
+            made = target()
+        except Exception as exc:
+            fail(f"--judge {spec!r}: factory raised {type(exc).__name__}: {exc}")
+        if isinstance(made, BaseChatModel):
+            return made
+        fail(
+            f"--judge {spec!r}: factory returned {type(made).__name__}, "
+            "expected a langchain-core BaseChatModel"
+        )
+    fail(f"--judge {spec!r}: {type(target).__name__} is not a BaseChatModel or a factory")
+
+
+def fmt_num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_delta(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    color = "green" if value > 0 else "red" if value < 0 else "dim"
+    return f"[{color}]{value:+.{digits}f}[/]"
+
+
+def plain(value: object) -> Text:
+    """User data in a rich table cell: never interpreted as console markup."""
+    return Text("" if value is None else str(value))
