@@ -21,6 +21,7 @@ from tracepass.collector.normalize.messages import (
     USER,
     flattened_messages,
     last_text,
+    last_text_in,
     output_text,
     parse_messages,
     requested_tool_calls,
@@ -39,12 +40,11 @@ OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 
 def _turn(attrs: dict[str, Any]) -> Extract:
-    inputs = parse_messages(attrs.get(INPUT_MESSAGES))
     outputs = parse_messages(attrs.get(OUTPUT_MESSAGES))
     return Extract(
         RecordKind.TURN,
         CONVENTION,
-        input_text=last_text(inputs, USER),
+        input_text=last_text_in(attrs.get(INPUT_MESSAGES), USER),
         output_text=output_text(outputs),
     )
 
@@ -68,10 +68,10 @@ def tool_extract(
 def model_extract(attrs: dict[str, Any], convention: str = CONVENTION) -> Extract:
     raw_in = attrs.get(INPUT_MESSAGES)
     raw_out = attrs.get(OUTPUT_MESSAGES)
-    inputs = (
-        parse_messages(raw_in)
+    query = (
+        last_text_in(raw_in, USER)
         if raw_in is not None
-        else flattened_messages(attrs, "gen_ai.prompt", "legacy")
+        else last_text(flattened_messages(attrs, "gen_ai.prompt", "legacy", with_calls=False), USER)
     )
     outputs = (
         parse_messages(raw_out)
@@ -81,7 +81,7 @@ def model_extract(attrs: dict[str, Any], convention: str = CONVENTION) -> Extrac
     return Extract(
         RecordKind.MODEL,
         convention,
-        input_text=last_text(inputs, USER),
+        input_text=query,
         output_text=output_text(outputs),
         requested_tool_calls=requested_tool_calls(outputs),
     )

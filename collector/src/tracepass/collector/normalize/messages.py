@@ -110,7 +110,7 @@ def _langchain_tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _semconv_parts(role: str, parts: list[Any]) -> Message:
+def _semconv_parts(role: str, parts: list[Any], with_calls: bool = True) -> Message:
     texts: list[str] = []
     calls: list[ToolCall] = []
     for part in parts:
@@ -121,19 +121,20 @@ def _semconv_parts(role: str, parts: list[Any]) -> Message:
             content = part.get("content")
             if isinstance(content, str):
                 texts.append(content)
-        elif ptype == "tool_call":
+        elif ptype == "tool_call" and with_calls:
             calls.append(
                 make_tool_call(part.get("name", ""), part.get("arguments"), part.get("id"))
             )
     return Message(role, "\n".join(texts) if texts else None, tuple(calls))
 
 
-def parse_message(obj: Any) -> Message | None:
-    """One message in any supported shape, or None when `obj` is not a message."""
+def parse_message(obj: Any, with_calls: bool = True) -> Message | None:
+    """One message in any supported shape, or None when `obj` is not a message.
+    `with_calls=False` skips building tool calls (input histories only need text)."""
     if isinstance(obj, dict):
         parts = obj.get("parts")
         if isinstance(parts, list):
-            return _semconv_parts(role_of(obj.get("role")), parts)
+            return _semconv_parts(role_of(obj.get("role")), parts, with_calls)
         if obj.get("lc") == 1:
             ident = obj.get("id")
             kwargs = obj.get("kwargs")
@@ -141,7 +142,7 @@ def parse_message(obj: Any) -> Message | None:
                 return Message(
                     role_of(ident[-1]),
                     content_text(kwargs.get("content")),
-                    _langchain_tool_calls(kwargs.get("tool_calls")),
+                    _langchain_tool_calls(kwargs.get("tool_calls")) if with_calls else (),
                 )
             return None
         data = obj.get("data")
@@ -149,11 +150,11 @@ def parse_message(obj: Any) -> Message | None:
             return Message(
                 role_of(obj["type"]),
                 content_text(data.get("content")),
-                _langchain_tool_calls(data.get("tool_calls")),
+                _langchain_tool_calls(data.get("tool_calls")) if with_calls else (),
             )
         role = obj.get("role", obj.get("type"))
         if isinstance(role, str) and ("content" in obj or "tool_calls" in obj):
-            calls = _langchain_tool_calls(obj.get("tool_calls"))
+            calls = _langchain_tool_calls(obj.get("tool_calls")) if with_calls else ()
             return Message(role_of(role), content_text(obj.get("content")), calls)
         return None
     if isinstance(obj, list | tuple) and len(obj) == 2 and isinstance(obj[0], str):
@@ -177,6 +178,25 @@ def parse_messages(value: Any) -> list[Message]:
         if msg is not None:
             out.append(msg)
     return out
+
+
+def last_text_in(value: Any, role: str) -> str | None:
+    """Text of the last message with `role` in a JSON list of messages, parsing from the
+    end and only as far as needed (input histories grow with every turn)."""
+    decoded = loads(value) if isinstance(value, str) else value
+    if isinstance(decoded, dict):
+        decoded = [decoded]
+    if not isinstance(decoded, list):
+        return None
+    return _last_text_raw(decoded, role)
+
+
+def _last_text_raw(items: list[Any], role: str) -> str | None:
+    for item in reversed(items):
+        msg = parse_message(item, with_calls=False)
+        if msg is not None and msg.role == role:
+            return msg.text
+    return None
 
 
 def last_text(messages: list[Message], role: str) -> str | None:
@@ -206,18 +226,22 @@ _QUERY_KEYS = ("input", "query", "question", "user_input", "prompt", "message")
 _ANSWER_KEYS = ("output", "answer", "response", "result", "final_answer", "text")
 
 
-def _state_messages(state: Any) -> list[Message] | None:
+def _state_message_list(state: Any) -> list[Any] | None:
+    """The raw message list of a chain state (`{"messages": [...]}` or a bare list)."""
     if isinstance(state, dict):
         msgs = state.get("messages")
         if isinstance(msgs, list):
-            if msgs and isinstance(msgs[0], list) and len(msgs) == 1:
-                msgs = msgs[0]  # chat-model callback input: [[message, …]]
-            return [m for m in (parse_message(x) for x in msgs) if m is not None]
-        one = parse_message(state)
-        return [one] if one is not None and not isinstance(state, str) else None
+            if (
+                len(msgs) == 1
+                and isinstance(msgs[0], list)
+                and msgs[0]
+                and not isinstance(msgs[0][0], str)
+            ):
+                return msgs[0]  # chat-model callback input: [[message, …]]
+            return msgs
+        return [state] if parse_message(state, with_calls=False) is not None else None
     if isinstance(state, list):
-        parsed = [m for m in (parse_message(x) for x in state) if m is not None]
-        return parsed if parsed else None
+        return state
     return None
 
 
@@ -229,9 +253,9 @@ def query_from_state(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None
     if isinstance(state, str):
         return state
-    msgs = _state_messages(state)
+    msgs = _state_message_list(state)
     if msgs:
-        text = last_text(msgs, USER)
+        text = _last_text_raw(msgs, USER)
         if text is not None:
             return text
     if isinstance(state, dict):
@@ -250,10 +274,11 @@ def answer_from_state(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None
     if isinstance(state, str):
         return state
-    msgs = _state_messages(state)
+    msgs = _state_message_list(state)
     if msgs:
-        for msg in reversed(msgs):
-            if msg.role == ASSISTANT:
+        for item in reversed(msgs):
+            msg = parse_message(item, with_calls=False)
+            if msg is not None and msg.role == ASSISTANT:
                 return msg.text or None
     if isinstance(state, dict):
         for key in _ANSWER_KEYS:
@@ -270,7 +295,9 @@ def answer_from_state(value: Any) -> str | None:
 # --------------------------------------------------------------------------- flattened lists
 
 
-def flattened_messages(attrs: dict[str, Any], prefix: str, style: str) -> list[Message]:
+def flattened_messages(
+    attrs: dict[str, Any], prefix: str, style: str, *, with_calls: bool = True
+) -> list[Message]:
     """Messages flattened into attributes.
 
     style "oi": `{prefix}.{i}.message.role|content|tool_calls.{j}.tool_call.function.name`
@@ -304,7 +331,7 @@ def flattened_messages(attrs: dict[str, Any], prefix: str, style: str) -> list[M
                 j += 1
             text = "\n".join(pieces) if pieces else None
         calls: list[ToolCall] = []
-        if has_calls:
+        if has_calls and with_calls:
             j = 0
             while True:
                 cb = f"{base}tool_calls.{j}."

@@ -86,7 +86,7 @@ def _tool(attrs: dict[str, Any]) -> Extract:
 
 
 def _model(attrs: dict[str, Any]) -> Extract:
-    inputs = flattened_messages(attrs, "llm.input_messages", "oi")
+    inputs = flattened_messages(attrs, "llm.input_messages", "oi", with_calls=False)
     outputs = flattened_messages(attrs, "llm.output_messages", "oi")
     return Extract(
         RecordKind.MODEL,
