@@ -113,14 +113,14 @@ def configure(
     Content capture is on unless `capture_content=False` or
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false.
     """
-    _content.set_settings(
-        _content.ContentSettings(
-            capture=capture_content and _content.env_allows_capture(),
-            redact=redact,
-            max_value_bytes=max_value_bytes,
-        )
-    )
+    # Validate everything before changing any state.
     chosen_protocol = _resolve_protocol(protocol) if exporter is None else "custom"
+    settings = _content.ContentSettings(
+        capture=capture_content and _content.env_allows_capture(),
+        redact=redact,
+        max_value_bytes=max_value_bytes,
+    )
+    _content.set_settings(settings)
     with _lock:
         current: Any = trace.get_tracer_provider()
         created = False
