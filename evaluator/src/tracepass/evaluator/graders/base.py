@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,13 +39,14 @@ class GraderOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-@dataclass(frozen=True, slots=True)
-class GradeInput:
+class GradeInput(NamedTuple):
     """Everything a grader may look at for one turn.
 
     `answer` is never None here: `grade_answer` decides what a missing answer means
     before any grader runs. `threshold` is the turn's answer threshold, used as the pass
     line by graders whose score is continuous (llm, command) unless they set their own.
+    A NamedTuple (immutable, and several times cheaper to build than a frozen
+    dataclass) because one is built per graded turn.
     """
 
     query: str | None
@@ -57,8 +57,7 @@ class GradeInput:
     judge: LLMJudge | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """A grader's raw verdict; `answers.grade_answer` turns it into a `GraderResult`.
 
     Exactly one of (`score`, `error`) is meaningful: an error means "no verdict", which
@@ -69,15 +68,17 @@ class Verdict:
     passed: bool | None
     reasoning: str | None = None
     error: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def ok(cls, score: float, passed: bool, reasoning: str | None = None) -> Verdict:
-        return cls(score=min(1.0, max(0.0, float(score))), passed=passed, reasoning=reasoning)
+        score = float(score)
+        if not 0.0 <= score <= 1.0:
+            score = min(1.0, max(0.0, score))
+        return cls(score, passed, reasoning)
 
     @classmethod
     def fail(cls, error: str) -> Verdict:
-        return cls(score=None, passed=None, error=error)
+        return cls(None, None, None, error)
 
 
 OptionsT = TypeVar("OptionsT", bound=GraderOptions)
@@ -95,6 +96,8 @@ class Grader(ABC, Generic[OptionsT]):
 
     def __init__(self, options: OptionsT) -> None:
         self.options = options
+        # Shown in results; `build_grader` sets it from the spec's optional `name`.
+        self.name: str = self.type_name
 
     @abstractmethod
     async def grade(self, inp: GradeInput) -> Verdict:

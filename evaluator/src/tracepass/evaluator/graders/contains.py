@@ -19,6 +19,8 @@ from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, 
 from tracepass.evaluator.graders.text import Normalization, normalize
 
 _SPLIT = re.compile(r"[;|\n]")
+_KW_CACHE_LIMIT = 4096
+_MISS = object()
 
 
 class ContainsOptions(GraderOptions):
@@ -46,8 +48,22 @@ class ContainsGrader(Grader[ContainsOptions]):
             strip_punctuation=options.strip_punctuation,
             whitespace=options.whitespace,
         )
+        self._kw_cache: dict[str | None, list[str] | None] = {}
 
     def _keywords(self, expected: str | None) -> list[str] | None:
+        # Memoized: the default grader's spec object is shared by every turn, but a turn's
+        # expected answer is graded over and over (k trials, many conversations).
+        key = None if self.options.keywords is not None else expected
+        hit = self._kw_cache.get(key, _MISS)
+        if hit is not _MISS:
+            return hit  # type: ignore[return-value]
+        kws = self._derive(expected)
+        if len(self._kw_cache) >= _KW_CACHE_LIMIT:
+            self._kw_cache.clear()
+        self._kw_cache[key] = kws
+        return kws
+
+    def _derive(self, expected: str | None) -> list[str] | None:
         if self.options.keywords is not None:
             raw = list(self.options.keywords)
         elif expected is None:
@@ -71,8 +87,10 @@ class ContainsGrader(Grader[ContainsOptions]):
         if not keywords:
             return Verdict.fail("keywords are empty after normalization")
         text = normalize(inp.answer, self._norm)
-        found = [k for k in keywords if self._found(k, text)]
-        missing = [k for k in keywords if k not in found]
+        found: list[str] = []
+        missing: list[str] = []
+        for k in keywords:
+            (found if self._found(k, text) else missing).append(k)
         if self.options.mode == "any":
             ok = bool(found)
             score = 1.0 if ok else 0.0

@@ -73,7 +73,9 @@ def build_grader(spec: GraderSpec) -> Grader[Any]:
     raw = {k: v for k, v in (spec.model_extra or {}).items() if k not in _COMMON}
     try:
         options = cls.options_model.model_validate(raw)
-        return cls(options)
+        grader = cls(options)
+        grader.name = display_name(spec)
+        return grader
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         msg = err["msg"]

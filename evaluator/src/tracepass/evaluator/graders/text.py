@@ -10,12 +10,9 @@ a space (as in SQuAD's answer normalization): "1,200" → "1200", "don't" → "d
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 from pydantic import BaseModel, ConfigDict
-
-_WS = re.compile(r"\s+")
 
 
 class Normalization(BaseModel):
@@ -36,12 +33,12 @@ def _is_punct(ch: str) -> bool:
 
 
 def normalize(text: str, opts: Normalization) -> str:
-    if opts.nfkc:
+    if opts.nfkc and not text.isascii():  # ASCII is already NFKC-normal
         text = unicodedata.normalize("NFKC", text)
     if opts.casefold:
         text = text.casefold()
     if opts.strip_punctuation:
         text = "".join(ch for ch in text if not _is_punct(ch))
     if opts.whitespace:
-        text = _WS.sub(" ", text).strip()
+        text = " ".join(text.split())
     return text
