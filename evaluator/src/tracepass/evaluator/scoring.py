@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tracepass.evaluator.answers import AnswerResult, grade_answer
 from tracepass.evaluator.argmatch import ArgumentMatchError
 from tracepass.evaluator.fairforge import fair_forge_tool_correctness
+from tracepass.evaluator.graders import GraderConfigError, grader_class
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -48,12 +49,6 @@ if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "ToolWeights"]
-
-# Graders that never await anything: a conversation graded only by these can be scored
-# by `Evaluator.evaluate` without spinning up an event loop per call.
-_LOOP_FREE_GRADERS = frozenset(
-    {"exact", "contains", "regex", "numeric", "json_match", "constraint"}
-)
 
 
 class ToolWeights(BaseModel):
@@ -100,10 +95,19 @@ class _CompiledReference:
     needs_loop: bool
 
 
+def _type_needs_loop(type_name: str) -> bool:
+    """Graders declare whether they ever await (`needs_loop`); deterministic ones do not,
+    so a conversation graded only by them is scored without an event loop."""
+    try:
+        return grader_class(type_name).needs_loop
+    except (GraderConfigError, LookupError):
+        return False  # unknown type: an error result, produced without awaiting
+
+
 def _turn_needs_loop(rt: ReferenceTurn, default_grader: str) -> bool:
     if rt.graders:
-        return len(rt.graders) > 1 or rt.graders[0].type not in _LOOP_FREE_GRADERS
-    return rt.expected_answer is not None and default_grader not in _LOOP_FREE_GRADERS
+        return any(_type_needs_loop(g.type) for g in rt.graders)
+    return rt.expected_answer is not None and _type_needs_loop(default_grader)
 
 
 class Evaluator:

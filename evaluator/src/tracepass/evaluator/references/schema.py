@@ -18,6 +18,7 @@ from tracepass.evaluator.argmatch import (
     MATCHERS,
     ArgumentMatchError,
     compile_matcher,
+    resolve_callable,
     validate_matcher_name,
 )
 from tracepass.evaluator.models import ExpectedTool, GraderSpec, Reference, ReferenceSet
@@ -142,7 +143,8 @@ def _tool(v: Any, path: Path, defaults: Mapping[str, Any]) -> ExpectedTool:
         raise _validation(exc, path) from exc
     if mode not in MATCHERS:
         try:
-            compile_matcher(tool)  # import the custom callable now, not mid-scoring
+            resolve_callable(mode)  # import the custom callable now, not mid-scoring
+            compile_matcher(tool)
         except ArgumentMatchError as exc:
             raise _fail((*path, "argument_match"), str(exc)) from exc
     return tool

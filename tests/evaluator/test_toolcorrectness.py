@@ -1,0 +1,240 @@
+"""Tool correctness: optimal pairing, multiset selection, LCS sequence, utilization."""
+
+from __future__ import annotations
+
+from itertools import permutations
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall
+from tracepass.evaluator.toolcorrectness import (
+    assign_calls,
+    compile_turn,
+    detect_utilization,
+    lis_length,
+    normalize_weights,
+    tool_correctness,
+)
+
+
+def turn(*tools: ExpectedTool | str, ordered: bool = False) -> ReferenceTurn:
+    return ReferenceTurn(
+        query="q",
+        expected_tools=tuple(ExpectedTool(name=t) if isinstance(t, str) else t for t in tools),
+        tool_sequence_matters=ordered,
+    )
+
+
+def score(calls: list[ToolCall], rt: ReferenceTurn, **kw: Any):  # type: ignore[no-untyped-def]
+    kw.setdefault("answer", None)
+    kw.setdefault("declared", True)
+    return tool_correctness(calls, compile_turn(rt), **kw)
+
+
+def test_not_checked_and_not_applicable() -> None:
+    assert score([ToolCall(name="a")], ReferenceTurn(query="q")) is None
+    assert score([], turn()) is None
+
+
+def test_expected_but_none_called_is_zero_everywhere() -> None:
+    tc = score([], turn("a"))
+    assert tc is not None
+    assert (tc.selection, tc.parameters, tc.sequence, tc.utilization, tc.overall) == (0, 0, 0, 0, 0)
+    assert not tc.correct
+
+
+def test_none_expected_but_some_called_is_zero_everywhere() -> None:
+    tc = score([ToolCall(name="a")], turn())
+    assert tc is not None
+    assert tc.overall == 0.0
+    assert not tc.correct
+
+
+def test_perfect() -> None:
+    rt = turn(ExpectedTool(name="calc", arguments={"a": 1}), ordered=True)
+    tc = score([ToolCall(name="calc", arguments={"a": 1.0})], rt)
+    assert tc is not None
+    assert tc.overall == 1.0
+    assert tc.correct
+
+
+def test_same_tool_twice_each_compared_with_its_counterpart() -> None:
+    # Fair Forge compares both expected calls with the first actual call (→ 0.667).
+    rt = turn(
+        ExpectedTool(name="calc", arguments={"op": "mul", "a": 3, "b": 12}),
+        ExpectedTool(name="calc", arguments={"op": "mul", "a": 36, "b": 0.9}),
+        ordered=True,
+    )
+    calls = [
+        ToolCall(name="calc", arguments={"op": "mul", "a": 3, "b": 12}),
+        ToolCall(name="calc", arguments={"op": "mul", "a": 36, "b": 0.9}),
+    ]
+    tc = score(calls, rt)
+    assert tc is not None
+    assert tc.parameters == 1.0
+    assert tc.sequence == 1.0
+    assert tc.correct
+    # swapped order: arguments still pair optimally (1.0), the order is wrong (LIS 1 of 2)
+    tc = score(list(reversed(calls)), rt)
+    assert tc is not None
+    assert tc.parameters == 1.0
+    assert tc.sequence == 0.5
+
+
+def test_multiset_selection_penalizes_repeats_and_misses() -> None:
+    tc = score([ToolCall(name="a"), ToolCall(name="a"), ToolCall(name="a")], turn("a"))
+    assert tc is not None
+    assert tc.selection == pytest.approx(1 / 3)
+    tc = score([ToolCall(name="a")], turn("a", "a"))
+    assert tc is not None
+    assert tc.selection == 0.5
+    assert tc.parameters == 0.5
+
+
+def test_extra_call_at_start_does_not_zero_sequence() -> None:
+    rt = turn("a", "b", "c", ordered=True)
+    tc = score([ToolCall(name="x"), ToolCall(name="a"), ToolCall(name="b"), ToolCall(name="c")], rt)
+    assert tc is not None
+    assert tc.sequence == 1.0
+    assert tc.selection == 0.75
+    tc = score([ToolCall(name="c"), ToolCall(name="a"), ToolCall(name="b")], rt)
+    assert tc is not None
+    assert tc.sequence == pytest.approx(2 / 3)
+    tc = score([ToolCall(name="c"), ToolCall(name="a")], turn("a", "b", "c"))
+    assert tc is not None
+    assert tc.sequence == 1.0
+
+
+def test_argument_score_breaks_name_ties() -> None:
+    rt = turn(ExpectedTool(name="get", arguments={"id": 2}))
+    calls = [ToolCall(name="get", arguments={"id": 1}), ToolCall(name="get", arguments={"id": 2})]
+    assert assign_calls(calls, compile_turn(rt)) == [(1, 0, 1.0)]  # type: ignore[arg-type]
+
+
+def test_utilization_modes() -> None:
+    rt = turn("weather")
+    calls = [ToolCall(name="weather", result={"temperature": 18, "condition": "partly cloudy"})]
+    detected = score(calls, rt, declared=None, answer="It is Partly Cloudy today")
+    assert detected is not None
+    assert detected.utilization == 1.0
+    unused = score(calls, rt, declared=None, answer="No idea")
+    assert unused is not None
+    assert unused.utilization == 0.0
+    declared = score(calls, rt, declared=False, answer="It is partly cloudy")
+    assert declared is not None
+    assert declared.utilization == 0.0
+    forced = score(calls, rt, declared=False, answer="It is partly cloudy", utilization="detected")
+    assert forced is not None
+    assert forced.utilization == 1.0
+    undeclared = score(calls, rt, declared=None, answer="x", utilization="declared")
+    assert undeclared is not None
+    assert undeclared.utilization == 0.0
+
+
+@pytest.mark.parametrize(
+    ("result", "answer", "expected"),
+    [
+        (32.4, "Your total is $32.40.", 1.0),
+        (3.14159, "about 3.14", 1.0),
+        (1234567, "1,234,567 people", 1.0),
+        (42, "the answer is 53", 0.0),
+        (0.9, "1 item", 0.0),
+        ('{"city": "Paris"}', "It is in paris.", 1.0),
+        (None, "anything", None),
+        (True, "True", None),
+        ("ok", "ok", None),
+    ],
+)
+def test_detect_utilization(result: Any, answer: str, expected: float | None) -> None:
+    assert detect_utilization(answer, [ToolCall(name="t", result=result)]) == expected
+
+
+def test_failed_calls_are_not_searched() -> None:
+    assert detect_utilization("Paris", [ToolCall(name="t", result="Paris", error="boom")]) is None
+
+
+def test_weights_validated_and_normalized() -> None:
+    assert normalize_weights(1, 1, 0, 2) == (0.25, 0.25, 0.0, 0.5)
+    with pytest.raises(ValueError, match="not all be zero"):
+        normalize_weights(0, 0, 0, 0)
+    with pytest.raises(ValueError, match="sequence"):
+        normalize_weights(1, 1, -1, 1)
+    rt = turn("a", "b")
+    tc = score([ToolCall(name="a")], rt, weights=normalize_weights(1, 0, 0, 0), tool_threshold=0.5)
+    assert tc is not None
+    assert tc.overall == 0.5
+    assert tc.correct
+
+
+def test_threshold_epsilon() -> None:
+    tc = score([ToolCall(name="a")], turn("a"), weights=normalize_weights(0.1, 0.2, 0.3, 0.4))
+    assert tc is not None
+    assert tc.correct
+
+
+# --------------------------------------------------------------- brute force
+
+small_calls = st.lists(
+    st.tuples(st.sampled_from("ab"), st.integers(0, 2)).map(
+        lambda t: ToolCall(name=t[0], arguments={"x": t[1]})
+    ),
+    max_size=4,
+)
+small_expected = st.lists(
+    st.tuples(st.sampled_from("ab"), st.integers(0, 2)).map(
+        lambda t: ExpectedTool(name=t[0], arguments={"x": t[1], "y": 0}, argument_match="subset")
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _sim(c: ToolCall, e: ExpectedTool) -> float:
+    if c.name != e.name:
+        return -1.0
+    return sum(1 for k, v in (e.arguments or {}).items() if c.arguments.get(k) == v) / len(
+        e.arguments or {"": 0}
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(small_calls, small_expected)
+def test_assignment_is_optimal(calls: list[ToolCall], expected: list[ExpectedTool]) -> None:
+    pairs = assign_calls(
+        calls, compile_turn(ReferenceTurn(query="q", expected_tools=tuple(expected)))
+    )  # type: ignore[arg-type]
+    # brute force: best (count of name matches, total argument score) over all injections
+    best = (0, 0.0)
+    n, m = len(calls), len(expected)
+    slots = list(range(m)) + [None] * n
+    for perm in set(permutations(slots, n)):
+        count, total = 0, 0.0
+        for i, j in enumerate(perm):
+            if j is not None and calls[i].name == expected[j].name:
+                count += 1
+                total += _sim(calls[i], expected[j])
+        best = max(best, (count, round(total, 9)))
+    got = (len(pairs), round(sum(p[2] for p in pairs), 9))
+    assert got == best
+    assert all(calls[i].name == expected[j].name for i, j, _ in pairs)
+    assert len({i for i, _, _ in pairs}) == len({j for _, j, _ in pairs}) == len(pairs)
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=7))
+def test_lis_against_brute_force(seq: list[int]) -> None:
+    from itertools import combinations
+
+    best = max(
+        (
+            k
+            for k in range(len(seq) + 1)
+            for idx in combinations(range(len(seq)), k)
+            if all(seq[idx[t]] < seq[idx[t + 1]] for t in range(k - 1))
+        ),
+        default=0,
+    )
+    assert lis_length(seq) == best
