@@ -79,8 +79,14 @@ def _fallback(value: Any) -> Any:
     return repr(value)
 
 
+# One encoder reused: json.dumps with non-default options builds a new encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_fallback)
+_encode = _ENCODER.encode
+
+
 def encode_record(rec: SpanRecord) -> str:
-    return json.dumps(
+    calls = rec.requested_tool_calls
+    return _encode(
         [
             rec.trace_id,
             rec.span_id,
@@ -101,13 +107,10 @@ def encode_record(rec: SpanRecord) -> str:
             rec.tool_arguments,
             rec.tool_result,
             rec.error,
-            [tc.model_dump(mode="json") for tc in rec.requested_tool_calls],
+            [tc.model_dump(mode="json") for tc in calls] if calls else [],
             rec.final_answer_uses_tools,
             rec.attributes,
-        ],
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=_fallback,
+        ]
     )
 
 

@@ -148,6 +148,12 @@ class Assembler:
         self._ready: deque[Completed] = deque()
         self._held = 0  # records held in open + retained conversations
         self._open_spans = 0
+        self._gauge_delta = 0  # buffered_spans changes not yet reported (one add per batch)
+
+    def _flush_gauge(self) -> None:
+        if self._gauge_delta:
+            self.instruments.buffered_spans.add(self._gauge_delta)
+            self._gauge_delta = 0
 
     # ------------------------------------------------------------------ introspection
 
@@ -196,14 +202,18 @@ class Assembler:
             cid = rec.conversation_id
             if cid is not None and self._trace_conv.get(rec.trace_id) is None:
                 self._link(rec.trace_id, cid, now, merged)
-        touched: dict[str, tuple[_Conv, bool]] = {}
+        touched: dict[str, _Conv] = {}
+        signalled: set[str] = set()
         accepted: list[tuple[str, SpanRecord]] = []
         held: list[tuple[str, SpanRecord]] = []
         duplicates = late = dropped = 0
-        self._make_room(len(batch), {self.route(r) for r in batch}, now)
-        for rec in batch:
-            key = self.route(rec)
-            conv = self._convs.get(key)
+        route = self.route
+        keys = [route(r) for r in batch]
+        self._make_room(len(batch), set(keys), now)
+        convs = self._convs
+        max_spans = self.config.max_spans_per_conversation
+        for key, rec in zip(keys, batch, strict=True):
+            conv = convs.get(key)
             if conv is not None and conv.state is _State.TOMBSTONE:
                 self.instruments.late_spans.add(1)
                 self.instruments.spans_dropped.add(1, {"reason": "after_retention"})
@@ -222,7 +232,7 @@ class Assembler:
                 self._reopen(conv, now)
             if conv is None:
                 conv = self._new_open(key, now)
-            if len(conv.records) >= self.config.max_spans_per_conversation:
+            if len(conv.records) >= max_spans:
                 conv.truncated = True
                 dropped += 1
                 self.instruments.spans_dropped.add(1, {"reason": "max_spans_per_conversation"})
@@ -234,21 +244,28 @@ class Assembler:
                 )
                 continue
             self._insert(conv, rec, now)
-            accepted.append((key, rec))
-            held.append((key, rec))
-            signal = rec.kind in (RecordKind.TURN, RecordKind.END) or rec.parent_span_id is None
-            signal = signal or skey in conv.missing
-            prev = touched.get(key)
-            touched[key] = (conv, signal or (prev[1] if prev else False))
-        for conv, signal in touched.values():
+            item = (key, rec)
+            accepted.append(item)
+            held.append(item)
+            touched[key] = conv
+            kind = rec.kind
+            if (
+                kind is RecordKind.TURN
+                or kind is RecordKind.END
+                or rec.parent_span_id is None
+                or skey in conv.missing
+            ):
+                signalled.add(key)
+        for key, conv in touched.items():
             if conv.state is not _State.OPEN:
                 continue
             conv.last_seen = now
-            self._open.move_to_end(conv.key)
-            if signal:
+            self._open.move_to_end(key)
+            if key in signalled:
                 self._check_progress(conv, now)
             if conv.state is _State.OPEN:
                 self._schedule(conv)
+        self._flush_gauge()
         return AddOutcome(accepted, held, duplicates, late, dropped, merged)
 
     def _link(self, trace_id: str, cid: str, now: float, merged: list[tuple[str, str]]) -> None:
@@ -292,7 +309,7 @@ class Assembler:
         self._held += 1
         if conv.state is _State.OPEN:
             self._open_spans += 1
-            self.instruments.buffered_spans.add(1)
+            self._gauge_delta += 1
         if rec.conversation_id is not None:
             conv.trace_only = False
         if rec.reference_id and conv.reference_id is None:
@@ -579,6 +596,7 @@ class Assembler:
         else:
             conv.closed_at = closed_at
             self._retained[key] = conv
+        self._flush_gauge()
 
 
 def _ids(rec: SpanRecord) -> tuple[str, str]:

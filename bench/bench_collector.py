@@ -1,0 +1,263 @@
+"""Collector throughput: spans/s through OTLP/HTTP protobuf (real aiohttp receiver on
+loopback) into normalization + assembly, with `none` and `batch` durability, next to a
+baseline measured in the same run that only decodes the same payloads and reads each
+span's attributes (the least any OTLP consumer must do).
+
+The collector side runs on one event loop (plus the SQLite writer thread in `batch`);
+the HTTP client runs in a separate process so its cost is not charged to the collector.
+Requests carry 512 GenAI-semconv spans each (agent turns with tool calls, 8 spans per
+conversation, fresh ids in every request so assembly really buffers them). Nothing
+completes during the run (idle timeout is long): this measures ingestion into assembly.
+
+    .venv/bin/python bench/bench_collector.py [--requests N] [--repeats R] [--concurrency C]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from opentelemetry.metrics import NoOpMeter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.config import AssemblyConfig, ReceiverConfig, StateConfig
+from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.normalize.anyvalue import attributes_to_dict
+from tracepass.collector.pipeline import Pipeline
+from tracepass.collector.receiver.servers import ReceiverServers
+from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, Reference
+
+SPANS_PER_REQUEST = 512
+USER = '[{"role":"user","parts":[{"type":"text","content":"What is the weather in Paris?"}]}]'
+ASSISTANT = (
+    '[{"role":"assistant","parts":[{"type":"text","content":"Sunny, 21 C."}],'
+    '"finish_reason":"stop"}]'
+)
+
+
+def payload(k: int) -> bytes:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key="service.name").value.string_value = "bench"
+    spans = rs.scope_spans.add().spans
+    base = k * SPANS_PER_REQUEST
+    for i in range(SPANS_PER_REQUEST):
+        g = base + i
+        span = spans.add()
+        span.trace_id = (g // 4 + 1).to_bytes(16, "big")
+        span.span_id = (g + 1).to_bytes(8, "big")
+        span.start_time_unix_nano = 1_700_000_000_000_000_000 + g * 1000
+        span.end_time_unix_nano = span.start_time_unix_nano + 500
+        attrs = span.attributes
+        attrs.add(key="gen_ai.conversation.id").value.string_value = f"conv-{g // 8}"
+        if i % 4 == 0:
+            span.name = "invoke_agent bot"
+            attrs.add(key="gen_ai.operation.name").value.string_value = "invoke_agent"
+            attrs.add(key="gen_ai.agent.name").value.string_value = "bot"
+            attrs.add(key="gen_ai.agent.version").value.string_value = "1.2.0"
+            attrs.add(key="gen_ai.input.messages").value.string_value = USER
+            attrs.add(key="gen_ai.output.messages").value.string_value = ASSISTANT
+        else:
+            span.name = "execute_tool get_weather"
+            span.parent_span_id = (g - g % 4 + 1).to_bytes(8, "big")
+            attrs.add(key="gen_ai.operation.name").value.string_value = "execute_tool"
+            attrs.add(key="gen_ai.tool.name").value.string_value = "get_weather"
+            attrs.add(key="gen_ai.tool.call.id").value.string_value = f"call-{g}"
+            attrs.add(key="gen_ai.tool.call.arguments").value.string_value = '{"city":"Paris"}'
+            attrs.add(key="gen_ai.tool.call.result").value.string_value = '{"temp":21}'
+    return req.SerializeToString()
+
+
+def baseline(payloads: list[bytes]) -> float:
+    t0 = time.perf_counter()
+    n = 0
+    for data in payloads:
+        req = ExportTraceServiceRequest.FromString(data)
+        for rs in req.resource_spans:
+            attributes_to_dict(rs.resource.attributes)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    attributes_to_dict(span.attributes)
+                    n += 1
+    return n / (time.perf_counter() - t0)
+
+
+class NullEvaluator:
+    async def aevaluate(
+        self,
+        conversation: Conversation,
+        reference: Reference | None,
+        *,
+        reference_set: str | None = None,
+    ) -> ConversationResult:
+        return ConversationResult(
+            conversation_id=conversation.id, reference_id=None, correct=True, outcome=Outcome.PASS
+        )
+
+
+def _client(port: int, payloads: list[bytes], concurrency: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    import aiohttp
+
+    async def run() -> tuple[float, int]:
+        url = f"http://127.0.0.1:{port}/v1/traces"
+        headers = {"Content-Type": "application/x-protobuf"}
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        for p in payloads:
+            queue.put_nowait(p)
+        failures = 0
+        async with aiohttp.ClientSession() as session:
+
+            async def worker() -> None:
+                nonlocal failures
+                while not queue.empty():
+                    body = queue.get_nowait()
+                    async with session.post(url, data=body, headers=headers) as resp:
+                        await resp.read()
+                        if resp.status != 200:
+                            failures += 1
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return time.perf_counter() - t0, failures
+
+    out.put(asyncio.run(run()))
+
+
+async def serve_and_measure(
+    payloads: list[bytes], durability: str, concurrency: int, state_dir: Path
+) -> tuple[float, int]:
+    instruments = CollectorInstruments.create(NoOpMeter("bench"))
+    pipeline = Pipeline(
+        NullEvaluator(),
+        assembly=AssemblyConfig(idle_timeout_s=3600, max_buffered_spans=10_000_000),
+        state=StateConfig(path=state_dir / f"{durability}.sqlite", durability=durability),  # type: ignore[arg-type]
+        instruments=instruments,
+        meter=NoOpMeter("bench"),
+    )
+    await pipeline.start()
+    servers = ReceiverServers(
+        pipeline,
+        instruments,
+        ReceiverConfig(
+            host="127.0.0.1", http_port=0, grpc_enabled=False, max_inflight_requests=256
+        ),
+        pipeline,
+    )
+    await servers.start()
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+    proc = ctx.Process(target=_client, args=(servers.http_port, payloads, concurrency, out))
+    proc.start()
+    loop = asyncio.get_running_loop()
+    elapsed, failures = await loop.run_in_executor(None, out.get)
+    proc.join()
+    held = pipeline.assembler.held_spans
+    await servers.stop(1.0)
+    await pipeline.stop()
+    assert held == len(payloads) * SPANS_PER_REQUEST, held
+    return len(payloads) * SPANS_PER_REQUEST / elapsed, failures
+
+
+async def direct_ingest(payloads: list[bytes], durability: str, state_dir: Path) -> float:
+    """ingest() without HTTP (decode + normalize + assembly + state), 8 concurrent."""
+    pipeline = Pipeline(
+        NullEvaluator(),
+        assembly=AssemblyConfig(idle_timeout_s=3600, max_buffered_spans=10_000_000),
+        state=StateConfig(path=state_dir / f"direct-{durability}.sqlite", durability=durability),  # type: ignore[arg-type]
+        instruments=CollectorInstruments.create(NoOpMeter("bench")),
+        meter=NoOpMeter("bench"),
+    )
+    await pipeline.start()
+    it = iter(payloads)
+
+    async def worker() -> None:
+        for data in it:
+            await pipeline.ingest(ExportTraceServiceRequest.FromString(data))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(8)))
+    dt = time.perf_counter() - t0
+    await pipeline.stop()
+    return len(payloads) * SPANS_PER_REQUEST / dt
+
+
+def stages(payloads: list[bytes]) -> dict[str, float]:
+    """Spans/s of each ingest stage alone, to show where the time goes."""
+    from tracepass.collector.assembly import Assembler
+    from tracepass.collector.normalize import normalize_request
+    from tracepass.collector.state import encode_record
+
+    n = len(payloads) * SPANS_PER_REQUEST
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    reqs = [ExportTraceServiceRequest.FromString(p) for p in payloads]
+    out["decode"] = n / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    recs = [normalize_request(r)[0] for r in reqs]
+    out["normalize"] = n / (time.perf_counter() - t0)
+    asm = Assembler(
+        AssemblyConfig(idle_timeout_s=3600, max_buffered_spans=10_000_000),
+        CollectorInstruments.create(NoOpMeter("bench")),
+    )
+    t0 = time.perf_counter()
+    for batch in recs:
+        asm.add(batch)
+    out["assembly"] = n / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for batch in recs:
+        for r in batch:
+            encode_record(r)
+    out["encode (batch)"] = n / (time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    payloads = [payload(k) for k in range(args.requests)]
+    rates: dict[str, list[float]] = {}
+    for _ in range(args.repeats):
+        rates.setdefault("baseline", []).append(baseline(payloads))
+        for mode in ("none", "batch"):
+            with tempfile.TemporaryDirectory() as tmp:
+                rate, failures = asyncio.run(
+                    serve_and_measure(payloads, mode, args.concurrency, Path(tmp))
+                )
+                assert failures == 0, f"{failures} requests failed"
+                rates.setdefault(f"http-{mode}", []).append(rate)
+                rates.setdefault(f"direct-{mode}", []).append(
+                    asyncio.run(direct_ingest(payloads, mode, Path(tmp)))
+                )
+        for name, rate in stages(payloads).items():
+            rates.setdefault(f"stage {name}", []).append(rate)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    base = med["baseline"]
+    print(f"spans per run: {args.requests * SPANS_PER_REQUEST} ({args.requests} requests x 512)")
+    print(f"baseline decode + read attributes      : {base:>10,.0f} spans/s")
+    for mode in ("none", "batch"):
+        print(
+            f"OTLP/HTTP -> assembly, durability={mode:<5} : {med[f'http-{mode}']:>10,.0f} spans/s"
+            f"  ({med[f'http-{mode}'] / base:.2f}x baseline)"
+        )
+    for mode in ("none", "batch"):
+        print(
+            f"ingest() direct,       durability={mode:<5} : {med[f'direct-{mode}']:>10,.0f} spans/s"
+            f"  ({med[f'direct-{mode}'] / base:.2f}x baseline)"
+        )
+    for key in sorted(k for k in med if k.startswith("stage ")):
+        print(f"  {key:<37}: {med[key]:>10,.0f} spans/s")
+    cost = 1 - med["http-batch"] / med["http-none"]
+    print(f"cost of batch durability over HTTP     : {cost:.0%} fewer spans/s than none")
+    print("targets: >= 20,000 spans/s and >= 0.5x baseline (HTTP, batch)")
+
+
+if __name__ == "__main__":
+    main()
