@@ -104,12 +104,16 @@ def test_decayed_window_weights() -> None:
 
 def test_revision_replaces_earlier_outcome() -> None:
     agg = RollingAggregator(cfg())
-    r0 = agg.add(KEY, task="a", success=False, now=0.0, conversation_id="c1", revision=0)
+    r0 = agg.add(
+        KEY, task="a", success=False, now=0.0, conversation_id="c1", revision=0, tag="fail"
+    )
     assert r0.accepted
     assert not r0.replaced
     r1 = agg.add(KEY, task="a", success=True, now=3.0, conversation_id="c1", revision=1)
     assert r1.replaced
     assert r1.previous_success is False
+    assert r1.previous_key == KEY
+    assert r1.previous_tag == "fail"
     w = window(agg, 3.0, "short")
     assert (w.n, w.c) == (1, 1)
     fast = window(agg, 3.0, "fast")

@@ -177,6 +177,8 @@ class AddResult:
     accepted: bool  # False: stale revision, ignored
     replaced: bool  # an earlier revision's outcome was removed
     previous_success: bool | None = None
+    previous_key: Key | None = None
+    previous_tag: str = ""  # the caller's tag of the replaced entry (e.g. its outcome)
 
 
 # --------------------------------------------------------------------------- internals
@@ -243,6 +245,7 @@ class _Stream:
         "keep",
         "ok",
         "revs",
+        "tags",
         "tasks",
         "times",
     )
@@ -254,6 +257,7 @@ class _Stream:
         self.alive: list[bool] = []
         self.convs: list[str | None] = []
         self.revs: list[int] = []
+        self.tags: list[str] = []
         self.base = 0
         self.keep = 0  # absolute index of the first entry still retained
         self.cursors = [0] * n_windows
@@ -306,21 +310,27 @@ class RollingAggregator:
         now: float,
         conversation_id: str | None = None,
         revision: int = 0,
+        tag: str = "",
     ) -> AddResult:
         """Record one evaluated conversation. `task` is the reference id (tau-bench's
-        task); `success=None` records an outcome that counts in no estimate."""
+        task); `success=None` records an outcome that counts in no estimate. `tag` is
+        an opaque string kept (and persisted) with the entry and handed back when a
+        later revision replaces it, so the caller can undo its own bookkeeping."""
         if not isinstance(task, str):
             raise TypeError(f"task must be a str (the reference id), got {type(task).__name__}")
         t = self._clock(now)
         replaced = False
         previous: bool | None = None
+        previous_key: Key | None = None
+        previous_tag = ""
         fed = False
         if conversation_id is not None:
             ref = self._convs.get(conversation_id)
             if ref is not None:
                 if revision <= ref.revision:
                     return AddResult(accepted=False, replaced=False)
-                previous = self._remove(ref, t)
+                previous, previous_tag = self._remove(ref, t)
+                previous_key = ref.key
                 replaced = True
                 fed = ref.fed
         st = self._stream(key)
@@ -334,6 +344,7 @@ class RollingAggregator:
         st.alive.append(True)
         st.convs.append(conversation_id)
         st.revs.append(revision)
+        st.tags.append(tag)
         if ok != _NOT_COUNTED:
             for counts in st.counts:
                 counts.add(task, ok, +1)
@@ -343,7 +354,13 @@ class RollingAggregator:
                 fed = True
         if conversation_id is not None:
             self._convs[conversation_id] = _ConvRef(key, idx, revision, fed)
-        return AddResult(accepted=True, replaced=replaced, previous_success=previous)
+        return AddResult(
+            accepted=True,
+            replaced=replaced,
+            previous_success=previous,
+            previous_key=previous_key,
+            previous_tag=previous_tag,
+        )
 
     def _decay_add(self, st: _Stream, task: str, ok: int, now: float, weight: float) -> None:
         hl = self.config.decay_half_life_s
@@ -357,18 +374,18 @@ class RollingAggregator:
         d.advance(now, hl)
         d.add(weight, ok)
 
-    def _remove(self, ref: _ConvRef, now: float) -> bool | None:
+    def _remove(self, ref: _ConvRef, now: float) -> tuple[bool | None, str]:
         """Take a superseded outcome out of every window still holding it."""
         st = self._streams.get(ref.key)
         if st is None or ref.index < st.base:
-            return None
+            return None, ""
         i = ref.index - st.base
         if not st.alive[i]:
-            return None
+            return None, ""
         st.alive[i] = False
         ok = st.ok[i]
         if ok == _NOT_COUNTED:
-            return None
+            return None, st.tags[i]
         for w, counts in enumerate(st.counts):
             if st.cursors[w] <= ref.index:
                 counts.add(st.tasks[i], ok, -1)
@@ -376,7 +393,7 @@ class RollingAggregator:
         if hl is not None:
             weight = math.exp2(-(now - st.times[i]) / hl)
             self._decay_add(st, st.tasks[i], ok, now, -weight)
-        return bool(ok)
+        return bool(ok), st.tags[i]
 
     # ------------------------------------------------------------------ expiry
 
@@ -424,6 +441,7 @@ class RollingAggregator:
         del st.alive[:drop]
         del st.convs[:drop]
         del st.revs[:drop]
+        del st.tags[:drop]
         st.base += drop
 
     # ------------------------------------------------------------------ reading
@@ -536,6 +554,7 @@ class RollingAggregator:
                     "ok": [st.ok[i] for i in live],
                     "conv": [st.convs[i] for i in live],
                     "rev": [st.revs[i] for i in live],
+                    "tag": [st.tags[i] for i in live],
                     "fed": fed,
                     "decay": [st.decay.n, st.decay.c, st.decay.t],
                     "decay_tasks": {k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
@@ -572,8 +591,9 @@ class RollingAggregator:
             st.cusum = BernoulliCusum(agg.config.cusum_p0, agg.config.cusum_p1)
             cs = s["cusum"]
             st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
-            for t, task, ok, conv, rev, fed in zip(
-                s["t"], s["task"], s["ok"], s["conv"], s["rev"], s["fed"], strict=True
+            tags = s.get("tag") or [""] * len(s["t"])
+            for t, task, ok, conv, rev, fed, tag in zip(
+                s["t"], s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags, strict=True
             ):
                 idx = st.end
                 st.times.append(float(t))
@@ -582,6 +602,7 @@ class RollingAggregator:
                 st.alive.append(True)
                 st.convs.append(conv)
                 st.revs.append(int(rev))
+                st.tags.append(str(tag))
                 if ok != _NOT_COUNTED:
                     for counts in st.counts:
                         counts.add(task, int(ok), +1)
