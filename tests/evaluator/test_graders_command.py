@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,22 @@ async def test_command_error_makes_the_turn_an_error(tmp_path: Path) -> None:
     assert res.score is None
     assert res.error is not None
     assert "exited 5" in res.error
+
+
+async def test_program_that_ignores_stdin(tmp_path: Path) -> None:
+    v = await run([sys.executable, "-c", "print('{\"score\": 1}')"], answer="x" * 1_000_000)
+    assert (v.score, v.passed) == (1.0, True)
+
+
+async def test_concurrency_limit(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    argv = script(
+        tmp_path,
+        f"import time\nopen({str(log)!r}, 'a').write('start\\n')\ntime.sleep(0.1)\n"
+        f"open({str(log)!r}, 'a').write('end\\n')\n",
+    )
+    grader = build_grader(GraderSpec(type="command", argv=argv, concurrency=1))
+    inp = GradeInput(query="q", answer="a", expected="a", threshold=0.7)
+    verdicts = await asyncio.gather(*(grader.grade(inp) for _ in range(3)))
+    assert all(v.passed for v in verdicts)
+    assert log.read_text().split() == ["start", "end"] * 3

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracepass.evaluator.graders import GradeInput, GraderConfigError, Verdict, build_grader
 from tracepass.evaluator.graders.text import Normalization, normalize
@@ -102,3 +104,16 @@ def test_option_errors_are_precise() -> None:
         build_grader(GraderSpec(type="contains", mod="all"))
     with pytest.raises(GraderConfigError, match="unknown grader type"):
         build_grader(GraderSpec(type="fuzzy"))
+
+
+@given(
+    st.text(max_size=60),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_normalize_is_idempotent(text: str, nfkc: bool, fold: bool, punct: bool, ws: bool) -> None:
+    opts = Normalization(nfkc=nfkc, casefold=fold, strip_punctuation=punct, whitespace=ws)
+    once = normalize(text, opts)
+    assert normalize(once, opts) == once

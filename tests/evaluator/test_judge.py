@@ -406,3 +406,35 @@ async def test_llm_default_grader() -> None:
         turn, query="q", answer="Lyon", threshold=0.7, default_grader="llm", judge=judge
     )
     assert (res.score, res.correct) == (0.1, False)
+
+
+async def test_identical_concurrent_requests_share_one_call() -> None:
+    model = ScriptedChatModel(script=[GOOD], delay_s=0.05)
+    judge, outcomes = judge_of(model)
+    verdicts = await asyncio.gather(*(judge.judge("q", "same", "e") for _ in range(5)))
+    assert len(model.received) == 1
+    assert [v.score for v in verdicts] == [0.9] * 5
+    assert sorted(v.cached for v in verdicts) == [False, True, True, True, True]
+    assert sorted(outcomes) == ["cache_hit"] * 4 + ["ok"]
+
+
+async def test_cancelled_owner_does_not_cancel_waiters() -> None:
+    model = ScriptedChatModel(script=[GOOD], delay_s=0.1)
+    judge, _ = judge_of(model)
+    owner = asyncio.create_task(judge.judge("q", "a", "e"))
+    await asyncio.sleep(0.01)
+    waiter = asyncio.create_task(judge.judge("q", "a", "e"))
+    await asyncio.sleep(0.01)
+    owner.cancel()
+    v = await asyncio.wait_for(waiter, 5)
+    assert v.score == 0.9
+    assert owner.cancelled()
+    assert len(model.received) == 2
+
+
+async def test_on_call_hook_errors_are_contained() -> None:
+    def hook(outcome: str) -> None:
+        raise RuntimeError("metrics down")
+
+    judge = LLMJudge(ScriptedChatModel(script=[GOOD]), on_call=hook)
+    assert (await judge.judge("q", "a", "e")).score == 0.9

@@ -256,6 +256,9 @@ class LLMJudge:
         self._use_structured = use_structured_output
         self._structured: Any = None  # the runnable, once built
         self._structured_checked = False
+        self._inflight: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Future[JudgeVerdict]]
+        ] = weakref.WeakKeyDictionary()
         self._semaphores: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Semaphore
         ] = weakref.WeakKeyDictionary()
@@ -400,6 +403,46 @@ class LLMJudge:
         """Judge one answer. Never raises for model trouble: returns an error verdict."""
         inputs = {"query": query, "answer": answer, "expected": expected, "context": context}
         key = cache_key(self.model_id, self.rubric_version, inputs)
+        # Identical requests already in flight (k trials that produced the same answer)
+        # share one model call instead of racing the cache.
+        loop = asyncio.get_running_loop()
+        inflight = self._inflight.setdefault(loop, {})
+        pending = inflight.get(key)
+        if pending is not None:
+            try:
+                shared = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise
+                # the request we waited on was cancelled, not us: judge ourselves
+            else:
+                if shared.error is None:
+                    self._emit("cache_hit")
+                    return shared.model_copy(update={"cached": True})
+                return shared
+        future: asyncio.Future[JudgeVerdict] = loop.create_future()
+        inflight[key] = future
+        try:
+            verdict = await self._judge_uncoalesced(key, query, answer, expected, context)
+        except BaseException:
+            future.cancel()
+            raise
+        else:
+            future.set_result(verdict)
+            return verdict
+        finally:
+            if inflight.get(key) is future:
+                del inflight[key]
+
+    async def _judge_uncoalesced(
+        self,
+        key: str,
+        query: str | None,
+        answer: str,
+        expected: str | None,
+        context: str | None,
+    ) -> JudgeVerdict:
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:

@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import weakref
 from typing import Any
 
 from pydantic import Field
@@ -35,6 +36,9 @@ class CommandOptions(GraderOptions):
     threshold: float | None = Field(default=None, ge=0, le=1)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    # At most this many copies of the program run at once (per event loop); a suite of
+    # thousands of turns must not fork thousands of processes.
+    concurrency: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
 
 
 def _tail(data: bytes) -> str:
@@ -46,7 +50,24 @@ class CommandGrader(Grader[CommandOptions]):
     type_name = "command"
     options_model = CommandOptions
 
+    def __init__(self, options: CommandOptions) -> None:
+        super().__init__(options)
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._slots.get(loop)
+        if sem is None:
+            sem = self._slots[loop] = asyncio.Semaphore(self.options.concurrency)
+        return sem
+
     async def grade(self, inp: GradeInput) -> Verdict:
+        async with self._semaphore():
+            return await self._run(inp)
+
+    async def _run(self, inp: GradeInput) -> Verdict:
         o = self.options
         payload = json.dumps(
             {"query": inp.query, "answer": inp.answer, "expected": inp.expected},
