@@ -1,0 +1,165 @@
+"""Read traces from OTLP files, whatever wrote them, detected by content (never by name).
+
+Formats, as the OpenTelemetry Collector `file` exporter and other tools write them:
+
+* JSON lines: one `ExportTraceServiceRequest` / `TracesData` OTLP/JSON object per line
+  (file exporter, `format: json`). More generally any sequence of JSON documents, so a
+  single pretty-printed document, or several concatenated, read the same way; a
+  top-level array holds several documents.
+* Length-prefixed protobuf: each message preceded by its size as a 4-byte big-endian
+  unsigned integer (file exporter `format: proto`, and any format with `compression:
+  zstd`, where each message is zstd-compressed before being prefixed).
+* A single bare protobuf message (starts with the `resource_spans` tag byte 0x0a).
+* Any of the above gzip- or zstd-compressed as a whole file.
+
+Errors name the file and the line (JSON) or byte offset and frame index (binary).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.receiver.decode import InvalidPayload, decode_protobuf
+from tracepass.collector.receiver.otlp_json import OtlpJsonError, decode_json_object
+
+__all__ = ["OtlpFileError", "read_otlp_bytes", "read_otlp_file"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_JSON_WS = " \t\r\n"
+
+
+class OtlpFileError(ValueError):
+    """An OTLP file that cannot be read; the message starts with `file:line:` or
+    `file: byte N:`."""
+
+
+def read_otlp_file(path: str | Path) -> Iterator[ExportTraceServiceRequest]:
+    """Yield every export request in the file, in file order."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise OtlpFileError(f"{p}: cannot read: {exc.strerror}") from None
+    yield from read_otlp_bytes(data, str(p))
+
+
+def read_otlp_bytes(data: bytes, name: str = "<bytes>") -> Iterator[ExportTraceServiceRequest]:
+    if data.startswith(_GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise OtlpFileError(f"{name}: corrupt gzip file: {exc}") from None
+        yield from read_otlp_bytes(data, f"{name} (gunzipped)")
+        return
+    if data.startswith(_ZSTD_MAGIC):
+        yield from read_otlp_bytes(_unzstd(data, name), f"{name} (zstd-decompressed)")
+        return
+    head = data.lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte order mark
+        head = head[3:].lstrip()
+        data = data[data.index(b"\xef\xbb\xbf") + 3 :]
+    if not head:
+        return
+    if head[:1] in (b"{", b"["):
+        yield from _json_documents(data, name)
+    elif data[:1] == b"\x0a":
+        yield _protobuf(data, f"{name}: single protobuf message")
+    else:
+        yield from _frames(data, name)
+
+
+def _unzstd(data: bytes, name: str) -> bytes:
+    try:
+        import zstandard
+    except ImportError:
+        raise OtlpFileError(
+            f"{name}: zstd-compressed, which needs the 'zstandard' package (pip install zstandard)"
+        ) from None
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(data), read_across_frames=True
+        )
+        out: bytes = reader.read()
+        return out
+    except zstandard.ZstdError as exc:
+        raise OtlpFileError(f"{name}: corrupt zstd data: {exc}") from None
+
+
+def _protobuf(data: bytes, where: str) -> ExportTraceServiceRequest:
+    try:
+        return decode_protobuf(data)
+    except InvalidPayload as exc:
+        raise OtlpFileError(f"{where}: {exc}") from None
+
+
+def _json_documents(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise OtlpFileError(f"{name}:{line}: not UTF-8 (byte {exc.start}): {exc.reason}") from None
+    decoder = json.JSONDecoder()
+    idx, n = 0, len(text)
+    line, line_at = 1, 0  # line number of position line_at, advanced lazily
+    while True:
+        while idx < n and text[idx] in _JSON_WS:
+            idx += 1
+        if idx >= n:
+            return
+        line += text.count("\n", line_at, idx)
+        line_at = idx
+        try:
+            obj, end = decoder.raw_decode(text, idx)
+        except json.JSONDecodeError as exc:
+            raise OtlpFileError(
+                f"{name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"
+            ) from None
+        docs: list[Any] = obj if isinstance(obj, list) else [obj]
+        for i, doc in enumerate(docs):
+            try:
+                yield decode_json_object(doc)
+            except OtlpJsonError as exc:
+                item = f" (array item {i})" if isinstance(obj, list) else ""
+                raise OtlpFileError(f"{name}:{line}{item}: invalid OTLP/JSON: {exc}") from None
+        idx = end
+
+
+def _frames(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
+    pos, n, index = 0, len(data), 0
+    while pos < n:
+        if n - pos < 4:
+            raise OtlpFileError(
+                f"{name}: byte {pos}: {n - pos} trailing bytes, too short for a 4-byte length "
+                "prefix (not an OTLP file?)"
+            )
+        size = int.from_bytes(data[pos : pos + 4], "big")
+        start = pos + 4
+        if start + size > n:
+            raise OtlpFileError(
+                f"{name}: byte {pos}: frame {index} declares {size} bytes but only "
+                f"{n - start} remain (truncated file, or not a length-prefixed OTLP file)"
+            )
+        payload = data[start : start + size]
+        where = f"{name}: byte {pos}: frame {index}"
+        if payload.startswith(_ZSTD_MAGIC):
+            payload = _unzstd(payload, where)
+        if payload.lstrip()[:1] == b"{":
+            try:
+                yield decode_json_object(json.loads(payload))
+            except json.JSONDecodeError as exc:
+                raise OtlpFileError(f"{where}: invalid JSON: {exc}") from None
+            except OtlpJsonError as exc:
+                raise OtlpFileError(f"{where}: invalid OTLP/JSON: {exc}") from None
+        else:
+            yield _protobuf(payload, where)
+        pos = start + size
+        index += 1
