@@ -17,7 +17,7 @@ from langchain_core.language_models.fake_chat_models import (
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from tracepass.evaluator.answers import grade_answer
 from tracepass.evaluator.judge import (
@@ -438,3 +438,22 @@ async def test_on_call_hook_errors_are_contained() -> None:
 
     judge = LLMJudge(ScriptedChatModel(script=[GOOD]), on_call=hook)
     assert (await judge.judge("q", "a", "e")).score == 0.9
+
+
+async def test_structured_parse_failures_are_retried_as_malformed() -> None:
+    from langchain_core.exceptions import OutputParserException
+
+    with pytest.raises(ValidationError) as info:
+        JudgeOutput.model_validate({"score": 7})
+    validation_error = info.value
+    model = StructuredChatModel(
+        script=[
+            OutputParserException("not JSON"),
+            validation_error,
+            JudgeOutput(reasoning="r", score=0.6),
+        ]
+    )
+    judge, outcomes = judge_of(model)
+    v = await judge.judge("q", "a", "e")
+    assert (v.score, v.attempts) == (0.6, 3)
+    assert outcomes == ["retry", "retry", "ok"]

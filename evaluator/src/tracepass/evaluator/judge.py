@@ -165,6 +165,15 @@ def is_transient(exc: BaseException) -> bool:
     return any(n in names for n in _TRANSIENT_NAMES)
 
 
+def _is_parse_failure(exc: BaseException) -> bool:
+    """Structured-output parsers raise langchain's OutputParserException or a pydantic
+    ValidationError when the model's reply does not fit the schema: malformed output,
+    to be retried like unparseable text, not a permanent error."""
+    if isinstance(exc, ValidationError):
+        return True
+    return any(c.__name__ == "OutputParserException" for c in type(exc).__mro__)
+
+
 def _text_of(message: Any) -> str:
     content = getattr(message, "content", message)
     if isinstance(content, str):
@@ -379,7 +388,12 @@ class LLMJudge:
         )
         async with self._semaphore():
             if structured is not None:
-                result = await asyncio.wait_for(structured.ainvoke(messages), self.timeout_s)
+                try:
+                    result = await asyncio.wait_for(structured.ainvoke(messages), self.timeout_s)
+                except Exception as exc:
+                    if _is_parse_failure(exc):
+                        raise _Malformed(f"structured output did not parse: {exc}") from exc
+                    raise
             else:
                 result = await asyncio.wait_for(self.model.ainvoke(messages), self.timeout_s)
         if structured is not None:
