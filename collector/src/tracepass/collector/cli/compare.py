@@ -82,8 +82,11 @@ def compare(
         int, typer.Option("--judge-concurrency", min=1, help="Parallel judge requests.")
     ] = 4,
 ) -> None:
-    """Compare two evaluation runs: per-reference and overall pass@k / pass^k and tool
-    correctness differences, P(candidate better), regressions first."""
+    """Compare two evaluation runs (base vs candidate), regressions first.
+
+    Per-reference and overall differences in success rate, pass@k / pass^k and tool
+    correctness, and the posterior probability that the candidate is better.
+    """
     base_doc = load_json_file(base, "BASE")
     cand_doc = load_json_file(candidate, "CANDIDATE")
     try:

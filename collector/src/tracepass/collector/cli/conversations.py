@@ -60,8 +60,10 @@ def conversations(
         ),
     ] = None,
 ) -> None:
-    """Rebuild the conversations recorded in OTLP trace files (turns, queries, answers,
-    tool calls with arguments, results and errors)."""
+    """Rebuild the conversations recorded in OTLP trace files.
+
+    Prints turns, queries, answers and tool calls (arguments, results, errors).
+    """
     convs = sources.conversations_from_otlp(files, conversation_id_key or ())
     if output_format is OutputFormat.JSON or output is not None:
         write_text(dump_json({"conversations": [conversation_json(c) for c in convs]}), output)

@@ -165,8 +165,11 @@ def evaluate(
         ),
     ] = None,
 ) -> None:
-    """Score conversations against references: tool correctness, trajectory, answers,
-    pass@k / pass^k with credible intervals, readiness; optional CI gates."""
+    """Score conversations against references, with optional CI gates.
+
+    Tool correctness, trajectory, answers, pass@k / pass^k with credible intervals and a
+    readiness verdict, from OTLP trace files or from a dataset that holds agent outputs.
+    """
     files = files or []
     # ---- validate options before any heavy work
     try:

@@ -13,19 +13,14 @@ def main() -> None:
     app()
 
 
-# Offline workflows (each module registers its commands).
-from tracepass.collector.cli import compare as _compare  # noqa: E402
+# Offline workflows: each module registers its commands.
+from tracepass.collector.cli import (  # noqa: E402
+    compare,
+    conversations,
+    evaluate,
+    references,
+    review,
+)
 
-_compare.register(app)
-from tracepass.collector.cli import evaluate as _evaluate  # noqa: E402
-
-_evaluate.register(app)
-from tracepass.collector.cli import conversations as _conversations  # noqa: E402
-
-_conversations.register(app)
-from tracepass.collector.cli import references as _references  # noqa: E402
-
-_references.register(app)
-from tracepass.collector.cli import review as _review  # noqa: E402
-
-_review.register(app)
+for _module in (conversations, evaluate, references, review, compare):
+    _module.register(app)

@@ -62,8 +62,10 @@ def export(
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write: .csv or .jsonl.")],
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (reproducible).")] = 0,
 ) -> None:
-    """Write a uniform sample of judged turns (query, answer, expected, judge score and
-    reasoning, empty human_label) for people to label."""
+    """Write a sample of LLM-judged turns for people to label.
+
+    Columns: query, answer, expected, judge score and reasoning, and an empty human_label.
+    """
     if output.suffix.lower() not in (".csv", ".jsonl", ".ndjson"):
         fail(f"{output}: output must end in .csv or .jsonl")
     doc = load_json_file(results, "RESULTS")
@@ -105,8 +107,11 @@ def import_(
         Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
     ] = None,
 ) -> None:
-    """Judge–human agreement: confusion matrix, accuracy, Cohen's kappa, sensitivity,
-    specificity and the judge-error-corrected success rate (Rogan–Gladen)."""
+    """Measure judge–human agreement from labelled rows.
+
+    Confusion matrix, accuracy, Cohen's kappa, sensitivity, specificity and the success
+    rate corrected for judge error (Rogan–Gladen).
+    """
     try:
         read = review_mod.read_labels(labels)
     except review_mod.ReviewError as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from tracepass.collector.cli.common import fail
 from tracepass.evaluator.models import Conversation, ReferenceSet
 from tracepass.evaluator.references import ReferenceLoadError, load_dataset, load_reference_sets
@@ -26,7 +28,7 @@ def conversations_from_otlp(
     from tracepass.collector.otlpfile import read_otlp_file
     from tracepass.collector.pipeline import assemble_offline
 
-    requests = []
+    requests: list[ExportTraceServiceRequest] = []
     for path in files:
         _check_file(path, "OTLP trace file")
         try:

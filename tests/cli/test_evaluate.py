@@ -1,0 +1,229 @@
+"""`tracepass evaluate` over a Fair Forge dataset (agent outputs included): JSON contract,
+gates and exit codes, HTML output, judge wiring, clean stdout with a progress bar."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from typer.testing import CliRunner
+
+from tracepass.collector.cli.main import app
+
+DATASET = Path(__file__).resolve().parents[1] / "data" / "fair-forge" / "dataset_agentic.json"
+runner = CliRunner()
+
+ESTIMATE_KEYS = {"plugin", "unbiased", "mean", "lower", "upper"}
+TURN_KEYS = {
+    "query",
+    "answer",
+    "answer_score",
+    "answer_correct",
+    "tool_correctness",
+    "trajectory",
+    "tool_calls",
+}
+TOOL_KEYS = {"selection", "parameters", "sequence", "utilization", "overall", "correct"}
+TRAJ_KEYS = {"exact", "in_order", "any_order", "precision", "recall", "f1"}
+
+
+def assert_contract(doc: dict[str, Any], ks: list[int]) -> None:
+    """The issue-6 JSON contract (extra keys are allowed, contract keys are required)."""
+    summary = doc["summary"]
+    for key in ("conversations", "correct", "matched", "unmatched"):
+        assert isinstance(summary[key], int), key
+    assert "readiness" in summary
+    for metric in ("pass_at_k", "pass_pow_k"):
+        assert set(summary[metric]) == {str(k) for k in ks}
+        for block in summary[metric].values():
+            assert set(block) == ESTIMATE_KEYS
+    for conv in doc["conversations"]:
+        assert {"conversation_id", "reference_id", "correct", "turns"} <= set(conv)
+        assert isinstance(conv["correct"], bool)
+        for turn in conv["turns"]:
+            assert set(turn) >= TURN_KEYS
+            if turn["tool_correctness"] is not None:
+                assert set(turn["tool_correctness"]) >= TOOL_KEYS
+            if turn["trajectory"] is not None:
+                assert set(turn["trajectory"]) >= TRAJ_KEYS
+            assert isinstance(turn["tool_calls"], list)
+
+
+def run(*args: str) -> Any:
+    return runner.invoke(app, ["evaluate", *args])
+
+
+def test_dataset_json_contract_and_progress_keeps_stdout_clean() -> None:
+    res = run("--dataset", str(DATASET), "--k", "1,2", "--format", "json", "--progress")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)  # the progress bar went to stderr
+    assert_contract(doc, [1, 2])
+    s = doc["summary"]
+    assert s["conversations"] == 3
+    assert s["matched"] == 3
+    assert s["unmatched"] == 0
+    # Three sessions of one reference are three trials of one task.
+    assert s["tasks"] == 1
+    assert s["trials"] == 3
+    c = s["correct"]
+    assert s["pass_at_k"]["1"]["plugin"] == pytest.approx(c / 3)
+    assert s["pass_at_k"]["1"]["unbiased"] == pytest.approx(c / 3)
+    # Beta(c + 1, 3 - c + 1) posterior mean of p.
+    assert s["pass_at_k"]["1"]["mean"] == pytest.approx((c + 1) / 5)
+    assert s["pass_pow_k"]["2"]["unbiased"] == pytest.approx(c * (c - 1) / 6)
+    assert s["readiness"]["tier"] in {
+        "production_ready",
+        "functional_but_inconsistent",
+        "needs_improvement",
+        "not_ready",
+        "insufficient_data",
+    }
+    assert len(doc["conversations"]) == 3
+    assert doc["conversations"][0]["turns"][0]["tool_calls"][0]["name"] == "calculator"
+
+
+def test_table_output() -> None:
+    res = run("--dataset", str(DATASET), "--profile", "fair-forge")
+    assert res.exit_code == 0, res.output
+    assert "pass^k" in res.stdout
+    assert "readiness" in res.stdout
+
+
+def test_gates_pass_fail_and_lower_bound() -> None:
+    # tool_correctness: 8 of 9 turns tool-correct in the sample.
+    res = run("--dataset", str(DATASET), "--fail-under", "tool_correctness=0.8")
+    assert res.exit_code == 0, res.output
+    assert "gate PASS tool_correctness" in res.stderr
+    res = run("--dataset", str(DATASET), "--fail-under", "tool_correctness=0.95")
+    assert res.exit_code == 1
+    assert "gate FAIL tool_correctness" in res.stderr
+    # The same floor judged on the lower credible bound fails (9 turns are few).
+    res = run(
+        "--dataset", str(DATASET), "--fail-under", "tool_correctness=0.8", "--gate-on", "lower"
+    )
+    assert res.exit_code == 1
+    res = run(
+        "--dataset",
+        str(DATASET),
+        "--format",
+        "json",
+        "--fail-under",
+        "pass_pow_k@3=0.0",
+        "--fail-under",
+        "tool_correctness=0.99",
+    )
+    assert res.exit_code == 1
+    gates = json.loads(res.stdout)["gates"]
+    assert [g["passed"] for g in gates] == [True, False]
+    assert gates[0]["metric"] == "pass_pow_k@3"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fail-under", "pass_hat_k@3=0.8"], "unknown metric (valid metrics: pass_at_k@1"),
+        (["--fail-under", "pass_pow_k@4=0.8"], "k=4 is not computed"),
+        (["--fail-under", "tool_correctness=high"], "'high' is not a number"),
+        (["--fail-under", "tool_correctness=1.5"], "within [0, 1]"),
+        (["--fail-under", "pass_at_k=0.5"], "needs @K"),
+        (["--k", "1,x"], "'x' is not an integer"),
+        (["--k", "0,3"], "k must be >= 1"),
+        (["--k", "1,,3"], "empty item"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    res = run("--dataset", str(DATASET), *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr
+
+
+def test_input_errors_exit_2(tmp_path: Path) -> None:
+    res = run("--dataset", str(tmp_path / "nope.json"))
+    assert res.exit_code == 2
+    assert "nope.json: no such file" in res.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"session_id": "s", "conversation": 3}]', encoding="utf-8")
+    res = run("--dataset", str(bad))
+    assert res.exit_code == 2
+    assert "bad.json" in res.stderr
+    res = run()
+    assert res.exit_code == 2
+    assert "--dataset" in res.stderr
+    res = run(str(DATASET))
+    assert res.exit_code == 2
+    assert "--references PATH is required" in res.stderr
+    res = run("--dataset", str(DATASET), "--references", str(DATASET))
+    assert res.exit_code == 2
+    res = run("--dataset", str(DATASET), "--default-grader", "llm")
+    assert res.exit_code == 2
+    assert "needs --judge" in res.stderr
+    res = run("--dataset", str(DATASET), "--format", "xml")
+    assert res.exit_code == 2
+
+
+def test_html_output_is_self_contained(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    res = run("--dataset", str(DATASET), "--format", "html", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    html = out.read_text(encoding="utf-8")
+    assert html.count("data:image/png;base64,") >= 3
+    # Nothing fetched from elsewhere: every src is a data URI.
+    assert all(src.startswith("data:") for src in re.findall(r'src="([^"]*)"', html))
+    assert "<link" not in html
+    assert "<script" not in html
+
+
+# --------------------------------------------------------------------------- judge
+
+
+class KeywordJudge(BaseChatModel):
+    """A fake judge: high score when the answer block mentions 'calculator' or '42'."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "keyword-judge"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: Any = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = str(messages[-1].content)
+        ok = "42" in text.split("REFERENCE", 1)[0] or "calculator" in text.lower()
+        score = 0.9 if ok else 0.2
+        reply = f'```json\n{{"reasoning": "checked", "score": {score}}}\n```'
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+
+
+def make_judge() -> KeywordJudge:
+    return KeywordJudge()
+
+
+def test_llm_default_grader_with_judge(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    res = run(
+        "--dataset",
+        str(DATASET),
+        "--default-grader",
+        "llm",
+        "--judge",
+        f"{__name__}:make_judge",
+        "--format",
+        "json",
+        "-o",
+        str(out),
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    graders = [g for c in doc["conversations"] for t in c["turns"] for g in t["graders"]]
+    assert graders
+    assert all(g["score"] in (0.9, 0.2) for g in graders), graders
+    assert all(g["reasoning"] == "checked" for g in graders)

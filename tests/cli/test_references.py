@@ -1,0 +1,84 @@
+"""`tracepass references validate|import|show`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tracepass.collector.cli.main import app
+from tracepass.evaluator.references import load_reference_sets
+
+DATASET = Path(__file__).resolve().parents[1] / "data" / "fair-forge" / "dataset_agentic.json"
+runner = CliRunner()
+
+GOOD = """\
+name: calc
+references:
+  - id: add
+    turns:
+      - query: What is 15 + 27?
+        expected_answer: "42"
+        expected_tools:
+          - name: calculator
+            arguments: {a: 15, b: 27}
+"""
+
+
+def test_import_fair_forge_roundtrips(tmp_path: Path) -> None:
+    out = tmp_path / "refs" / "ff.yaml"
+    res = runner.invoke(
+        app, ["references", "import", "--from", "fair-forge", str(DATASET), "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    sets = load_reference_sets([out])
+    assert sets[0].name == "dataset_agentic"
+    assert len(sets[0].references[0].turns) == 3
+    res = runner.invoke(app, ["references", "validate", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "1 reference set(s), 1 reference(s)" in res.stdout
+    res = runner.invoke(app, ["references", "import", "--from", "fair-forge", str(DATASET)])
+    assert res.exit_code == 0
+    assert res.stdout.startswith("name: dataset_agentic")
+
+
+def test_import_errors(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["references", "import", "--from", "adk", str(DATASET)])
+    assert res.exit_code == 2
+    assert "dataset_agentic.json" in res.stderr
+    res = runner.invoke(
+        app, ["references", "import", "--from", "fair-forge", str(tmp_path / "x.json")]
+    )
+    assert res.exit_code == 2
+    assert "no such file" in res.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("[\n  {oops}\n]", encoding="utf-8")
+    res = runner.invoke(app, ["references", "import", "--from", "fair-forge", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.json:2:" in res.stderr
+    res = runner.invoke(app, ["references", "import", "--from", "csv", str(bad)])
+    assert res.exit_code == 2
+
+
+def test_validate_reports_precise_errors(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD, encoding="utf-8")
+    res = runner.invoke(app, ["references", "validate", str(good)])
+    assert res.exit_code == 0, res.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("    turns:\n", "    turnz:\n"), encoding="utf-8")
+    res = runner.invoke(app, ["references", "validate", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.yaml" in res.stderr
+    res = runner.invoke(app, ["references", "validate", str(tmp_path / "missing")])
+    assert res.exit_code == 2
+    assert "missing: no such file or directory" in res.stderr
+
+
+def test_show_lists_references(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD, encoding="utf-8")
+    res = runner.invoke(app, ["references", "show", str(good)])
+    assert res.exit_code == 0, res.output
+    assert "add" in res.stdout
+    assert "calculator" in res.stdout
