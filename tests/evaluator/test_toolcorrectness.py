@@ -238,3 +238,24 @@ def test_lis_against_brute_force(seq: list[int]) -> None:
         default=0,
     )
     assert lis_length(seq) == best
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 2), min_size=5, max_size=5),
+    st.lists(st.integers(0, 2), min_size=4, max_size=4),
+)
+def test_large_group_uses_scipy_and_is_optimal(xs: list[int], es: list[int]) -> None:
+    calls = [ToolCall(name="a", arguments={"x": x}) for x in xs]
+    expected = [
+        ExpectedTool(name="a", arguments={"x": e, "y": 0}, argument_match="subset") for e in es
+    ]
+    pairs = assign_calls(
+        calls, compile_turn(ReferenceTurn(query="q", expected_tools=tuple(expected)))
+    )  # type: ignore[arg-type]
+    best = max(
+        sum(_sim(calls[i], expected[j]) for j, i in enumerate(perm))
+        for perm in permutations(range(5), 4)
+    )
+    assert len(pairs) == 4
+    assert sum(p[2] for p in pairs) == pytest.approx(best)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracepass.evaluator.models import ReferenceTurn, ToolCall, ToolCorrectness
+from tracepass.evaluator.models import ReferenceTurn, ToolCall, ToolCorrectness, construct_unchecked
 from tracepass.evaluator.toolcorrectness import EPSILON
 
 __all__ = ["fair_forge_parameter_credit", "fair_forge_tool_correctness"]
@@ -94,11 +94,14 @@ def fair_forge_tool_correctness(
         q = (sum(steps) / len(steps) if steps else 0.0) if turn.tool_sequence_matters else 1.0
         u = 1.0 if declared else 0.0
     overall = w_sel * s + w_par * p + w_seq * q + w_util * u
-    return ToolCorrectness.model_construct(
-        selection=s,
-        parameters=p,
-        sequence=q,
-        utilization=u,
-        overall=overall,
-        correct=overall >= tool_threshold - EPSILON,
+    return construct_unchecked(
+        ToolCorrectness,
+        dict(
+            selection=s,
+            parameters=p,
+            sequence=q,
+            utilization=u,
+            overall=overall,
+            correct=overall >= tool_threshold - EPSILON,
+        ),
     )

@@ -33,13 +33,16 @@ from tracepass.evaluator.graders import GraderConfigError, grader_class
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
+    ExpectedTool,
     GraderResult,
     Outcome,
     Reference,
     ReferenceTurn,
+    ToolCall,
     ToolCorrectness,
     TrajectoryScores,
     TurnResult,
+    construct_unchecked,
 )
 from tracepass.evaluator.toolcorrectness import CompiledTurn, compile_turn, normalize_weights
 from tracepass.evaluator.toolcorrectness import tool_correctness as _tool_correctness
@@ -110,6 +113,73 @@ def _turn_needs_loop(rt: ReferenceTurn, default_grader: str) -> bool:
     return rt.expected_answer is not None and _type_needs_loop(default_grader)
 
 
+def _turn_result(
+    *,
+    index: int,
+    query: str | None,
+    answer: str | None,
+    answer_score: float | None,
+    answer_correct: bool | None,
+    tool_correctness: ToolCorrectness | None,
+    trajectory: TrajectoryScores | None,
+    tool_calls: tuple[ToolCall, ...],
+    correct: bool | None,
+    expected_answer: str | None = None,
+    answer_error: str | None = None,
+    graders: tuple[GraderResult, ...] = (),
+    expected_tools: tuple[ExpectedTool, ...] | None = None,
+    tool_error: str | None = None,
+) -> TurnResult:
+    # every field of TurnResult, in one dict: see models.construct_unchecked
+    return construct_unchecked(
+        TurnResult,
+        {
+            "index": index,
+            "query": query,
+            "answer": answer,
+            "expected_answer": expected_answer,
+            "answer_score": answer_score,
+            "answer_correct": answer_correct,
+            "answer_error": answer_error,
+            "graders": graders,
+            "tool_correctness": tool_correctness,
+            "trajectory": trajectory,
+            "tool_calls": tool_calls,
+            "expected_tools": expected_tools,
+            "correct": correct,
+            "tool_error": tool_error,
+        },
+    )
+
+
+def _conv_result(
+    *,
+    conversation_id: str,
+    reference_id: str | None,
+    reference_set: str | None,
+    agent_name: str | None,
+    agent_version: str | None,
+    correct: bool,
+    outcome: Outcome,
+    turns: tuple[TurnResult, ...],
+    trajectory: TrajectoryScores | None,
+) -> ConversationResult:
+    return construct_unchecked(
+        ConversationResult,
+        {
+            "conversation_id": conversation_id,
+            "reference_id": reference_id,
+            "reference_set": reference_set,
+            "agent_name": agent_name,
+            "agent_version": agent_version,
+            "correct": correct,
+            "outcome": outcome,
+            "turns": turns,
+            "trajectory": trajectory,
+        },
+    )
+
+
 class Evaluator:
     """Scores conversations against references. Reusable and cheap to call; holds a
     small cache of compiled references keyed by identity."""
@@ -151,7 +221,7 @@ class Evaluator:
         self, conversation: Conversation, reference_set: str | None
     ) -> ConversationResult:
         turns = tuple(
-            TurnResult.model_construct(
+            _turn_result(
                 index=i,
                 query=t.query,
                 answer=t.answer,
@@ -164,7 +234,7 @@ class Evaluator:
             )
             for i, t in enumerate(conversation.turns)
         )
-        return ConversationResult.model_construct(
+        return _conv_result(
             conversation_id=conversation.id,
             reference_id=None,
             reference_set=reference_set,
@@ -241,7 +311,7 @@ class Evaluator:
             calls = turn.tool_calls
             if i >= n_ref:
                 results.append(
-                    TurnResult.model_construct(
+                    _turn_result(
                         index=i,
                         query=turn.query,
                         answer=turn.answer,
@@ -295,7 +365,7 @@ class Evaluator:
                 all_correct = False
             graders: tuple[GraderResult, ...] = ans.graders
             results.append(
-                TurnResult.model_construct(
+                _turn_result(
                     index=i,
                     query=turn.query,
                     answer=turn.answer,
@@ -327,7 +397,7 @@ class Evaluator:
             outcome = Outcome.PASS
         else:
             outcome = Outcome.FAIL
-        return ConversationResult.model_construct(
+        return _conv_result(
             conversation_id=conversation.id,
             reference_id=reference.id,
             reference_set=reference_set,

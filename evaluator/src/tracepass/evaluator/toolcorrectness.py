@@ -27,10 +27,17 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import permutations
 from typing import Any, Literal
 
 from tracepass.evaluator.argmatch import ArgumentMatcher, compile_matcher
-from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall, ToolCorrectness
+from tracepass.evaluator.models import (
+    ExpectedTool,
+    ReferenceTurn,
+    ToolCall,
+    ToolCorrectness,
+    construct_unchecked,
+)
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -117,13 +124,40 @@ def _group_assign(
         best = max(range(m), key=lambda i: (scores[i][0], -i))
         yield a_idx[best], e_idx[0], scores[best][0]
         return
+    eps = 1e-9 / (m + n)
+    if m * n <= 16:  # tiny groups: enumerating injections beats scipy's call overhead
+        yield from _small_assign(a_idx, e_idx, scores, eps)
+        return
     from scipy.optimize import linear_sum_assignment
 
-    eps = 1e-9 / (m + n)
     weights = [[scores[i][j] - eps * abs(i - j) for j in range(n)] for i in range(m)]
     rows, cols = linear_sum_assignment(weights, maximize=True)
     for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
         yield a_idx[i], e_idx[j], scores[i][j]
+
+
+def _small_assign(
+    a_idx: Sequence[int], e_idx: Sequence[int], scores: list[list[float]], eps: float
+) -> Iterator[Pair]:
+    """Exhaustive maximum-weight matching of the smaller side into the larger one
+    (same objective and tie-break as the scipy path)."""
+    m, n = len(a_idx), len(e_idx)
+    best_total = -1.0
+    best: tuple[int, ...] = ()
+    if m <= n:
+        for perm in permutations(range(n), m):
+            total = sum(scores[i][j] - eps * abs(i - j) for i, j in enumerate(perm))
+            if total > best_total:
+                best_total, best = total, perm
+        for i, j in enumerate(best):
+            yield a_idx[i], e_idx[j], scores[i][j]
+    else:
+        for perm in permutations(range(m), n):
+            total = sum(scores[i][j] - eps * abs(i - j) for j, i in enumerate(perm))
+            if total > best_total:
+                best_total, best = total, perm
+        for j, i in enumerate(best):
+            yield a_idx[i], e_idx[j], scores[i][j]
 
 
 def assign_calls(calls: Sequence[ToolCall], turn: CompiledTurn) -> list[Pair]:
@@ -247,13 +281,16 @@ def _make(
     s: float, p: float, q: float, u: float, w: tuple[float, float, float, float], thr: float
 ) -> ToolCorrectness:
     overall = w[0] * s + w[1] * p + w[2] * q + w[3] * u
-    return ToolCorrectness.model_construct(
-        selection=s,
-        parameters=p,
-        sequence=q,
-        utilization=u,
-        overall=overall,
-        correct=overall >= thr - EPSILON,
+    return construct_unchecked(
+        ToolCorrectness,
+        dict(
+            selection=s,
+            parameters=p,
+            sequence=q,
+            utilization=u,
+            overall=overall,
+            correct=overall >= thr - EPSILON,
+        ),
     )
 
 

@@ -23,7 +23,14 @@ from collections.abc import Sequence
 from typing import Literal
 
 from tracepass.evaluator.argmatch import compile_matcher
-from tracepass.evaluator.models import ExpectedTool, Reference, ToolCall, TrajectoryScores, Turn
+from tracepass.evaluator.models import (
+    ExpectedTool,
+    Reference,
+    ToolCall,
+    TrajectoryScores,
+    Turn,
+    construct_unchecked,
+)
 
 __all__ = [
     "TrajectoryMatch",
@@ -123,13 +130,16 @@ def trajectory_scores(
     precision = matched / n_p if n_p else (1.0 if n_r == 0 else 0.0)
     recall = matched / n_r if n_r else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return TrajectoryScores.model_construct(
-        exact=exact,
-        in_order=in_order,
-        any_order=any_order,
-        precision=precision,
-        recall=recall,
-        f1=f1,
+    return construct_unchecked(
+        TrajectoryScores,
+        dict(
+            exact=exact,
+            in_order=in_order,
+            any_order=any_order,
+            precision=precision,
+            recall=recall,
+            f1=f1,
+        ),
     )
 
 
