@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -125,3 +128,29 @@ def test_deterministic_graders_need_no_event_loop() -> None:
     res: AnswerResult = stop.value.value
     assert [g.passed for g in res.graders] == [True, True, True, True, True, False]
     assert res.score == pytest.approx(5 / 6)
+
+
+def test_core_works_without_langchain() -> None:
+    """langchain-core is an optional extra: grading (and importing the judge module)
+    must work when it cannot be imported."""
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        sys.modules["langchain_core"] = None  # any import of it now fails
+        from tracepass.evaluator import agreement, judge, judge_cache
+        from tracepass.evaluator.answers import grade_answer
+        from tracepass.evaluator.models import GraderSpec, ReferenceTurn
+        t = ReferenceTurn(query="q", expected_answer="7", graders=(
+            GraderSpec(type="numeric"), GraderSpec(type="llm")))
+        r = asyncio.run(grade_answer(t, query="q", answer="7", threshold=0.5))
+        assert r.graders[0].passed is True, r
+        assert "no LLM judge configured" in r.error, r
+        assert not any(m.startswith("langchain") for m in sys.modules if sys.modules[m])
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
