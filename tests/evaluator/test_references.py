@@ -343,3 +343,13 @@ def test_adk_eval_results_give_conversations() -> None:
 def test_copied_sample_has_licence() -> None:
     assert shutil.which is not None
     assert (DATA / "fair-forge" / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_documented_example_loads(tmp_path: Path) -> None:
+    import re
+
+    doc = (Path(__file__).parent.parent.parent / "docs" / "references.md").read_text()
+    match = re.search(r"```yaml\n(.*?)```", doc, re.S)
+    assert match is not None
+    (rs,) = load_reference_sets([write(tmp_path, "doc.yaml", match.group(1))])
+    assert [r.id for r in rs.references] == ["order-status", "weather-paris"]
