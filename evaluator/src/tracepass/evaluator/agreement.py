@@ -20,8 +20,10 @@ Undefined quantities are None with a note, never 0.0 or a division error.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from statistics import NormalDist
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +65,10 @@ class CorrectedRate(_Frozen):
     raw: float | None  # before clipping
     clipped: bool = False
     note: str | None = None
+    # Approximate confidence interval (see `rogan_gladen`); None without sample sizes.
+    lower: float | None = None
+    upper: float | None = None
+    level: float | None = None
 
 
 class AgreementReport(_Frozen):
@@ -128,12 +134,41 @@ def cohens_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
     return (p_o - p_e) / (1.0 - p_e)
 
 
+def _ac_var(p: float, n: int, z: float) -> float:
+    """Agresti–Coull-adjusted variance of a proportion estimated from n trials: never 0,
+    so a sample with se = 1 (no false fails seen yet) does not claim certainty."""
+    n_adj = n + z * z
+    p_adj = (p * n + z * z / 2.0) / n_adj
+    return p_adj * (1.0 - p_adj) / n_adj
+
+
 def rogan_gladen(
-    p_obs: float, sensitivity: float | None, specificity: float | None
+    p_obs: float,
+    sensitivity: float | None,
+    specificity: float | None,
+    *,
+    n_obs: int | None = None,
+    n_pos: int | None = None,
+    n_neg: int | None = None,
+    level: float = 0.95,
 ) -> CorrectedRate:
-    """The judge-error-corrected success rate (see the module docstring)."""
+    """The judge-error-corrected success rate (see the module docstring).
+
+    With the sample sizes behind each input — `n_obs` items behind `p_obs`, `n_pos`
+    human-passed and `n_neg` human-failed labelled items behind sensitivity and
+    specificity — an approximate `level` confidence interval is added: the delta method,
+
+        Var(p) ≈ [Var(p_obs) + p²·Var(se) + (1 − p)²·Var(sp)] / (se + sp − 1)²,
+
+    with Agresti–Coull-adjusted binomial variances, clipped to [0, 1]. `n_obs=None`
+    treats `p_obs` as exact (a very large run). It treats the three estimates as
+    independent; within the labelled sample they are not, and the interval is then
+    conservative.
+    """
     if not 0.0 <= p_obs <= 1.0:
         raise ValueError(f"observed rate must be within [0, 1], got {p_obs}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be within (0, 1), got {level}")
     if sensitivity is None or specificity is None:
         return CorrectedRate(
             value=None,
@@ -157,7 +192,25 @@ def rogan_gladen(
         if clipped
         else None
     )
-    return CorrectedRate(value=value, raw=raw, clipped=clipped, note=note)
+    lower = upper = used_level = None
+    if n_pos and n_neg:
+        z = NormalDist().inv_cdf(0.5 + level / 2.0)
+        var = (
+            (_ac_var(p_obs, n_obs, z) if n_obs else 0.0)
+            + value**2 * _ac_var(sensitivity, n_pos, z)
+            + (1.0 - value) ** 2 * _ac_var(specificity, n_neg, z)
+        ) / youden**2
+        half = z * math.sqrt(var)
+        lower, upper, used_level = max(0.0, value - half), min(1.0, value + half), level
+    return CorrectedRate(
+        value=value,
+        raw=raw,
+        clipped=clipped,
+        note=note,
+        lower=lower,
+        upper=upper,
+        level=used_level,
+    )
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -169,12 +222,16 @@ def agreement(
     human: Sequence[bool],
     *,
     population_pass_rate: float | None = None,
+    population_size: int | None = None,
+    level: float = 0.95,
 ) -> AgreementReport:
     """Everything `tracepass review import` prints.
 
     `population_pass_rate` is the judge's pass rate over *all* judged turns (the labelled
     sample is usually a subset); the correction is applied to it. By default the judge's
-    pass rate within the sample is used.
+    pass rate within the sample is used. `population_size` (the number of judged turns
+    behind `population_pass_rate`) enters the interval; when the rate is given without
+    it, the rate is taken as exact.
     """
     m = confusion_matrix(judge, human)
     n = m.n
@@ -192,9 +249,16 @@ def agreement(
         notes.append("no human-passed items: sensitivity undefined")
     if n and spec is None:
         notes.append("no human-failed items: specificity undefined")
-    p_obs = population_pass_rate if population_pass_rate is not None else judge_rate
+    p_obs: float | None
+    n_obs: int | None
+    if population_pass_rate is not None:
+        p_obs, n_obs = population_pass_rate, population_size
+    else:
+        p_obs, n_obs = judge_rate, n
     corrected = (
-        rogan_gladen(p_obs, sens, spec)
+        rogan_gladen(
+            p_obs, sens, spec, n_obs=n_obs, n_pos=m.tp + m.fn, n_neg=m.tn + m.fp, level=level
+        )
         if p_obs is not None
         else CorrectedRate(value=None, raw=None, note="no observed pass rate")
     )
