@@ -34,6 +34,7 @@ __all__ = [
     "TaskAggregate",
     "estimate",
     "estimate_arrays",
+    "estimate_many",
     "estimate_tasks",
     "plugin_pass_at_k",
     "plugin_pass_pow_k",
@@ -259,47 +260,79 @@ def estimate_arrays(
     transformed Wilson score interval for p (frequentist; n may be fractional and then
     acts as an effective sample size).
     """
-    k = validate_k(k)
+    return estimate_many(n, c, (k,), prior=prior, level=level, method=method)[validate_k(k)]
+
+
+def estimate_many(
+    n: npt.ArrayLike,
+    c: npt.ArrayLike,
+    ks: Sequence[int],
+    *,
+    prior: PriorSpec = "uniform",
+    level: float = 0.95,
+    method: Method = "bayes",
+) -> dict[int, PassKArrays]:
+    """`estimate_arrays` for several k at once. The Beta quantiles — the only costly
+    part — do not depend on k, so they are computed once per distinct (n, c) pair:
+    groups sharing counts (common with integer trials per task) cost nothing extra."""
+    ks_valid = [validate_k(k) for k in ks]
     level = _validate_level(level)
     if method not in ("bayes", "wilson"):
         raise ValueError(f"method must be 'bayes' or 'wilson', got {method!r}")
+    a, b = prior_params(prior)
     n_arr, c_arr = _counts(n, c)
-    empty = n_arr <= 0
-    plugin_at = plugin_pass_at_k(n_arr, c_arr, k)
-    plugin_pow = plugin_pass_pow_k(n_arr, c_arr, k)
-    unb_at, unb_pow = _unbiased(n_arr, c_arr, k)
+    shape = n_arr.shape
+    flat_n, flat_c = n_arr.ravel(), c_arr.ravel()
+    inverse: npt.NDArray[np.intp] | None = None
+    if flat_n.size > 64:
+        keys, first, inv = np.unique(flat_n + 1j * flat_c, return_index=True, return_inverse=True)
+        if keys.size < 0.8 * flat_n.size:
+            inverse = inv.reshape(-1)
+            flat_n, flat_c = flat_n[first], flat_c[first]
+    empty = flat_n <= 0
     if method == "bayes":
-        alpha, beta = posterior_params(n_arr, c_arr, prior)
-        mean_pow = np.exp(_log_beta_ratio(alpha, beta, k))
-        # E[1-(1-p)^k] = 1 - E[q^k] with q = 1-p ~ Beta(beta, alpha).
-        mean_at = -np.expm1(_log_beta_ratio(beta, alpha, k))
+        alpha, beta = flat_c + a, (flat_n - flat_c) + b
         tail = (1.0 - level) / 2.0
-        p_lo = stats.beta.ppf(tail, alpha, beta)
-        p_hi = stats.beta.isf(tail, alpha, beta)
+        p_lo = np.asarray(special.betaincinv(alpha, beta, tail), dtype=np.float64)
+        p_hi = np.asarray(special.betainccinv(alpha, beta, tail), dtype=np.float64)
     else:
-        mean_at, mean_pow = plugin_at, plugin_pow
-        p_lo, p_hi = _wilson(n_arr, c_arr, level)
-    p_lo = np.asarray(p_lo, dtype=np.float64)
-    p_hi = np.asarray(p_hi, dtype=np.float64)
+        p_lo, p_hi = _wilson(flat_n, flat_c, level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(empty, np.nan, flat_c / np.where(empty, 1.0, flat_n))
 
-    def nan_if_empty(x: npt.ArrayLike) -> FloatArray:
-        return np.where(empty, np.nan, np.asarray(x, dtype=np.float64))
+    def out(x: npt.ArrayLike) -> FloatArray:
+        v = np.where(empty, np.nan, np.asarray(x, dtype=np.float64))
+        if inverse is not None:
+            v = v[inverse]
+        return v.reshape(shape)
 
-    return PassKArrays(
-        k=k,
-        n=n_arr,
-        c=c_arr,
-        plugin_at_k=nan_if_empty(plugin_at),
-        plugin_pow_k=nan_if_empty(plugin_pow),
-        unbiased_at_k=nan_if_empty(unb_at),
-        unbiased_pow_k=nan_if_empty(unb_pow),
-        mean_at_k=nan_if_empty(mean_at),
-        mean_pow_k=nan_if_empty(mean_pow),
-        lower_at_k=nan_if_empty(_pow_at(p_lo, k)),
-        upper_at_k=nan_if_empty(_pow_at(p_hi, k)),
-        lower_pow_k=nan_if_empty(p_lo**k),
-        upper_pow_k=nan_if_empty(p_hi**k),
-    )
+    result: dict[int, PassKArrays] = {}
+    for k in ks_valid:
+        plugin_at = _pow_at(p, k)
+        plugin_pow = p**k
+        unb_at, unb_pow = _unbiased(flat_n, flat_c, k)
+        if method == "bayes":
+            mean_pow = np.exp(_log_beta_ratio(alpha, beta, k))
+            # E[1-(1-p)^k] = 1 - E[q^k] with q = 1-p ~ Beta(beta, alpha).
+            mean_at = -np.expm1(_log_beta_ratio(beta, alpha, k))
+        else:
+            mean_at, mean_pow = plugin_at, plugin_pow
+        result[k] = PassKArrays(
+            k=k,
+            n=n_arr,
+            c=c_arr,
+            plugin_at_k=out(plugin_at),
+            plugin_pow_k=out(plugin_pow),
+            unbiased_at_k=out(unb_at),
+            unbiased_pow_k=out(unb_pow),
+            mean_at_k=out(mean_at),
+            mean_pow_k=out(mean_pow),
+            lower_at_k=out(_pow_at(p_lo, k)),
+            upper_at_k=out(_pow_at(p_hi, k)),
+            lower_pow_k=out(p_lo**k),
+            upper_pow_k=out(p_hi**k),
+        )
+    return result
 
 
 # --------------------------------------------------------------------------- scalar API
@@ -380,9 +413,91 @@ def estimate(
     level: float = 0.95,
     method: Method = "bayes",
 ) -> PassKPair:
-    """pass@k and pass^k of one group of n trials with c successes."""
-    arr = estimate_arrays([n], [c], k, prior=prior, level=level, method=method)
-    return _pairs_from_arrays(arr, method, level)[0]
+    """pass@k and pass^k of one group of n trials with c successes.
+
+    A scalar path (plain floats, one scipy call per bound) with the same formulas as
+    `estimate_arrays`: numpy's per-call overhead would dominate a single group.
+    """
+    k = validate_k(k)
+    level = _validate_level(level)
+    if method not in ("bayes", "wilson"):
+        raise ValueError(f"method must be 'bayes' or 'wilson', got {method!r}")
+    a, b = prior_params(prior)
+    nf, cf = _scalar_counts(n, c)
+    if nf <= 0:
+        none_at = PassKEstimate("pass_at_k", k, nf, cf, None, None, None, None, None)
+        none_pow = PassKEstimate("pass_pow_k", k, nf, cf, None, None, None, None, None)
+        return PassKPair(k, nf, cf, method, level, none_at, none_pow)
+    p = cf / nf
+    plugin_at, plugin_pow = _scalar_at(p, k), p**k
+    unb_at: float | None = None
+    unb_pow: float | None = None
+    if nf >= k and nf == round(nf) and cf == round(cf):
+        unb_at = -math.expm1(_scalar_log_comb_ratio(nf - cf, nf, k))
+        unb_pow = math.exp(_scalar_log_comb_ratio(cf, nf, k))
+    if method == "bayes":
+        alpha, beta = cf + a, nf - cf + b
+        mean_pow = math.exp(_scalar_log_beta_ratio(alpha, beta, k))
+        mean_at = -math.expm1(_scalar_log_beta_ratio(beta, alpha, k))
+        tail = (1.0 - level) / 2.0
+        p_lo = float(special.betaincinv(alpha, beta, tail))
+        p_hi = float(special.betainccinv(alpha, beta, tail))
+    else:
+        mean_at, mean_pow = plugin_at, plugin_pow
+        lo_arr, hi_arr = _wilson(np.array([nf]), np.array([cf]), level)
+        p_lo, p_hi = float(lo_arr[0]), float(hi_arr[0])
+    at = PassKEstimate(
+        "pass_at_k", k, nf, cf, plugin_at, unb_at, mean_at, _scalar_at(p_lo, k), _scalar_at(p_hi, k)
+    )
+    pw = PassKEstimate("pass_pow_k", k, nf, cf, plugin_pow, unb_pow, mean_pow, p_lo**k, p_hi**k)
+    return PassKPair(k, nf, cf, method, level, at, pw)
+
+
+def _scalar_counts(n: float, c: float) -> tuple[float, float]:
+    try:
+        nf, cf = float(n), float(c)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"counts must be numbers, got n={n!r}, c={c!r}") from exc
+    if not (math.isfinite(nf) and math.isfinite(cf)):
+        raise ValueError("counts must be finite numbers")
+    if nf < 0 or cf < 0:
+        raise ValueError("counts must be >= 0")
+    if cf > nf * (1 + 1e-12) + 1e-12:
+        raise ValueError(f"successes exceed trials (c={cf!r} > n={nf!r})")
+    return nf, min(cf, nf)
+
+
+def _scalar_log_comb_ratio(top: float, n: float, k: int) -> float:
+    if top < k:
+        return -math.inf
+    if k > _PRODUCT_MAX_K:
+        return (
+            math.lgamma(top + 1)
+            - math.lgamma(top - k + 1)
+            - math.lgamma(n + 1)
+            + math.lgamma(n - k + 1)
+        )
+    gap = n - top
+    out = 0.0
+    for i in range(k):
+        x = gap / (n - i)
+        out += math.log1p(-x) if x < 0.5 else math.log((top - i) / (n - i))
+    return out
+
+
+def _scalar_at(p: float, k: int) -> float:
+    return 1.0 if p >= 1.0 else -math.expm1(k * math.log1p(-p))
+
+
+def _scalar_log_beta_ratio(alpha: float, beta: float, k: int) -> float:
+    if k > _PRODUCT_MAX_K:
+        return float(special.betaln(alpha + k, beta) - special.betaln(alpha, beta))
+    total = alpha + beta
+    out = 0.0
+    for i in range(k):
+        x = beta / (total + i)
+        out += math.log1p(-x) if x < 0.5 else math.log((alpha + i) / (total + i))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
