@@ -1,0 +1,385 @@
+"""`CollectorService`: the long-running collector assembled from its stages.
+
+One object owns the lifecycle of everything `tracepass serve`, `tracepass demo` and the
+embedded collector of `tracepass probe` run, so the three cannot drift apart:
+
+    telemetry (MeterProvider: Prometheus /metrics + optional OTLP push)
+      → operational instruments → Evaluator (+ optional LLM judge)
+      → Pipeline (references, durable state, assembly, matching, scoring)
+      → RollingAggregator (restored from state, persisted periodically and on stop)
+      → EvaluationMetrics (counters, gauges, evaluation events)
+      → OTLP receivers (gRPC + HTTP, /healthz, /readyz, /api/v1/conversations/{id})
+
+Start order is bottom-up (receivers last, so no span is accepted before the pipeline
+can take it); stop order is the reverse: receivers drain first (exporters are told to
+retry), the pipeline evaluates what is due, the aggregator is persisted while the state
+file is still open, then the pipeline persists open conversations and the providers
+flush. Any failure during `start()` unwinds what was already started, so a bad
+reference file or a busy port leaves no thread or socket behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracepass.collector.config import CollectorConfig, ConfigError
+from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.pipeline import Pipeline, ResultInfo
+from tracepass.collector.receiver import ReceiverServers
+from tracepass.evaluator.models import ConversationResult
+from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator
+
+__all__ = ["AGGREGATOR_BLOB", "BoundPorts", "CollectorService", "ResultCallback"]
+
+log = logging.getLogger(__name__)
+
+AGGREGATOR_BLOB = "rolling_aggregator"
+
+ResultCallback = Callable[[ConversationResult, ResultInfo], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundPorts:
+    """Ports actually bound (useful when the config asked for port 0)."""
+
+    grpc: int | None
+    http: int | None
+    metrics: int | None
+
+
+def load_judge(spec: str, *, threshold: float, concurrency: int, cache: Any) -> Any:
+    """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
+    or a zero-argument factory). Errors are `ConfigError`s naming `evaluation.judge`."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"evaluation.judge {spec!r}: expected module:attr")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"evaluation.judge {spec!r}: cannot load: {exc}") from exc
+    from langchain_core.language_models import BaseChatModel
+
+    from tracepass.evaluator.judge import LLMJudge
+
+    model = target if isinstance(target, BaseChatModel) else None
+    if model is None and callable(target):
+        made = target()
+        model = made if isinstance(made, BaseChatModel) else None
+    if model is None:
+        raise ConfigError(f"evaluation.judge {spec!r}: not a BaseChatModel or a factory of one")
+    return LLMJudge(model, pass_threshold=threshold, concurrency=concurrency, cache=cache)
+
+
+class CollectorService:
+    """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
+    `snapshot()` and `pipeline.conversation_view(id)` while running."""
+
+    def __init__(
+        self,
+        config: CollectorConfig,
+        *,
+        listeners: Sequence[ResultCallback] = (),
+        persist_interval_s: float = 30.0,
+        end_grace_s: float = 5.0,
+        drain_grace_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.listeners = list(listeners)
+        self.persist_interval_s = persist_interval_s
+        self.end_grace_s = end_grace_s
+        self.drain_grace_s = drain_grace_s
+        self.clock = clock
+        self.telemetry: Any = None
+        self.pipeline: Pipeline | None = None
+        self.metrics: Any = None
+        self.receivers: ReceiverServers | None = None
+        self._judge_cache: Any = None
+        self._persist_task: asyncio.Task[None] | None = None
+        self._metrics_ready = asyncio.Event()
+        self._started = False
+        self._stopped = False
+        self.evaluated = 0  # evaluations recorded (revisions included)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("CollectorService already started")
+        self._started = True
+        try:
+            await self._start()
+        except BaseException:
+            await self._teardown()
+            raise
+
+    async def _start(self) -> None:
+        # Imported here: the metrics stack pulls in prometheus_client and the SDK, which
+        # commands that never run a collector should not pay for.
+        from tracepass.collector.metrics import EvaluationMetrics, rolling_config
+        from tracepass.collector.telemetry import build_telemetry
+        from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
+        cfg = self.config
+        ev = cfg.evaluation
+        self.telemetry = build_telemetry(cfg.metrics)
+        meter = self.telemetry.meter()
+        instruments = CollectorInstruments.create(meter)
+        judge = None
+        if ev.judge is not None:
+            if ev.judge_cache is not None:
+                from tracepass.evaluator.judge_cache import JudgeCache
+
+                self._judge_cache = JudgeCache(ev.judge_cache)
+            judge = load_judge(
+                ev.judge,
+                threshold=ev.threshold,
+                concurrency=ev.judge_concurrency,
+                cache=self._judge_cache,
+            )
+        evaluator = Evaluator(
+            EvaluationConfig(
+                profile=ev.profile,
+                threshold=ev.threshold,
+                tool_threshold=ev.tool_threshold,
+                default_grader=ev.default_grader,
+            ),
+            judge=judge,
+        )
+        self.pipeline = Pipeline.from_config(
+            cfg,
+            evaluator,
+            instruments=instruments,
+            meter=meter,
+            listener=self._on_result,
+            clock=self.clock,
+            end_grace_s=self.end_grace_s,
+        )
+        # Loads references (a broken file fails here) and recovers durable state.
+        await self.pipeline.start()
+        aggregator = self._restore_aggregator(rolling_config(cfg.metrics))
+        self.metrics = EvaluationMetrics(
+            meter,
+            cfg.metrics,
+            aggregator,
+            event_logger=self.telemetry.event_logger(),
+            clock=self.clock,
+        )
+        self._metrics_ready.set()
+        self.receivers = ReceiverServers(self.pipeline, instruments, cfg.receiver, self.pipeline)
+        await self.receivers.start()
+        self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
+        log.info(
+            "collector listening: grpc=%s http=%s metrics=%s",
+            self.receivers.grpc_port,
+            self.receivers.http_port,
+            self.metrics_url,
+        )
+
+    async def stop(self) -> None:
+        """Drain receivers, evaluate what is due, persist, shut everything down."""
+        if not self._started or self._stopped:
+            return
+        self._stopped = True
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        if self._persist_task is not None:
+            self._persist_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._persist_task
+            self._persist_task = None
+        if self.receivers is not None:
+            try:
+                await self.receivers.stop(self.drain_grace_s)
+            except Exception:
+                log.exception("stopping the receivers failed")
+            self.receivers = None
+        pipeline = self.pipeline
+        if pipeline is not None:
+            try:
+                if pipeline.ready() and self.metrics is not None:
+                    # Evaluate what is already due so the persisted windows include it;
+                    # pipeline.stop() would do it too, but after closing the state file.
+                    await pipeline.process_due()
+                    await self.persist()
+            except Exception:
+                log.exception("final evaluation / persisting the rolling windows failed")
+            # Persists open conversations and closes the state file (also after a
+            # failed start: closing a store that never opened is a no-op).
+            await pipeline.stop()
+            self.pipeline = None
+        if self._judge_cache is not None:
+            with contextlib.suppress(Exception):
+                self._judge_cache.close()
+            self._judge_cache = None
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
+            self.telemetry = None
+
+    async def __aenter__(self) -> CollectorService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ results
+
+    async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
+        # State recovery can complete conversations before the metrics exist.
+        await self._metrics_ready.wait()
+        self.metrics.record(
+            result,
+            revision=info.revision,
+            lag_s=info.lag_s,
+            now=info.now,
+            conversation=info.conversation,
+        )
+        self.evaluated += 1
+        for listener in self.listeners:
+            try:
+                ret = listener(result, info)
+                if inspect.isawaitable(ret):
+                    await ret
+            except Exception:
+                log.exception("result listener failed for %s", result.conversation_id)
+
+    # ------------------------------------------------------------------ rolling state
+
+    def _restore_aggregator(self, config: Any) -> RollingAggregator:
+        store = self.pipeline.store if self.pipeline is not None else None
+        if store is None:
+            return RollingAggregator(config)
+        blob = store.get_blob(AGGREGATOR_BLOB)
+        if blob is None:
+            return RollingAggregator(config)
+        try:
+            agg = RollingAggregator.from_state(json.loads(blob), config)
+        except (ValueError, KeyError, TypeError) as exc:
+            # The windows are a cache of evaluated outcomes: losing them costs history,
+            # refusing to start would cost the service. Say so loudly.
+            log.error(
+                "%s: rolling windows could not be restored, starting empty: %s",
+                store.path,
+                exc,
+            )
+            return RollingAggregator(config)
+        log.info("restored rolling windows for %d keys from %s", len(agg), store.path)
+        return agg
+
+    async def persist(self) -> None:
+        """Write the rolling aggregator's state into the state file (no-op if closed)."""
+        pipeline, metrics = self.pipeline, self.metrics
+        if pipeline is None or pipeline.store is None or metrics is None:
+            return
+        with metrics._lock:  # gauge callbacks read the aggregator from the exporter thread
+            state = metrics.aggregator.to_state()
+        blob = json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
+        await asyncio.wrap_future(pipeline.store.put_blob(AGGREGATOR_BLOB, blob))
+
+    async def _persist_loop(self) -> None:
+        last = -1
+        while True:
+            await asyncio.sleep(self.persist_interval_s)
+            if self.evaluated == last:
+                continue
+            last = self.evaluated
+            try:
+                await self.persist()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("persisting the rolling windows failed")
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def ports(self) -> BoundPorts:
+        r = self.receivers
+        return BoundPorts(
+            grpc=r.grpc_port if r is not None else None,
+            http=r.http_port if r is not None else None,
+            metrics=self.telemetry.prometheus_port if self.telemetry is not None else None,
+        )
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self.telemetry.prometheus_url if self.telemetry is not None else None
+
+    def endpoint(self, protocol: str = "http") -> str | None:
+        """Loopback URL an exporter on this machine should use."""
+        port = self.ports.http if protocol == "http" else self.ports.grpc
+        return None if port is None else f"http://127.0.0.1:{port}"
+
+    def snapshot(self) -> list[KeySnapshot]:
+        """The rolling windows now (what the pass@k / pass^k gauges export)."""
+        return [] if self.metrics is None else list(self.metrics.snapshot())
+
+
+def with_overrides(
+    config: CollectorConfig,
+    *,
+    references: Sequence[Any] | None = None,
+    host: str | None = None,
+    grpc_port: int | None = None,
+    http_port: int | None = None,
+    metrics_port: int | None = None,
+    state: Any | None = None,
+    durability: str | None = None,
+) -> CollectorConfig:
+    """`config` with command-line flags applied (None = keep the file's value);
+    re-validated, so a flag cannot smuggle in a value the file could not hold."""
+    data = config.model_dump()
+    if references:
+        data["references"] = list(references)
+    if host is not None:
+        data["receiver"]["host"] = host
+    if grpc_port is not None:
+        data["receiver"]["grpc_port"] = grpc_port
+    if http_port is not None:
+        data["receiver"]["http_port"] = http_port
+    if metrics_port is not None:
+        data["metrics"]["prometheus_port"] = metrics_port
+    if state is not None:
+        data["state"]["path"] = state
+    if durability is not None:
+        data["state"]["durability"] = durability
+    from pydantic import ValidationError
+
+    try:
+        return CollectorConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{where}: {first['msg']}") from exc
+
+
+def startup_error(exc: BaseException) -> str | None:
+    """The message to show when `CollectorService.start()` failed on bad input or an
+    unavailable resource (exit code 2), or None for a bug (let it propagate)."""
+    from tracepass.collector.state import StateError
+    from tracepass.evaluator.references import ReferenceLoadError
+
+    if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        # aiohttp / prometheus_client bind errors: errno + address.
+        return f"cannot listen: {exc.strerror or exc}" + (
+            f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        )
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and ("bind" in text.lower() or "port" in text.lower()):
+        return f"cannot listen: {text}"
+    return None
