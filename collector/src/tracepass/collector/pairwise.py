@@ -14,10 +14,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 Verdict = Literal["A", "B", "tie"]
 Winner = Literal["base", "candidate", "tie", "error"]
@@ -109,6 +109,8 @@ def combine(base_first: Verdict, candidate_first: Verdict) -> Winner:
 
 
 async def _ask(model: BaseChatModel, prompt: str) -> Verdict:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
     reply = await model.ainvoke([SystemMessage(SYSTEM_PROMPT), HumanMessage(prompt)])
     content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     return parse_verdict(content)

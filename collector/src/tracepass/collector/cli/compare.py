@@ -10,8 +10,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tracepass.collector import compare as compare_mod
-from tracepass.collector import pairwise
 from tracepass.collector.cli.common import (
     EXIT_GATE,
     OutputFormat,
@@ -87,6 +85,10 @@ def compare(
     Per-reference and overall differences in success rate, pass@k / pass^k and tool
     correctness, and the posterior probability that the candidate is better.
     """
+    # Imported here: scipy and langchain-core cost seconds, `--help` should not pay them.
+    from tracepass.collector import compare as compare_mod
+    from tracepass.collector import pairwise
+
     base_doc = load_json_file(base, "BASE")
     cand_doc = load_json_file(candidate, "CANDIDATE")
     try:

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tracepass.collector.cli import sources
 from tracepass.collector.cli.common import (
     OutputFormat,
     dump_json,
@@ -16,7 +15,6 @@ from tracepass.collector.cli.common import (
     stdout_console,
     write_text,
 )
-from tracepass.collector.views import conversation_json
 from tracepass.evaluator.models import Conversation
 
 EPILOG = """\
@@ -64,6 +62,9 @@ def conversations(
 
     Prints turns, queries, answers and tool calls (arguments, results, errors).
     """
+    from tracepass.collector.cli import sources
+    from tracepass.collector.views import conversation_json
+
     convs = sources.conversations_from_otlp(files, conversation_id_key or ())
     if output_format is OutputFormat.JSON or output is not None:
         write_text(dump_json({"conversations": [conversation_json(c) for c in convs]}), output)

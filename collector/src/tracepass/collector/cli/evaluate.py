@@ -14,8 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tracepass.collector import evaluation_run, gates
-from tracepass.collector.cli import sources
+from tracepass.collector import gates
 from tracepass.collector.cli.common import (
     EXIT_GATE,
     dump_json,
@@ -27,10 +26,10 @@ from tracepass.collector.cli.common import (
     stdout_console,
     write_text,
 )
-from tracepass.collector.matching import ReferenceCatalog
-from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
 log = logging.getLogger(__name__)
+
+_TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
 
 EPILOG = """\
 Examples:
@@ -170,6 +169,12 @@ def evaluate(
     Tool correctness, trajectory, answers, pass@k / pass^k with credible intervals and a
     readiness verdict, from OTLP trace files or from a dataset that holds agent outputs.
     """
+    # Imported here: scipy, rapidfuzz and the evaluator cost seconds; `--help` should not.
+    from tracepass.collector import evaluation_run
+    from tracepass.collector.cli import sources
+    from tracepass.collector.matching import ReferenceCatalog
+    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
     files = files or []
     # ---- validate options before any heavy work
     try:
@@ -293,7 +298,7 @@ def print_summary(document: dict[str, Any]) -> None:
     tc = s["tool_correctness"]
     console.print(
         "tool correctness: "
-        + " · ".join(f"{dim} {fmt_num(tc[dim])}" for dim in evaluation_run.TOOL_DIMENSIONS)
+        + " · ".join(f"{dim} {fmt_num(tc[dim])}" for dim in _TOOL_DIMENSIONS)
         + f" · tool-correct turns {tc['correct']}/{tc['n']}",
         highlight=False,
     )

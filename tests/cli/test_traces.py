@@ -1,0 +1,175 @@
+"""From real spans to verdicts: an instrumented agent (tracepass decorators + OTel SDK)
+writes OTLP files; `conversations`, `evaluate` and `compare` read them. The last tests
+run the installed `tracepass` executable in a subprocess, as CI would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracepass.collector.cli.main import app
+
+HERE = Path(__file__).resolve().parent
+REFS = HERE / "data" / "calc_refs.yaml"
+TRACEPASS = Path(sys.executable).parent / "tracepass"
+runner = CliRunner()
+
+
+def _make(out: Path, *args: str) -> Path:
+    subprocess.run(
+        [sys.executable, str(HERE / "_make_traces.py"), str(out), *args],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("traces")
+    return {
+        "v1": _make(d / "v1.binpb", "--version", "1.0", "--trials", "4"),
+        "v2": _make(d / "v2.binpb", "--version", "2.0", "--trials", "4", "--bug-every", "2"),
+    }
+
+
+def test_conversations_json_contract(traces: dict[str, Path]) -> None:
+    res = runner.invoke(app, ["conversations", str(traces["v2"]), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    convs = json.loads(res.stdout)["conversations"]
+    assert len(convs) == 9
+    by_id = {c["conversation_id"]: c for c in convs}
+    conv = by_id["add-2.0-0"]
+    assert set(conv) >= {"conversation_id", "agent", "trace_ids", "turns"}
+    assert conv["agent"] == {"name": "calc-agent", "version": "2.0"}
+    assert conv["trace_ids"]  # the turn's trace (+ the end marker's own trace)
+    (turn,) = conv["turns"]
+    assert turn["query"] == "What is 15 + 27?"
+    assert turn["answer"] == "The answer is 41."
+    (call,) = turn["tool_calls"]
+    assert set(call) == {"name", "arguments", "result", "error", "call_id"}
+    assert call["name"] == "add"
+    assert call["arguments"] == {"a": 15, "b": 26}
+    assert call["error"] is None
+
+
+def test_conversations_table_and_bad_files(traces: dict[str, Path], tmp_path: Path) -> None:
+    res = runner.invoke(app, ["conversations", str(traces["v1"])])
+    assert res.exit_code == 0, res.output
+    assert "9 conversation(s)" in res.stdout
+    res = runner.invoke(app, ["conversations", str(tmp_path / "none.jsonl")])
+    assert res.exit_code == 2
+    assert "none.jsonl: no such file" in res.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"resourceSpans": []}\n{not json\n', encoding="utf-8")
+    res = runner.invoke(app, ["conversations", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.jsonl:2" in res.stderr
+    res = runner.invoke(app, ["conversations", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "is a directory" in res.stderr
+
+
+def test_evaluate_traces_counts_and_estimates(traces: dict[str, Path]) -> None:
+    res = runner.invoke(
+        app, ["evaluate", str(traces["v2"]), "--references", str(REFS), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    s = doc["summary"]
+    assert (s["conversations"], s["matched"], s["unmatched"]) == (9, 8, 1)
+    assert doc["unmatched_conversations"] == ["weather-2.0"]
+    # add: 2 of 4 trials correct (every 2nd is wrong); mul: 4 of 4.
+    assert s["correct"] == 6
+    assert s["pass_at_k"]["1"]["unbiased"] == pytest.approx((0.5 + 1.0) / 2)
+    assert s["pass_pow_k"]["3"]["unbiased"] == pytest.approx((0.0 + 1.0) / 2)
+    assert s["pass_pow_k"]["3"]["plugin"] == pytest.approx(0.75**3)
+    assert s["tool_correctness"]["correct"] == 6
+    failed = [c for c in doc["conversations"] if not c["correct"]]
+    assert {c["reference_id"] for c in failed} == {"add"}
+    turn = failed[0]["turns"][0]
+    assert turn["tool_correctness"]["parameters"] < 1.0
+    assert turn["tool_calls"][0]["arguments"] == {"a": 15, "b": 26}
+
+
+def test_evaluate_traces_gate_and_reference_errors(traces: dict[str, Path], tmp_path: Path) -> None:
+    base = ["evaluate", str(traces["v2"]), "--references", str(REFS)]
+    assert runner.invoke(app, [*base, "--fail-under", "pass_at_k@1=0.7"]).exit_code == 0
+    res = runner.invoke(app, [*base, "--fail-under", "pass_pow_k@3=0.9"])
+    assert res.exit_code == 1
+    assert "gate FAIL pass_pow_k@3 = 0.500 (unbiased)" in res.stderr
+    bad = tmp_path / "refs.yaml"
+    bad.write_text("name: x\nreferences:\n  - id: a\n    turns: 3\n", encoding="utf-8")
+    res = runner.invoke(app, ["evaluate", str(traces["v2"]), "--references", str(bad)])
+    assert res.exit_code == 2
+    assert "refs.yaml" in res.stderr
+
+
+@pytest.mark.slow
+def test_end_to_end_subprocess_evaluate_html_compare(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    outs = {}
+    for name in ("v1", "v2"):
+        out = tmp_path / f"{name}.json"
+        proc = subprocess.run(
+            [str(TRACEPASS), "evaluate", str(traces[name]), "-r", str(REFS), "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out.write_text(proc.stdout, encoding="utf-8")
+        json.loads(proc.stdout)  # stdout is clean JSON
+        outs[name] = out
+    html = tmp_path / "report.html"
+    proc = subprocess.run(
+        [
+            str(TRACEPASS),
+            "evaluate",
+            str(traces["v2"]),
+            "-r",
+            str(REFS),
+            "--format",
+            "html",
+            "-o",
+            str(html),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "<!DOCTYPE html>" in html.read_text(encoding="utf-8")
+
+    proc = subprocess.run(
+        [
+            str(TRACEPASS),
+            "compare",
+            str(outs["v1"]),
+            str(outs["v2"]),
+            "--fail-on-regression",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    diff = json.loads(proc.stdout)
+    assert diff["regressions"] == ["add"]
+    assert diff["references"][0]["reference_id"] == "add"
+    assert diff["overall"]["prob_candidate_better"] < 0.2
+    res = runner.invoke(app, ["compare", str(outs["v2"]), str(outs["v1"]), "--fail-on-regression"])
+    assert res.exit_code == 0, res.output
+    assert "improved" in res.stdout
