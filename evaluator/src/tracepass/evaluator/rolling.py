@@ -42,7 +42,7 @@ import numpy as np
 from tracepass.evaluator.cusum import BernoulliCusum
 from tracepass.evaluator.passk import (
     PriorSpec,
-    estimate_arrays,
+    estimate_many,
     prior_params,
     tau_bench_means,
     validate_k,
@@ -499,8 +499,9 @@ class RollingAggregator:
         ok_rows = np.flatnonzero(n >= cfg.min_conversations)
         if ok_rows.size == 0:
             return result
+        by_k = estimate_many(n[ok_rows], c[ok_rows], cfg.ks, prior=cfg.prior, level=cfg.level)
         for k in cfg.ks:
-            arr = estimate_arrays(n[ok_rows], c[ok_rows], k, prior=cfg.prior, level=cfg.level)
+            arr = by_k[k]
             for j, r in enumerate(ok_rows.tolist()):
                 tasks = rows[r][4]
                 unb_at: float | None = None
