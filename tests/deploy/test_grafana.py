@@ -1,0 +1,254 @@
+"""The Grafana dashboard and provisioning files are well formed, and every PromQL
+expression in them parses (checked by promtool, Prometheus' own parser: each expression,
+with its template variables substituted, becomes a recording rule of a temp rules file).
+
+`dashboard_queries` and `substitute` are also used by test_prometheus_e2e.py, which runs
+the same expressions against a real Prometheus."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import require_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+GRAFANA = ROOT / "deploy" / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "tracepass.json"
+PROVISIONING = GRAFANA / "provisioning"
+COMPOSE = ROOT / "deploy" / "compose" / "docker-compose.yaml"
+
+# Grafana 12 writes schemaVersion 41 (deploy/compose runs grafana/grafana:12.2).
+SCHEMA_VERSION = 41
+VARIABLES = {"datasource", "agent_name", "agent_version", "reference_set", "k", "window"}
+# Values that make every expression a valid query: the template variables of the
+# dashboard plus Grafana's built-in interval variables.
+DEFAULT_VALUES = {
+    "agent_name": "travel-assistant",
+    "agent_version": "1.0",
+    "reference_set": "travel-assistant",
+    "k": "3",
+    "window": "1h",
+    "smoothing": "15m",
+    "__rate_interval": "1m",
+    "__interval": "15s",
+    "__range": "6h",
+}
+
+
+def load_dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return data
+
+
+def all_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for p in dashboard["panels"]:
+        out.append(p)
+        out.extend(p.get("panels", []))  # collapsed rows hold their panels
+    return out
+
+
+def dashboard_queries(dashboard: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(panel title, [PromQL expr of each target]) of every non-row panel."""
+    return [
+        (p["title"], [t["expr"] for t in p["targets"]])
+        for p in all_panels(dashboard)
+        if p["type"] != "row"
+    ]
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    """Replace `$name` and `${name}` the way Grafana does for single values; unknown
+    variables raise, so a typo in the dashboard is caught."""
+
+    def repl(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in values:
+            raise KeyError(f"unknown template variable ${name} in {expr!r}")
+        return values[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", repl, expr)
+
+
+def promtool_check_exprs(exprs: list[str], tmp_path: Path) -> None:
+    rules = {
+        "groups": [
+            {
+                "name": "exprs",
+                "rules": [{"record": f"check:expr_{i}", "expr": e} for i, e in enumerate(exprs)],
+            }
+        ]
+    }
+    path = tmp_path / "exprs.rules.yaml"
+    path.write_text(yaml.safe_dump(rules, width=10_000), encoding="utf-8")
+    proc = subprocess.run(
+        [require_tool("promtool"), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr + "\n" + "\n".join(exprs)
+
+
+# ----------------------------------------------------------------------------- dashboard
+
+
+def test_dashboard_model() -> None:
+    d = load_dashboard()
+    assert d["schemaVersion"] == SCHEMA_VERSION
+    assert d["uid"]
+    assert d["title"]
+    names = {v["name"] for v in d["templating"]["list"]}
+    assert names >= VARIABLES
+    ds = next(v for v in d["templating"]["list"] if v["name"] == "datasource")
+    assert ds["type"] == "datasource"
+    assert ds["query"] == "prometheus"
+    for v in d["templating"]["list"]:
+        if v["type"] == "query":
+            assert v["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+
+
+def test_panel_ids_unique_and_grid_valid() -> None:
+    panels = all_panels(load_dashboard())
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] >= 0, p["title"]
+        assert g["x"] + g["w"] <= 24, p["title"]
+        assert g["h"] > 0
+
+
+def test_every_panel_queries_the_datasource_variable() -> None:
+    for p in all_panels(load_dashboard()):
+        if p["type"] == "row":
+            continue
+        assert p["targets"], p["title"]
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+        ref_ids = [t["refId"] for t in p["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), p["title"]
+        for t in p["targets"]:
+            assert t["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+            assert t["expr"].strip(), p["title"]
+
+
+def test_required_panels_present() -> None:
+    exprs = "\n".join(e for _, es in dashboard_queries(load_dashboard()) for e in es)
+    for metric in (
+        "tracepass_pass_at_k_upper",
+        "tracepass_pass_pow_k_lower",
+        "tracepass:pass_pow_k:pooled",
+        "tracepass_tool_correctness_sum",
+        "tracepass_trajectory_precision_sum",
+        "tracepass_trajectory_recall_sum",
+        "tracepass_conversations_total",
+        "tracepass_spans_received_total",
+        "tracepass_spans_rejected_total",
+        "tracepass_open_conversations",
+        "tracepass_conversations_evicted_total",
+        "tracepass_evaluation_lag_seconds_bucket",
+    ):
+        assert metric in exprs, metric
+
+
+def test_band_overrides_name_existing_series() -> None:
+    """fillBelowTo must name the legend of another target of the same panel."""
+    for p in all_panels(load_dashboard()):
+        legends = {t.get("legendFormat") for t in p.get("targets", [])}
+        for o in p.get("fieldConfig", {}).get("overrides", []):
+            assert o["matcher"]["options"] in legends, (p["title"], o["matcher"])
+            for prop in o["properties"]:
+                if prop["id"] == "custom.fillBelowTo":
+                    assert prop["value"] in legends, p["title"]
+
+
+def test_dashboard_exprs_parse(tmp_path: Path) -> None:
+    exprs = [
+        substitute(e, DEFAULT_VALUES) for _, es in dashboard_queries(load_dashboard()) for e in es
+    ]
+    d = load_dashboard()
+    for v in d["templating"]["list"]:
+        if v["type"] == "query":
+            q = substitute(v["definition"], DEFAULT_VALUES)
+            m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", q)
+            assert m, q
+            exprs.append(m.group(1))
+    promtool_check_exprs(exprs, tmp_path)
+
+
+# ----------------------------------------------------------------------------- provisioning
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data
+
+
+def test_datasource_provisioning() -> None:
+    doc = _yaml(PROVISIONING / "datasources" / "prometheus.yaml")
+    assert doc["apiVersion"] == 1
+    (ds,) = doc["datasources"]
+    assert ds["type"] == "prometheus"
+    assert ds["uid"]
+    assert ds["url"].startswith("http://prometheus:9090")
+
+
+def test_dashboard_provisioning_matches_compose_mount() -> None:
+    doc = _yaml(PROVISIONING / "dashboards" / "tracepass.yaml")
+    assert doc["apiVersion"] == 1
+    (provider,) = doc["providers"]
+    assert provider["type"] == "file"
+    path = provider["options"]["path"]
+    compose = _yaml(COMPOSE)
+    mounts = compose["services"]["grafana"]["volumes"]
+    assert f"../grafana/dashboards:{path}:ro" in mounts
+    assert "../grafana/provisioning:/etc/grafana/provisioning:ro" in mounts
+
+
+def test_alert_provisioning(tmp_path: Path) -> None:
+    doc = _yaml(PROVISIONING / "alerting" / "tracepass.yaml")
+    ds_uid = _yaml(PROVISIONING / "datasources" / "prometheus.yaml")["datasources"][0]["uid"]
+    assert doc["apiVersion"] == 1
+    exprs = []
+    for group in doc["groups"]:
+        assert {"orgId", "name", "folder", "interval", "rules"} <= set(group)
+        for rule in group["rules"]:
+            assert {"uid", "title", "condition", "data", "for", "noDataState"} <= set(rule)
+            assert rule["noDataState"] in {"OK", "NoData", "Alerting", "KeepLast"}
+            assert rule["execErrState"] in {"OK", "Error", "Alerting", "KeepLast"}
+            ref_ids = [q["refId"] for q in rule["data"]]
+            assert rule["condition"] in ref_ids
+            for q in rule["data"]:
+                assert q["model"]["refId"] == q["refId"]
+                if q["datasourceUid"] == "__expr__":
+                    assert q["model"]["type"] in {
+                        "reduce",
+                        "threshold",
+                        "math",
+                        "classic_conditions",
+                    }
+                    assert q["model"]["expression"] in ref_ids
+                else:
+                    assert q["datasourceUid"] == ds_uid
+                    exprs.append(q["model"]["expr"])
+            assert rule["annotations"]["runbook_url"].startswith("docs/operations.md#")
+            assert rule["labels"]["severity"]
+    assert exprs
+    promtool_check_exprs(exprs, tmp_path)
+
+
+def test_substitute() -> None:
+    values = {"datasource": "D", "k": "3", "__rate_interval": "1m"}
+    assert substitute('x{k="$k", d="${datasource}"}[$__rate_interval]', values) == (
+        'x{k="3", d="D"}[1m]'
+    )
+    with pytest.raises(KeyError):
+        substitute("$nope", {})
