@@ -82,8 +82,7 @@ def compare(
 ) -> None:
     """Compare two evaluation runs (base vs candidate), regressions first.
 
-    Per-reference and overall differences in success rate, pass@k / pass^k and tool
-    correctness, and the posterior probability that the candidate is better.
+    Per-reference and overall differences in success rate, pass@k / pass^k and tool correctness, and the posterior probability that the candidate is better.
     """
     # Imported here: scipy and langchain-core cost seconds, `--help` should not pay them.
     from tracepass.collector import compare as compare_mod

@@ -166,8 +166,7 @@ def evaluate(
 ) -> None:
     """Score conversations against references, with optional CI gates.
 
-    Tool correctness, trajectory, answers, pass@k / pass^k with credible intervals and a
-    readiness verdict, from OTLP trace files or from a dataset that holds agent outputs.
+    Tool correctness, trajectory, answers, pass@k / pass^k with credible intervals and a readiness verdict, from OTLP trace files or from a dataset that holds agent outputs.
     """
     # Imported here: scipy, rapidfuzz and the evaluator cost seconds; `--help` should not.
     from tracepass.collector import evaluation_run

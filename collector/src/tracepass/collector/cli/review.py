@@ -109,8 +109,7 @@ def import_(
 ) -> None:
     """Measure judge–human agreement from labelled rows.
 
-    Confusion matrix, accuracy, Cohen's kappa, sensitivity, specificity and the success
-    rate corrected for judge error (Rogan–Gladen).
+    Confusion matrix, accuracy, Cohen's kappa, sensitivity, specificity and the success rate corrected for judge error (Rogan–Gladen).
     """
     try:
         read = review_mod.read_labels(labels)
