@@ -24,3 +24,10 @@ from tracepass.collector.cli import (  # noqa: E402
 
 for _module in (conversations, evaluate, references, review, compare):
     _module.register(app)
+
+# Live workflows: the collector, the demo, probing an agent.
+from tracepass.collector.cli import demo as _demo  # noqa: E402
+from tracepass.collector.cli import serve as _serve  # noqa: E402
+
+_serve.register(app)
+_demo.register(app)

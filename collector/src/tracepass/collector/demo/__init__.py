@@ -1,0 +1,1 @@
+"""`tracepass demo`: a real collector and the example agent in one process."""

@@ -1,0 +1,69 @@
+"""`tracepass demo` end to end: a short run in a subprocess on ephemeral ports; /metrics
+scraped during the run shows evaluated conversations and a lower pass^k for the
+regressed version; the HTML report is written; the process exits 0 and frees its ports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from _live_support import TRACEPASS, clean_env, port_free, scrape, select, total, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+def test_demo_short_run(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    ports_file = tmp_path / "ports.json"
+    cmd = [
+        TRACEPASS, "demo", "--duration", "15", "--rate", "8", "--no-live",
+        "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0",
+        "--report", str(report), "--ports-file", str(ports_file), "--seed", "3",
+    ]  # fmt: skip
+    out_path, err_path = tmp_path / "demo.out", tmp_path / "demo.err"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=clean_env())
+    try:
+
+        def listening() -> dict[str, int] | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"demo exited early:\n{err_path.read_text()}")
+            return json.loads(ports_file.read_text()) if ports_file.exists() else None
+
+        ports = wait_until(listening, 120, "the demo to listen")
+        url = f"http://127.0.0.1:{ports['metrics_port']}/metrics"
+
+        def both_versions() -> dict[str, list[float]] | None:
+            samples = scrape(url)
+            if total(samples, "tracepass_conversations_total") == 0:
+                return None
+            found: dict[str, list[float]] = {}
+            for version in ("1.0", "1.1"):
+                rows = select(
+                    samples, "tracepass_pass_pow_k", agent_version=version, k="3",
+                    estimator="bayes", window="run",
+                )  # fmt: skip
+                if not rows:
+                    return None
+                found[version] = [r[2] for r in rows]
+            return found
+
+        pow3 = wait_until(both_versions, 120, "pass^3 gauges of both versions")
+        # Per reference set: the regressed version is lower on every set both reached.
+        assert max(pow3["1.1"]) < min(pow3["1.0"])
+        assert proc.wait(timeout=180) == 0, err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    out = out_path.read_text()
+    assert "demo finished" in out
+    assert report.is_file()
+    html = report.read_text(encoding="utf-8")
+    assert "<html" in html.lower()
+    assert "data:image/png;base64" in html
+    assert "1.1" in html
+    assert not ports_file.exists()
+    assert all(port_free(ports[k]) for k in ("grpc_port", "http_port", "metrics_port"))
