@@ -181,6 +181,9 @@ class AddResult:
     previous_tag: str = ""  # the caller's tag of the replaced entry (e.g. its outcome)
 
 
+_ACCEPTED = AddResult(accepted=True, replaced=False)
+_STALE = AddResult(accepted=False, replaced=False)
+
 # --------------------------------------------------------------------------- internals
 
 
@@ -328,7 +331,7 @@ class RollingAggregator:
             ref = self._convs.get(conversation_id)
             if ref is not None:
                 if revision <= ref.revision:
-                    return AddResult(accepted=False, replaced=False)
+                    return _STALE
                 previous, previous_tag = self._remove(ref, t)
                 previous_key = ref.key
                 replaced = True
@@ -354,6 +357,8 @@ class RollingAggregator:
                 fed = True
         if conversation_id is not None:
             self._convs[conversation_id] = _ConvRef(key, idx, revision, fed)
+        if not replaced:
+            return _ACCEPTED
         return AddResult(
             accepted=True,
             replaced=replaced,
@@ -405,12 +410,15 @@ class RollingAggregator:
             self._expire(st, now)
 
     def _expire(self, st: _Stream, now: float) -> None:
+        times, base = st.times, st.base
+        end = base + len(times)
         for w, (_, seconds) in enumerate(self.config.windows):
             cutoff = now - seconds
             cur = st.cursors[w]
-            end = st.end
+            if cur >= end or times[cur - base] > cutoff:
+                continue  # the common case: nothing to expire
             counts = st.counts[w]
-            while cur < end and st.times[cur - st.base] <= cutoff:
+            while cur < end and times[cur - base] <= cutoff:
                 i = cur - st.base
                 if st.alive[i] and st.ok[i] != _NOT_COUNTED:
                     counts.add(st.tasks[i], st.ok[i], -1)
@@ -420,7 +428,7 @@ class RollingAggregator:
         # horizon (kept longer so a revision can still find its decayed contribution).
         cutoff = now - self._longest
         keep = st.keep
-        limit = min(st.cursors, default=st.end)
+        limit = min(st.cursors, default=end)
         while keep < limit and st.times[keep - st.base] <= cutoff:
             keep += 1
         st.keep = keep
