@@ -1,0 +1,92 @@
+"""Gate parsing/evaluation and pairwise-verdict parsing (pure functions)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
+
+from tracepass.collector.gates import (
+    Gate,
+    GateError,
+    GateOn,
+    check_gates,
+    parse_gate,
+    point_estimate,
+    valid_metrics,
+)
+from tracepass.collector.pairwise import PairItem, combine, judge_pairs, parse_verdict, tally
+
+
+def test_parse_gate_forms() -> None:
+    assert parse_gate("pass_pow_k@3=0.8", [1, 3]) == Gate("pass_pow_k", 3, 0.8)
+    assert parse_gate(" tool_correctness = 0.9 ", [1]) == Gate("tool_correctness", None, 0.9)
+    assert parse_gate("pass_at_k@1=1", [1]).label == "pass_at_k@1"
+    with pytest.raises(GateError, match="unknown metric"):
+        parse_gate("tool_correctness@3=0.9", [3])
+    with pytest.raises(GateError, match="expected METRIC=VALUE"):
+        parse_gate("pass_at_k@1", [1])
+    with pytest.raises(GateError, match="is not an integer"):
+        parse_gate("pass_at_k@x=0.5", [1])
+    assert "pass_pow_k@5" in valid_metrics([1, 5])
+
+
+def test_point_estimate_prefers_unbiased() -> None:
+    assert point_estimate({"unbiased": 0.5, "plugin": 0.4}) == (0.5, "unbiased")
+    assert point_estimate({"unbiased": None, "plugin": 0.4}) == (0.4, "plugin")
+    assert point_estimate({}) == (None, "none")
+
+
+def test_check_gates_point_lower_and_no_data() -> None:
+    summary: dict[str, Any] = {
+        "pass_pow_k": {
+            "3": {"plugin": 0.9, "unbiased": None, "mean": 0.85, "lower": 0.6, "upper": 0.97}
+        },
+        "tool_correctness": {"rate": 0.9, "lower": 0.7},
+        "answer_correctness": {"rate": None, "lower": None},
+    }
+    gates = [Gate("pass_pow_k", 3, 0.8), Gate("tool_correctness", None, 0.9)]
+    point = check_gates(summary, gates, GateOn.POINT)
+    assert [o.passed for o in point] == [True, True]  # 0.9 >= 0.9 within tolerance
+    assert point[0].estimator == "plugin"
+    lower = check_gates(summary, gates, GateOn.LOWER)
+    assert [o.passed for o in lower] == [False, False]
+    (missing,) = check_gates(summary, [Gate("answer_correctness", None, 0.0)])
+    assert missing.passed is False  # no evidence never passes
+    assert missing.value is None
+
+
+def test_parse_verdict_and_combine() -> None:
+    assert parse_verdict('```json\n{"winner": "a"}\n```') == "A"
+    assert parse_verdict('Sure: {"winner": "tie", "reasoning": "same"}') == "tie"
+    with pytest.raises(ValueError, match="no JSON object"):
+        parse_verdict("B is better")
+    with pytest.raises(ValueError, match="no winner"):
+        parse_verdict('{"winner": "C"}')
+    assert combine("B", "A") == "candidate"
+    assert combine("A", "B") == "base"
+    assert combine("A", "A") == "tie"  # position bias cancels
+    assert combine("tie", "A") == "tie"
+
+
+class Broken(BaseChatModel):
+    @property
+    def _llm_type(self) -> str:
+        return "broken"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        raise ConnectionError("judge unreachable")
+
+
+def test_judge_failure_is_an_error_not_a_verdict() -> None:
+    item = PairItem("r", 0, "q", None, "a", "b")
+    results = asyncio.run(judge_pairs(Broken(), [item]))
+    assert results[0].winner == "error"
+    assert "ConnectionError: judge unreachable" in (results[0].error or "")
+    assert tally(results) == {"base": 0, "candidate": 0, "tie": 0, "error": 1}
