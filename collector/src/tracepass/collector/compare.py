@@ -17,12 +17,13 @@ by more than ``tolerance``; regressions are listed first, most certain first.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import integrate, stats
+from scipy import integrate, special
 
 from tracepass.collector.gates import point_estimate
 from tracepass.evaluator import passk
@@ -35,18 +36,28 @@ class CompareInputError(ValueError):
 
 
 def prob_better(c_cand: float, n_cand: float, c_base: float, n_base: float) -> float:
-    """P(p_cand > p_base) under independent Beta(c + 1, n - c + 1) posteriors."""
+    """P(p_cand > p_base) under independent Beta(c + 1, n - c + 1) posteriors.
+
+    The integrand is written with `scipy.special` (log-density, regularized incomplete
+    beta) rather than `scipy.stats` frozen distributions: quad evaluates it a few hundred
+    times and the frozen-distribution overhead made one call ~20 ms instead of ~1 ms.
+    """
     a1, b1 = c_cand + 1.0, n_cand - c_cand + 1.0
     a2, b2 = c_base + 1.0, n_base - c_base + 1.0
-    cand = stats.beta(a1, b1)
-    base = stats.beta(a2, b2)
-    lo, hi = float(cand.ppf(_TAIL)), float(cand.isf(_TAIL))
-    # Points where the integrand changes fastest: both posteriors' modes/means.
-    points = sorted(
-        {p for p in (float(cand.mean()), float(base.mean())) if lo < p < hi},
-    )
+    log_norm = float(special.betaln(a1, b1))
+    lo = float(special.betaincinv(a1, b1, _TAIL))
+    hi = 1.0 - float(special.betaincinv(b1, a1, _TAIL))
+
+    def integrand(x: float) -> float:
+        if x <= 0.0 or x >= 1.0:
+            return 0.0
+        log_pdf = (a1 - 1.0) * math.log(x) + (b1 - 1.0) * math.log1p(-x) - log_norm
+        return math.exp(log_pdf) * float(special.betainc(a2, b2, x))
+
+    # Points where the integrand changes fastest: both posteriors' means.
+    points = sorted({p for p in (a1 / (a1 + b1), a2 / (a2 + b2)) if lo < p < hi})
     value, _err = integrate.quad(
-        lambda x: float(cand.pdf(x) * base.cdf(x)),
+        integrand,
         lo,
         hi,
         points=points or None,
