@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import ToolCall
 
@@ -112,6 +114,11 @@ def encode_record(rec: SpanRecord) -> str:
             rec.attributes,
         ]
     )
+
+
+def encode_request(request: ExportTraceServiceRequest) -> bytes:
+    """What `batch` durability stores per export request: its protobuf bytes."""
+    return request.SerializeToString()
 
 
 def decode_record(text: str) -> SpanRecord:

@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.normalize import genai, openinference, traceloop, tracepass_conv
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
 from tracepass.collector.normalize.extract import Extract, as_str
-from tracepass.collector.normalize.ids import parent_id_hex, span_id_hex, trace_id_hex
+from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 
 __all__ = [
@@ -95,20 +95,30 @@ def _extract(name: str, attrs: dict[str, Any], is_root: bool) -> Extract:
     return Extract(RecordKind.OTHER, "")
 
 
-def _error(span: Any, attrs: dict[str, Any]) -> str | None:
-    status = span.status
-    if status.code != _STATUS_ERROR:
-        return None
-    return status.message or as_str(attrs.get("error.type")) or "error"
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+_END = RecordKind.END
+_AGENT_NAME = "gen_ai.agent.name"
+_AGENT_VERSION = "gen_ai.agent.version"
+_ERROR_TYPE = "error.type"
 
 
 def normalize_request(
     request: ExportTraceServiceRequest, *, conversation_id_keys: Sequence[str] = ()
 ) -> tuple[list[SpanRecord], list[Rejection]]:
-    """Records for the usable spans of one export request, rejections for the others."""
+    """Records for the usable spans of one export request, rejections for the others.
+
+    One loop, written for the ingest hot path (one pass per span, no helper call per
+    attribute): resource-level values are read once per `ResourceSpans`; per span the
+    ids are checked and hexed, the attributes read once into a dict, and the
+    convention's extractor decodes only the JSON that span's kind needs.
+    """
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
+    append = records.append
     extra_keys = tuple(conversation_id_keys)
+    id_keys = CONVERSATION_ID_KEYS + extra_keys
+    kept_keys = _KEPT_ATTRIBUTES
     for resource_spans in request.resource_spans:
         resource = attributes_to_dict(resource_spans.resource.attributes)
         service_name = as_str(resource.get("service.name"))
@@ -120,89 +130,96 @@ def normalize_request(
                 break
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                record = _record(
-                    span,
-                    extra_keys,
-                    resource_conversation,
-                    service_name,
-                    service_version,
-                    rejections,
+                raw_trace = span.trace_id
+                raw_span = span.span_id
+                raw_parent = span.parent_span_id
+                if (
+                    len(raw_trace) != 16
+                    or len(raw_span) != 8
+                    or raw_trace == _ZERO_TRACE
+                    or raw_span == _ZERO_SPAN
+                    or (raw_parent and len(raw_parent) != 8)
+                ):
+                    rejections.append(_rejection(raw_trace, raw_span, raw_parent))
+                    continue
+                parent = raw_parent.hex() if raw_parent and raw_parent != _ZERO_SPAN else None
+                attrs = attributes_to_dict(span.attributes)
+                get = attrs.get
+                name = span.name
+                ex = _extract(name, attrs, parent is None)
+
+                kept: dict[str, Any] = {CONVENTION_ATTR: ex.convention} if ex.convention else {}
+                for key in kept_keys:
+                    value = get(key)
+                    if value is not None:
+                        kept[key] = value
+                if ex.kind is _END:
+                    turns = tracepass_conv.turn_count(attrs)
+                    if turns is None:
+                        kept.pop(tracepass_conv.TURNS_ATTR, None)
+                    else:
+                        kept[tracepass_conv.TURNS_ATTR] = turns
+
+                conversation = resource_conversation
+                for key in id_keys:
+                    value = get(key)
+                    if value is not None:
+                        text = value if value.__class__ is str else as_str(value)
+                        if text:
+                            conversation = text
+                            break
+                agent_name = get(_AGENT_NAME)
+                agent_name = (
+                    (agent_name if agent_name.__class__ is str else as_str(agent_name))
+                    or ex.agent_name
+                    or service_name
                 )
-                if record is not None:
-                    records.append(record)
+                agent_version = (
+                    as_str(get(_AGENT_VERSION))
+                    or as_str(get(tracepass_conv.AGENT_VERSION))
+                    or service_version
+                )
+                status = span.status
+                error = (
+                    (status.message or as_str(get(_ERROR_TYPE)) or "error")
+                    if status.code == _STATUS_ERROR
+                    else None
+                )
+                append(
+                    SpanRecord(
+                        raw_trace.hex(),
+                        raw_span.hex(),
+                        parent,
+                        ex.kind,
+                        name,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        conversation,
+                        as_str(get(tracepass_conv.REFERENCE_ID)),
+                        agent_name,
+                        agent_version,
+                        service_name,
+                        ex.input_text,
+                        ex.output_text,
+                        ex.tool_name,
+                        ex.tool_call_id,
+                        ex.tool_arguments,
+                        ex.tool_result,
+                        error,
+                        ex.requested_tool_calls,
+                        None,
+                        kept,
+                    )
+                )
     return records, rejections
 
 
-def _record(
-    span: Any,
-    extra_keys: tuple[str, ...],
-    resource_conversation: str | None,
-    service_name: str | None,
-    service_version: str | None,
-    rejections: list[Rejection],
-) -> SpanRecord | None:
-    raw_trace = span.trace_id
-    raw_span = span.span_id
-    trace_id = trace_id_hex(raw_trace)
-    span_id = span_id_hex(raw_span)
-    parent = parent_id_hex(span.parent_span_id)
-    if trace_id is None or span_id is None or parent is False:
-        rejections.append(_rejection(raw_trace, raw_span, span.parent_span_id, trace_id, span_id))
-        return None
-    attrs = attributes_to_dict(span.attributes)
-    name = span.name
-    ex = _extract(name, attrs, parent is None)
-
-    kept: dict[str, Any] = {CONVENTION_ATTR: ex.convention} if ex.convention else {}
-    for key in _KEPT_ATTRIBUTES:
-        if key in attrs:
-            kept[key] = attrs[key]
-    if ex.kind is RecordKind.END:
-        turns = tracepass_conv.turn_count(attrs)
-        if turns is None:
-            kept.pop(tracepass_conv.TURNS_ATTR, None)
-        else:
-            kept[tracepass_conv.TURNS_ATTR] = turns
-
-    return SpanRecord(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent if isinstance(parent, str) else None,
-        kind=ex.kind,
-        name=name,
-        start_ns=span.start_time_unix_nano,
-        end_ns=span.end_time_unix_nano,
-        conversation_id=resolve_conversation_id(attrs, extra_keys, resource_conversation),
-        reference_id=as_str(attrs.get(tracepass_conv.REFERENCE_ID)),
-        agent_name=as_str(attrs.get("gen_ai.agent.name")) or ex.agent_name or service_name,
-        agent_version=as_str(attrs.get("gen_ai.agent.version"))
-        or as_str(attrs.get(tracepass_conv.AGENT_VERSION))
-        or service_version,
-        service_name=service_name,
-        input_text=ex.input_text,
-        output_text=ex.output_text,
-        tool_name=ex.tool_name,
-        tool_call_id=ex.tool_call_id,
-        tool_arguments=ex.tool_arguments,
-        tool_result=ex.tool_result,
-        error=_error(span, attrs),
-        requested_tool_calls=ex.requested_tool_calls,
-        attributes=kept,
-    )
-
-
-def _rejection(
-    raw_trace: bytes,
-    raw_span: bytes,
-    raw_parent: bytes,
-    trace_id: str | None,
-    span_id: str | None,
-) -> Rejection:
-    if trace_id is None:
+def _rejection(raw_trace: bytes, raw_span: bytes, raw_parent: bytes) -> Rejection:
+    if trace_id_hex(raw_trace) is None:
         reason = "invalid_trace_id"
         what = f"trace id must be 16 bytes and not all zero (got {len(raw_trace)} bytes"
         what += ", all zero)" if raw_trace and not any(raw_trace) else ")"
-    elif span_id is None:
+    elif span_id_hex(raw_span) is None:
         reason = "invalid_span_id"
         what = f"span id must be 8 bytes and not all zero (got {len(raw_span)} bytes"
         what += ", all zero)" if raw_span and not any(raw_span) else ")"

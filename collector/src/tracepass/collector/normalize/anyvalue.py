@@ -40,12 +40,11 @@ def attributes_to_dict(key_values: Iterable[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in key_values:
         value = kv.value
-        kind = value.WhichOneof("value")
-        # Inline the two commonest kinds: most GenAI attributes are strings or ints.
-        if kind == "string_value":
-            out[kv.key] = value.string_value
-        elif kind == "int_value":
-            out[kv.key] = value.int_value
+        # Most GenAI attributes are non-empty strings: reading `string_value` first (it
+        # is "" when another member of the oneof is set) skips the `WhichOneof` call.
+        text = value.string_value
+        if text:
+            out[kv.key] = text
         else:
             out[kv.key] = any_value(value)
     return out

@@ -22,7 +22,14 @@ class RecordKind(StrEnum):
     END = "end"  # tracepass's explicit end-of-conversation marker
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen on purpose: a frozen dataclass's `__init__` assigns every field through
+# `object.__setattr__`, which made building ~22-field records several times dearer than
+# plain slot stores on the ingest hot path (one record per span). Records are still
+# treated as immutable values: nothing assigns to a field after construction, and
+# nothing hashes them (the `attributes` dict made them unhashable when frozen, too).
+# `normalize_request` builds records positionally: add new fields at the end, with a
+# default.
+@dataclass(slots=True)
 class SpanRecord:
     trace_id: str  # 32 lowercase hex chars
     span_id: str  # 16 lowercase hex chars
