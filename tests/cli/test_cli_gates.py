@@ -90,3 +90,22 @@ def test_judge_failure_is_an_error_not_a_verdict() -> None:
     assert results[0].winner == "error"
     assert "ConnectionError: judge unreachable" in (results[0].error or "")
     assert tally(results) == {"base": 0, "candidate": 0, "tie": 0, "error": 1}
+
+
+def test_judge_module_is_imported_from_the_working_directory(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from tracepass.collector.cli.common import load_chat_model
+
+    (tmp_path / "tp_cwd_judges.py").write_text(
+        "from langchain_core.language_models.fake_chat_models import FakeListChatModel\n"
+        "def make():\n"
+        '    return FakeListChatModel(responses=[\'{"winner": "tie"}\'])\n',
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    model = load_chat_model("tp_cwd_judges:make")
+    assert isinstance(model, BaseChatModel)

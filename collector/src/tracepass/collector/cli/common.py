@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -88,6 +89,11 @@ def load_chat_model(spec: str) -> Any:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         fail(f"--judge {spec!r}: expected module:attr (e.g. mypkg.judges:make_judge)")
+    # Console scripts do not put the working directory on sys.path; a judge defined in
+    # the user's project (`--judge judges:make`) must import as with `python -m`.
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
