@@ -163,6 +163,20 @@ def test_state_roundtrip_is_json_and_equivalent() -> None:
     assert again.snapshot(72.0) == agg.snapshot(72.0)
     with pytest.raises(ValueError, match="unsupported version"):
         RollingAggregator.from_state({**state, "version": 99})
+    with pytest.raises(ValueError, match=r"rolling state: malformed \(KeyError"):
+        RollingAggregator.from_state({**state, "streams": [{"key": ["a", "b", "c"]}]})
+    with pytest.raises(ValueError, match="key must be a list of 3 strings"):
+        RollingAggregator.from_state({**state, "streams": [{"key": ["a"]}]})
+
+
+def test_jeffreys_prior_and_level_pass_through() -> None:
+    agg = RollingAggregator(cfg(prior="jeffreys", level=0.8))
+    for i in range(10):
+        agg.add(KEY, task="a", success=i < 7, now=0.0)
+    e = window(agg, 0.0, "long").estimates[3]
+    ref = estimate(10, 7, 3, prior="jeffreys", level=0.8)
+    assert e.pass_pow_k.lower == pytest.approx(ref.pass_pow_k.lower)
+    assert e.pass_at_k.mean == pytest.approx(ref.pass_at_k.mean)
 
 
 def test_restart_with_new_windows_rebuilds_counts() -> None:

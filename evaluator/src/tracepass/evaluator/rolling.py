@@ -340,6 +340,7 @@ class RollingAggregator:
         self._expire(st, t)  # other keys expire lazily, at their next add or snapshot
         ok = _NOT_COUNTED if success is None else int(bool(success))
         task = sys.intern(task)
+        tag = sys.intern(tag)  # a handful of distinct tags shared by a million entries
         idx = st.end
         st.times.append(t)
         st.tasks.append(task)
@@ -582,7 +583,19 @@ class RollingAggregator:
         cls, state: Mapping[str, Any], config: RollingConfig | None = None
     ) -> RollingAggregator:
         """Rebuild from `to_state()`. With `config`, the new configuration wins (e.g.
-        windows changed across a restart): counts are rebuilt from the saved log."""
+        windows changed across a restart): counts are rebuilt from the saved log.
+        A malformed state raises ValueError naming the stream and field."""
+        if not isinstance(state, Mapping):
+            raise ValueError(f"rolling state: expected a mapping, got {type(state).__name__}")
+        try:
+            return cls._from_state(state, config)
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"rolling state: malformed ({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def _from_state(
+        cls, state: Mapping[str, Any], config: RollingConfig | None
+    ) -> RollingAggregator:
         if state.get("version") != STATE_VERSION:
             raise ValueError(
                 f"rolling state: unsupported version {state.get('version')!r} "
@@ -611,7 +624,7 @@ class RollingAggregator:
                 st.alive.append(True)
                 st.convs.append(conv)
                 st.revs.append(int(rev))
-                st.tags.append(str(tag))
+                st.tags.append(sys.intern(str(tag)))
                 if ok != _NOT_COUNTED:
                     for counts in st.counts:
                         counts.add(task, int(ok), +1)
