@@ -29,6 +29,9 @@ from tracepass.evaluator.references import (
 references_app = typer.Typer(
     no_args_is_help=True,
     help="Validate, import and inspect reference sets (ground truth).",
+    epilog="Examples:\n\n  tracepass references validate refs/\n\n"
+    "  tracepass references import --from fair-forge dataset.json -o refs/ff.yaml\n\n"
+    "  tracepass references show refs/",
 )
 
 VALIDATE_EPILOG = """\

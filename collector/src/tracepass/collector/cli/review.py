@@ -23,6 +23,8 @@ from tracepass.collector.cli.common import (
 review_app = typer.Typer(
     no_args_is_help=True,
     help="Human review of LLM-judged turns: export a sample, import labels, measure agreement.",
+    epilog="Examples:\n\n  tracepass review export run.json --sample 100 -o to_label.csv\n\n"
+    "  tracepass review import to_label.csv --results run.json",
 )
 
 EXPORT_EPILOG = """\
