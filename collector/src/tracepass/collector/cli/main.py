@@ -27,7 +27,9 @@ for _module in (conversations, evaluate, references, review, compare):
 
 # Live workflows: the collector, the demo, probing an agent.
 from tracepass.collector.cli import demo as _demo  # noqa: E402
+from tracepass.collector.cli import probe as _probe  # noqa: E402
 from tracepass.collector.cli import serve as _serve  # noqa: E402
 
 _serve.register(app)
 _demo.register(app)
+_probe.register(app)

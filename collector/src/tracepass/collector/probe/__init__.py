@@ -1,0 +1,1 @@
+"""`tracepass probe`: replay references K times against an agent."""

@@ -1,0 +1,149 @@
+"""`tracepass probe` end to end against the example agent: in-process module target,
+HTTP target with a running collector, cmd target with the embedded collector, and an
+interrupted run resumed from its checkpoint. Per-reference numbers are checked against
+C(c,k)/C(n,k) computed from the reported trials."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _live_support import (
+    FAST_CONFIG,
+    REPO,
+    TRACEPASS,
+    TRAVEL_AGENT,
+    clean_env,
+    serve,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+REFS = str(REPO / "examples" / "references")
+N_REFS = 7
+
+
+def probe(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> dict[str, Any]:
+    done = subprocess.run(
+        [TRACEPASS, "probe", "--references", REFS, "--format", "json", "--no-progress", *args],
+        capture_output=True, text=True, env=env or clean_env(), timeout=timeout,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def check_unbiased(doc: dict[str, Any], ks: list[int]) -> None:
+    for row in doc["references"]:
+        trials = [t for t in doc["trials"] if t["reference_id"] == row["reference_id"]]
+        n = sum(1 for t in trials if t["outcome"] in ("pass", "fail", "incomplete"))
+        c = sum(1 for t in trials if t["correct"])
+        assert (row["trials"], row["correct"]) == (n, c)
+        for k in ks:
+            assert row["pass_pow_k"][str(k)]["unbiased"] == pytest.approx(
+                math.comb(c, k) / math.comb(n, k)
+            )
+            assert row["pass_at_k"][str(k)]["unbiased"] == pytest.approx(
+                1 - math.comb(n - c, k) / math.comb(n, k)
+            )
+
+
+def test_probe_module_target(tmp_path: Path) -> None:
+    env = clean_env(TRAVEL_AGENT_REGRESSION="0.4", TRAVEL_AGENT_SEED="5")
+    doc = probe(
+        "--agent", f"{TRAVEL_AGENT}:answer", "--trials", "4", "--k", "1,2,4", env=env
+    )  # fmt: skip
+    assert len(doc["trials"]) == N_REFS * 4
+    run_id = doc["run"]["run_id"]
+    for t in doc["trials"]:
+        assert t["conversation_id"] == f"probe-{run_id}-{t['reference_id']}-{t['trial']}"
+        assert t["evaluation"]["reference_id"] == t["reference_id"]
+        assert t["outcome"] in ("pass", "fail")
+    # Multi-turn references were played turn by turn in one conversation.
+    flights = [t for t in doc["trials"] if t["reference_id"] == "flights-paris-lisbon"]
+    assert all(len(t["evaluation"]["turns"]) == 2 for t in flights)
+    check_unbiased(doc, [1, 2, 4])
+    assert doc["summary"]["trials"] == N_REFS * 4
+    assert 0 < doc["summary"]["correct"] < N_REFS * 4  # the regression knob bites
+    greeting = next(r for r in doc["references"] if r["reference_id"] == "greeting")
+    assert greeting["pass_pow_k"]["4"]["unbiased"] == 1.0  # no tools: nothing to get wrong
+
+
+def test_probe_http_target_with_running_collector(tmp_path: Path) -> None:
+    with serve(tmp_path, "--references", REFS, config=FAST_CONFIG) as s:
+        agent = subprocess.Popen(
+            [sys.executable, str(TRAVEL_AGENT), "--endpoint", s.http, "serve-http", "--port", "0"],
+            stdout=subprocess.PIPE, text=True, env=clean_env(),
+        )  # fmt: skip
+        try:
+            assert agent.stdout is not None
+            line = agent.stdout.readline()
+            url = json.loads(line)["listening"]
+            doc = probe("--agent", url, "--trials", "2", "--collector", s.http)
+        finally:
+            agent.send_signal(signal.SIGINT)
+            agent.wait(timeout=30)
+        assert s.terminate() == 0
+    assert len(doc["trials"]) == N_REFS * 2
+    assert all(t["outcome"] == "pass" for t in doc["trials"]), [
+        (t["reference_id"], t["outcome"], t["error"]) for t in doc["trials"]
+    ]
+    check_unbiased(doc, [1, 2])
+    assert doc["run"]["collector"] == s.http
+
+
+def test_probe_cmd_target_embedded_collector(tmp_path: Path) -> None:
+    doc = probe(
+        "--agent", f"cmd:{sys.executable} {TRAVEL_AGENT} stdio", "--trials", "2",
+        "--concurrency", "2",
+    )  # fmt: skip
+    assert len(doc["trials"]) == N_REFS * 2
+    assert all(t["outcome"] == "pass" for t in doc["trials"]), [
+        (t["reference_id"], t["outcome"], t["error"]) for t in doc["trials"]
+    ]
+    assert doc["summary"]["pass_pow_k"]["2"]["unbiased"] == 1.0
+
+
+def test_probe_resume_after_interruption(tmp_path: Path) -> None:
+    ckpt = tmp_path / "probe.ckpt"
+    args = [
+        "--agent", f"{TRAVEL_AGENT}:answer", "--trials", "3", "--checkpoint", str(ckpt),
+    ]  # fmt: skip
+    first = subprocess.Popen(
+        [TRACEPASS, "probe", "--references", REFS, "--no-progress", "--rate", "2",
+         "--concurrency", "1", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: ckpt.exists() and len(ckpt.read_text().splitlines()) >= 5,
+            180,
+            "four finished trials in the checkpoint",
+        )
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=10)
+    assert first.returncode == 130, err
+    assert "--resume" in err
+    lines = ckpt.read_text().splitlines()
+    header = json.loads(lines[0])
+    before = {json.loads(x)["conversation_id"] for x in lines[1:]}
+    assert 4 <= len(before) < N_REFS * 3
+
+    doc = probe(*args, "--resume")
+    ids = [t["conversation_id"] for t in doc["trials"]]
+    assert len(ids) == N_REFS * 3
+    assert len(set(ids)) == len(ids)
+    assert before <= set(ids)  # finished trials were kept, not re-run
+    assert doc["run"]["run_id"] == header["run_id"]
+    assert len(ckpt.read_text().splitlines()) == 1 + N_REFS * 3
