@@ -208,3 +208,57 @@ class StubEvaluator:
             outcome=Outcome.PASS if ok else Outcome.INCOMPLETE,
             turns=turns,
         )
+
+
+def genai_request(
+    trace: int, base: int, conv: str | None, tools: list[str], t0: int, *, root: bool = True
+) -> Any:
+    """An OTLP request in GenAI semconv: an `invoke_agent` span `base` (omitted with
+    `root=False`) with one `execute_tool` child per name; `conv=None` leaves the
+    conversation id out (trace-only spans)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key="service.name").value.string_value = "svc"
+    spans = rs.scope_spans.add().spans
+
+    def span(span_id: int, parent: int | None, name: str, attrs: dict[str, str]) -> None:
+        s = spans.add()
+        s.trace_id = trace.to_bytes(16, "big")
+        s.span_id = span_id.to_bytes(8, "big")
+        if parent is not None:
+            s.parent_span_id = parent.to_bytes(8, "big")
+        s.name = name
+        s.start_time_unix_nano = t0 + span_id
+        s.end_time_unix_nano = t0 + span_id + 10
+        if conv is not None:
+            attrs = {"gen_ai.conversation.id": conv, **attrs}
+        for k, v in attrs.items():
+            s.attributes.add(key=k).value.string_value = v
+
+    if root:
+        span(
+            base,
+            None,
+            "invoke_agent bot",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.input.messages": '[{"role":"user","content":"q"}]',
+                "gen_ai.output.messages": '[{"role":"assistant","content":"a"}]',
+            },
+        )
+    for i, name in enumerate(tools, 1):
+        span(
+            base + i,
+            base,
+            f"execute_tool {name}",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.arguments": '{"x": 1}',
+            },
+        )
+    return req

@@ -198,7 +198,7 @@ class Pipeline:
         now = self.clock()
         retention = self.assembly_config.retention_s
         reopened = retained = opened = 0
-        for sc in self.store.load():
+        for sc in self.store.load(self._normalize):
             if sc.closed_at is None or sc.revision is None:
                 self.assembler.restore(sc.key, sc.records, last_seen=sc.last_seen)
                 opened += 1
@@ -278,7 +278,7 @@ class Pipeline:
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         self._check_capacity()
         records, rejections = self._normalize(request)
-        return await self._ingest(records, rejections)
+        return await self._ingest(records, rejections, request)
 
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
@@ -288,7 +288,10 @@ class Pipeline:
         return await self._ingest(list(records), list(rejections))
 
     async def _ingest(
-        self, records: list[SpanRecord], rejections: Sequence[Rejection]
+        self,
+        records: list[SpanRecord],
+        rejections: Sequence[Rejection],
+        request: ExportTraceServiceRequest | None = None,
     ) -> IngestResult:
         started = time.perf_counter()
         for rej in rejections:
@@ -299,7 +302,13 @@ class Pipeline:
         store = self.store
         if store is not None and store.durability == "batch" and (outcome.held or outcome.merged):
             try:
-                await store.write_spans(outcome.held, self.clock(), outcome.merged)
+                if request is not None:
+                    # The request as received (one row), not a JSON row per span.
+                    await store.write_request(
+                        request, records, outcome.held, self.clock(), outcome.merged
+                    )
+                else:
+                    await store.write_spans(outcome.held, self.clock(), outcome.merged)
             except StateError as exc:
                 # Not acknowledged: the client retries, and dedupe makes that safe.
                 raise Overloaded(f"state write failed: {exc}", retry_after_s=1.0) from exc

@@ -9,8 +9,15 @@ Why it is shaped like this:
   acknowledged to its client only after that commit, so an acknowledged span is in the
   WAL file and survives `kill -9` (synchronous=NORMAL: durable against process death;
   an OS crash / power loss may lose the last transactions, see docs/collector.md).
-- Records are stored as compact JSON arrays (field order fixed by `_FIELDS`), never
-  pickled: the file may outlive the code version and must not execute anything on load.
+- The ingest path (`write_request`) stores each export request once, as the protobuf
+  bytes the client sent, plus its routing (which conversation each held record went
+  to): one row per request instead of a JSON-encoded row per span, which made `batch`
+  durability cost more CPU than normalization. Recovery decodes and normalizes those
+  requests again (`load(normalize)`). `request_keys` says which conversations still
+  need a request row, so purging a conversation deletes the rows no one needs.
+- Records without a request (`write_spans`: `ingest_records`, the clean shutdown of
+  `none` durability) are stored as compact JSON arrays, never pickled: the file may
+  outlive the code version and must not execute anything on load.
 - Reads for the conversation API use a second connection: WAL readers never block the
   writer.
 """
@@ -25,7 +32,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -40,7 +47,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Durability = Literal["none", "batch"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 files lack only the request log tables, which `_SCHEMA` creates: upgraded
+# in place.
+_UPGRADABLE = {1}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spans (
@@ -63,6 +73,23 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_closed ON results (purged, closed_at);
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY,
+    received_at REAL NOT NULL,
+    data BLOB NOT NULL,
+    routing TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS request_keys (
+    conv_key TEXT NOT NULL,
+    req_id INTEGER NOT NULL,
+    PRIMARY KEY (conv_key, req_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS request_keys_req ON request_keys (req_id);
+CREATE TABLE IF NOT EXISTS merges (
+    seq INTEGER PRIMARY KEY,
+    old_key TEXT NOT NULL,
+    new_key TEXT NOT NULL
+);
 """
 
 
@@ -149,7 +176,22 @@ def decode_record(text: str) -> SpanRecord:
     )
 
 
+def _apply_merges(conn: sqlite3.Connection, merges: Iterable[tuple[str, str]]) -> None:
+    """A trace-only buffer joined its conversation: re-key what is stored under it."""
+    for old, new in merges:
+        conn.execute("UPDATE spans SET conv_key=? WHERE conv_key=?", (new, old))
+        conn.execute(
+            "INSERT OR IGNORE INTO request_keys SELECT ?, req_id FROM request_keys "
+            "WHERE conv_key=?",
+            (new, old),
+        )
+        conn.execute("DELETE FROM request_keys WHERE conv_key=?", (old,))
+        conn.execute("INSERT INTO merges (old_key, new_key) VALUES (?,?)", (old, new))
+
+
 # ------------------------------------------------------------------------ recovery
+
+Normalize = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +253,10 @@ class StateStore:
             if row is None:
                 conn.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) in _UPGRADABLE:
+                conn.execute(
+                    "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),)
                 )
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StateError(
@@ -319,8 +365,7 @@ class StateStore:
         merges = list(merges)
 
         def op(conn: sqlite3.Connection) -> None:
-            for old, new in merges:
-                conn.execute("UPDATE spans SET conv_key=? WHERE conv_key=?", (new, old))
+            _apply_merges(conn, merges)
             conn.executemany(
                 "INSERT OR IGNORE INTO spans VALUES (?,?,?,?,?)",
                 [(r.trace_id, r.span_id, key, received_at, encode_record(r)) for key, r in rows],
@@ -328,8 +373,48 @@ class StateStore:
 
         await self.run(op)
 
-    def load(self) -> list[StoredConversation]:
-        """Every conversation with spans on disk (blocking; call before serving)."""
+    async def write_request(
+        self,
+        request: ExportTraceServiceRequest,
+        records: Sequence[SpanRecord],
+        held: Iterable[tuple[str, SpanRecord]],
+        received_at: float,
+        merges: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Store one export request as received plus the conversation key of each of
+        its `records` (the normalizer's output, in order) that assembly holds; records
+        not held (dropped) get no key and are skipped on recovery."""
+        key_of = {id(rec): key for key, rec in held}
+        merges = list(merges)
+
+        def op(conn: sqlite3.Connection) -> None:
+            # Serialized here, on the writer thread: the event loop only waits.
+            keys: dict[str, int] = {}
+            index = [
+                -1 if (k := key_of.get(id(rec))) is None else keys.setdefault(k, len(keys))
+                for rec in records
+            ]
+            _apply_merges(conn, merges)
+            routing = _encode([list(keys), index, merges])
+            cur = conn.execute(
+                "INSERT INTO requests (received_at, data, routing) VALUES (?,?,?)",
+                (received_at, encode_request(request), routing),
+            )
+            req_id = cur.lastrowid
+            conn.executemany(
+                "INSERT OR IGNORE INTO request_keys VALUES (?,?)", [(k, req_id) for k in keys]
+            )
+
+        await self.run(op)
+
+    def load(self, normalize: Normalize | None = None) -> list[StoredConversation]:
+        """Every conversation with spans on disk (blocking; call before serving).
+
+        Stored records are read first, then the request log is replayed in arrival
+        order with `normalize` (the normalizer that produced the records): each record
+        goes to the conversation it was routed to, renamed by later trace merges, and
+        only while that conversation still needs the request (not purged). Without
+        `normalize` the request log is not read."""
         assert self._reader is not None, "open() first"
         meta = {
             row[0]: (int(row[1]), float(row[2]), int(row[3]))
@@ -337,44 +422,94 @@ class StateStore:
                 "SELECT conv_key, revision, closed_at, n_spans FROM results WHERE purged=0"
             )
         }
-        out: list[StoredConversation] = []
-        key: str | None = None
-        records: list[SpanRecord] = []
-        last = 0.0
+        groups: dict[str, dict[tuple[str, str], SpanRecord]] = {}
+        last: dict[str, float] = {}
         bad = 0
-
-        def flush() -> None:
-            if key is None or not records:
-                return
+        for conv_key, received_at, data in self._reader.execute(
+            "SELECT conv_key, received_at, data FROM spans"
+        ):
+            try:
+                rec = decode_record(data)
+            except (ValueError, TypeError, IndexError) as exc:
+                bad += 1
+                log.error("%s: undecodable span row in %s skipped: %s", self.path, conv_key, exc)
+                continue
+            groups.setdefault(conv_key, {}).setdefault((rec.trace_id, rec.span_id), rec)
+            last[conv_key] = max(last.get(conv_key, 0.0), float(received_at))
+        if normalize is not None:
+            bad += self._replay(normalize, groups, last)
+        if bad:
+            log.error("%s: %d stored spans could not be decoded", self.path, bad)
+        out: list[StoredConversation] = []
+        for key in sorted(groups):
+            records = list(groups[key].values())
+            if not records:
+                continue
             m = meta.get(key)
             out.append(
                 StoredConversation(
                     key,
-                    list(records),
-                    last,
+                    records,
+                    last[key],
                     revision=m[0] if m else None,
                     closed_at=m[1] if m else None,
                     evaluated_spans=m[2] if m else None,
                 )
             )
-
-        for conv_key, received_at, data in self._reader.execute(
-            "SELECT conv_key, received_at, data FROM spans ORDER BY conv_key"
-        ):
-            if conv_key != key:
-                flush()
-                key, records, last = conv_key, [], 0.0
-            try:
-                records.append(decode_record(data))
-            except (ValueError, TypeError, IndexError) as exc:
-                bad += 1
-                log.error("%s: undecodable span row in %s skipped: %s", self.path, conv_key, exc)
-                continue
-            last = max(last, float(received_at))
-        flush()
-        if bad:
-            log.error("%s: %d stored spans could not be decoded", self.path, bad)
         return out
+
+    def _replay(
+        self,
+        normalize: Normalize,
+        groups: dict[str, dict[tuple[str, str], SpanRecord]],
+        last: dict[str, float],
+    ) -> int:
+        assert self._reader is not None
+        alias: dict[str, str] = {}
+        for old, new in self._reader.execute("SELECT old_key, new_key FROM merges ORDER BY seq"):
+            alias[old] = new
+
+        def resolve(key: str) -> str:
+            for _ in range(64):  # merge chains are short; a cycle must not hang recovery
+                nxt = alias.get(key)
+                if nxt is None or nxt == key:
+                    break
+                key = nxt
+            return key
+
+        live = set(self._reader.execute("SELECT conv_key, req_id FROM request_keys"))
+        bad = 0
+        index: Any = None
+        for req_id, received_at, data, routing in self._reader.execute(
+            "SELECT id, received_at, data, routing FROM requests ORDER BY id"
+        ):
+            try:
+                keys, index, _ = json.loads(routing)
+                records, _rejected = normalize(ExportTraceServiceRequest.FromString(data))
+                if len(records) != len(index):
+                    raise ValueError(
+                        f"{len(records)} records normalized, {len(index)} routed "
+                        "(normalizer changed since the request was stored?)"
+                    )
+            except Exception as exc:  # a bad row must not stop recovery of the others
+                bad += len(index) if isinstance(index, list) else 1
+                log.error("%s: stored request %d skipped: %s", self.path, req_id, exc)
+                continue
+            current = [resolve(k) for k in keys]
+            for rec, i in zip(records, index, strict=True):
+                if i < 0:
+                    continue
+                key = current[i]
+                if (key, req_id) not in live and (keys[i], req_id) not in live:
+                    continue  # that conversation was purged; the row stays for others
+                groups.setdefault(key, {}).setdefault((rec.trace_id, rec.span_id), rec)
+                if received_at > last.get(key, 0.0):
+                    last[key] = float(received_at)
+        return bad
+
+    def request_count(self) -> int:
+        assert self._reader is not None, "open() first"
+        return int(self._reader.execute("SELECT count(*) FROM requests").fetchone()[0])
 
     def span_count(self) -> int:
         assert self._reader is not None, "open() first"
@@ -402,6 +537,20 @@ class StateStore:
             for k in keys:
                 n += conn.execute("DELETE FROM spans WHERE conv_key=?", (k,)).rowcount
                 conn.execute("UPDATE results SET purged=1 WHERE conv_key=?", (k,))
+                req_ids = [
+                    r
+                    for (r,) in conn.execute(
+                        "SELECT req_id FROM request_keys WHERE conv_key=?", (k,)
+                    )
+                ]
+                conn.execute("DELETE FROM request_keys WHERE conv_key=?", (k,))
+                conn.execute("DELETE FROM merges WHERE new_key=?", (k,))
+                # A request row goes once no conversation needs it any more.
+                conn.executemany(
+                    "DELETE FROM requests WHERE id=? AND NOT EXISTS "
+                    "(SELECT 1 FROM request_keys WHERE req_id=?)",
+                    [(r, r) for r in req_ids],
+                )
             return n
 
         return await self.run(op)
