@@ -1,0 +1,44 @@
+"""`tracepass demo` option errors and pieces; the short live run is tests/e2e/test_demo_e2e.py."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracepass.collector.cli.main import app
+from tracepass.collector.demo.examples import ExamplesNotFound, find_examples
+from tracepass.collector.demo.runner import DemoOptions, choose_ports
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_regression_after_end_exit_2() -> None:
+    res = runner.invoke(app, ["demo", "--duration", "10", "--regression-at", "20"])
+    assert res.exit_code == 2
+    assert "--regression-at 20 is after the end" in res.output
+
+
+def test_missing_examples_exit_2(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["demo", "--examples", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "travel_agent.py" in res.output
+
+
+def test_find_examples() -> None:
+    assert find_examples(EXAMPLES) == EXAMPLES
+    with pytest.raises(ExamplesNotFound, match=r"travel_agent\.py"):
+        find_examples(EXAMPLES / "references")
+
+
+def test_busy_port_falls_back_and_says_so() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ports, notes = choose_ports(DemoOptions(grpc_port=port, http_port=0, metrics_port=0))
+    assert ports == {"grpc": 0, "http": 0, "metrics": 0}
+    assert notes == [f"port {port} (grpc) is busy; using a free port instead"]
