@@ -31,10 +31,13 @@ Design, and why:
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
+from collections import Counter as Tally
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -547,24 +550,25 @@ class RollingAggregator:
         counts and the CUSUM. Superseded entries are not kept."""
         streams = []
         for key, st in self._streams.items():
-            live = [i for i in range(len(st.times)) if st.alive[i]]
+            alive = st.alive
+
+            def live(column: list[Any], alive: list[bool] = alive) -> list[Any]:
+                return list(compress(column, alive))
+
+            convs = self._convs
             fed = [
-                bool(
-                    st.convs[i] is not None
-                    and (ref := self._convs.get(st.convs[i] or "")) is not None
-                    and ref.fed
-                )
-                for i in live
+                c is not None and (ref := convs.get(c)) is not None and ref.fed
+                for c in live(st.convs)
             ]
             streams.append(
                 {
                     "key": list(key),
-                    "t": [st.times[i] for i in live],
-                    "task": [st.tasks[i] for i in live],
-                    "ok": [st.ok[i] for i in live],
-                    "conv": [st.convs[i] for i in live],
-                    "rev": [st.revs[i] for i in live],
-                    "tag": [st.tags[i] for i in live],
+                    "t": live(st.times),
+                    "task": live(st.tasks),
+                    "ok": live(st.ok),
+                    "conv": live(st.convs),
+                    "rev": live(st.revs),
+                    "tag": live(st.tags),
                     "fed": fed,
                     "decay": [st.decay.n, st.decay.c, st.decay.t],
                     "decay_tasks": {k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
@@ -587,10 +591,16 @@ class RollingAggregator:
         A malformed state raises ValueError naming the stream and field."""
         if not isinstance(state, Mapping):
             raise ValueError(f"rolling state: expected a mapping, got {type(state).__name__}")
+        # Millions of new objects would trigger repeated full GC passes for nothing.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
             return cls._from_state(state, config)
         except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"rolling state: malformed ({type(exc).__name__}: {exc})") from exc
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
     @classmethod
     def _from_state(
@@ -613,23 +623,29 @@ class RollingAggregator:
             st.cusum = BernoulliCusum(agg.config.cusum_p0, agg.config.cusum_p1)
             cs = s["cusum"]
             st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
-            tags = s.get("tag") or [""] * len(s["t"])
-            for t, task, ok, conv, rev, fed, tag in zip(
-                s["t"], s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags, strict=True
-            ):
-                idx = st.end
-                st.times.append(float(t))
-                st.tasks.append(sys.intern(str(task)))
-                st.ok.append(int(ok))
-                st.alive.append(True)
-                st.convs.append(conv)
-                st.revs.append(int(rev))
-                st.tags.append(sys.intern(str(tag)))
-                if ok != _NOT_COUNTED:
-                    for counts in st.counts:
-                        counts.add(task, int(ok), +1)
+            size = len(s["t"])
+            tags = s.get("tag") or [""] * size
+            columns = (s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags)
+            if any(len(col) != size for col in columns):
+                raise ValueError(f"rolling state: stream {key}: columns differ in length")
+            # Bulk rebuild (a 24 h log can hold a million entries): column copies, one
+            # tally for the window counts, then the conversation index.
+            st.times = [float(t) for t in s["t"]]
+            st.tasks = [sys.intern(str(t)) for t in s["task"]]
+            st.ok = [int(o) for o in s["ok"]]
+            st.alive = [True] * size
+            st.convs = list(s["conv"])
+            st.revs = [int(r) for r in s["rev"]]
+            st.tags = [sys.intern(str(t)) for t in tags]
+            tally = Tally(zip(st.tasks, st.ok, strict=True))
+            for counts in st.counts:
+                for (task, ok), m in tally.items():
+                    if ok != _NOT_COUNTED:
+                        counts.add(task, ok, m)
+            convs = agg._convs
+            for idx, (conv, rev, fed) in enumerate(zip(st.convs, st.revs, s["fed"], strict=True)):
                 if conv is not None:
-                    agg._convs[conv] = _ConvRef(key, idx, int(rev), bool(fed))
+                    convs[conv] = _ConvRef(key, idx, rev, bool(fed))
             dn, dc, dt = s["decay"]
             st.decay = _Decayed(float(dn), float(dc), float(dt))
             st.decay_tasks = {
