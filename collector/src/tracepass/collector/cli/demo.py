@@ -179,6 +179,9 @@ async def _run(options: Any) -> Any:
         else:
 
             def plain(state: Any, service: Any) -> None:
+                if last_line[0] == 0.0:
+                    for note in state.notes:  # e.g. a busy default port was replaced
+                        print(f"note: {note}", file=sys.stderr, flush=True)
                 now = time.monotonic()
                 if now - last_line[0] >= 2.0:
                     last_line[0] = now
