@@ -149,3 +149,39 @@ def test_unresolvable_matchers() -> None:
         )
     with pytest.raises(ArgumentMatchError, match="invalid regex"):
         match_arguments({"a": "("}, {"a": "x"}, "regex")
+
+
+flat_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2)
+    | st.sampled_from([0.0, 1.0, 2.5])
+    | st.sampled_from(["", "a", "1"])
+)
+
+
+@settings(deadline=None, max_examples=300)
+@given(
+    st.dictionaries(st.sampled_from("abc"), flat_scalars, max_size=3),
+    st.dictionaries(st.sampled_from("abc"), flat_scalars | json_values, max_size=3),
+)
+def test_exact_fast_path_equals_per_key_deep_equal(
+    expected: dict[str, object], actual: dict[str, object]
+) -> None:
+    """`exact` short-cuts with ``==``; bool / int / float look-alikes must not slip through."""
+    keys = set(expected) | set(actual)
+    good = sum(1 for k in expected if k in actual and deep_equal(expected[k], actual[k]))
+    want = 1.0 if not keys else good / len(keys)
+    tool = ExpectedTool(name="t", arguments=expected)
+    assert compile_matcher(tool)(actual) == want
+    # the same values with keys in another order
+    assert compile_matcher(tool)(dict(reversed(list(actual.items())))) == want
+
+
+def test_exact_fast_path_rejects_python_equal_lookalikes() -> None:
+    m = compile_matcher(ExpectedTool(name="t", arguments={"a": 1, "b": True, "c": "x"}))
+    assert m({"a": 1, "b": True, "c": "x"}) == 1.0
+    assert m({"a": True, "b": True, "c": "x"}) == pytest.approx(2 / 3)
+    assert m({"a": 1.0, "b": True, "c": "x"}) == 1.0  # 1 == 1.0 in JSON
+    assert m({"a": 1, "b": 1, "c": "x"}) == pytest.approx(2 / 3)
+    assert m({"b": 1, "a": True, "c": "x"}) == pytest.approx(1 / 3)

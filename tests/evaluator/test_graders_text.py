@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracepass.evaluator.graders import GradeInput, GraderConfigError, Verdict, build_grader
-from tracepass.evaluator.graders.text import Normalization, normalize
+from tracepass.evaluator.graders.text import Normalization, normalize, normalizer
 from tracepass.evaluator.models import GraderSpec
 
 
@@ -117,3 +118,58 @@ def test_normalize_is_idempotent(text: str, nfkc: bool, fold: bool, punct: bool,
     opts = Normalization(nfkc=nfkc, casefold=fold, strip_punctuation=punct, whitespace=ws)
     once = normalize(text, opts)
     assert normalize(once, opts) == once
+
+
+@given(
+    st.text(max_size=60),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_specialised_normalizer_equals_normalize(
+    text: str, nfkc: bool, fold: bool, punct: bool, ws: bool
+) -> None:
+    opts = Normalization(nfkc=nfkc, casefold=fold, strip_punctuation=punct, whitespace=ws)
+    assert normalizer(opts)(text) == normalize(text, opts)
+
+
+@given(
+    st.text(max_size=30),
+    st.lists(st.text(max_size=8), min_size=1, max_size=3),
+    st.sampled_from(["all", "any"]),
+    st.booleans(),
+)
+def test_contains_sync_and_async_agree_with_a_plain_reading(
+    answer: str, keywords: list[str], mode: str, whole_words: bool
+) -> None:
+    """The precomputed single-keyword verdicts and the general loop give what the
+    option text says, through both `grade_sync` and the coroutine."""
+    spec = GraderSpec(type="contains", keywords=keywords, mode=mode, whole_words=whole_words)
+    try:
+        g = build_grader(spec)
+    except GraderConfigError:
+        return
+    inp = GradeInput(query=None, answer=answer, expected=None, threshold=0.7)
+    opts = Normalization(nfkc=True, casefold=True)
+    text = normalize(answer, opts)
+    kws = [k for k in (normalize(k, opts) for k in keywords) if k]
+    v = g.grade_sync(inp)
+    coro = g.grade(inp)
+    with pytest.raises(StopIteration) as stop:
+        coro.send(None)
+    assert stop.value.value == v
+    if not kws:
+        assert v.error is not None
+        return
+
+    def found(k: str) -> bool:
+        if whole_words:
+            return re.search(rf"(?<!\w){re.escape(k)}(?!\w)", text) is not None
+        return k in text
+
+    hits = [found(k) for k in kws]
+    assert v.passed is (any(hits) if mode == "any" else all(hits))
+    assert v.score == (float(any(hits)) if mode == "any" else sum(hits) / len(kws))
+    assert v.reasoning is not None
+    assert v.reasoning.startswith(f"found {sum(hits)}/{len(kws)}")

@@ -259,3 +259,40 @@ def test_large_group_uses_scipy_and_is_optimal(xs: list[int], es: list[int]) -> 
     )
     assert len(pairs) == 4
     assert sum(p[2] for p in pairs) == pytest.approx(best)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcd"), st.integers(0, 2)).map(
+            lambda t: ToolCall(name=t[0], arguments={"x": t[1]})
+        ),
+        max_size=5,
+    ),
+    st.lists(st.sampled_from("abcd"), max_size=4, unique=True),
+    st.lists(st.integers(0, 2), min_size=4, max_size=4),
+)
+def test_lookup_pairing_equals_general_pairing(
+    calls: list[ToolCall], names: list[str], xs: list[int]
+) -> None:
+    """Distinct expected names take the dict-lookup path; it must pair exactly as the
+    grouped assignment does."""
+    from dataclasses import replace
+
+    expected = tuple(
+        ExpectedTool(name=n, arguments={"x": x}) for n, x in zip(names, xs, strict=False)
+    )
+    compiled = compile_turn(ReferenceTurn(query="q", expected_tools=expected))
+    assert compiled is not None
+    assert compiled.unique is not None
+    general = replace(compiled, unique=None)
+    assert assign_calls(calls, compiled) == assign_calls(calls, general)
+    for ordered in (False, True):
+        fast = compile_turn(
+            ReferenceTurn(query="q", expected_tools=expected, tool_sequence_matters=ordered)
+        )
+        assert fast is not None
+        kw: dict[str, Any] = {"answer": None, "declared": True}
+        assert tool_correctness(calls, fast, **kw) == tool_correctness(
+            calls, replace(fast, unique=None), **kw
+        )

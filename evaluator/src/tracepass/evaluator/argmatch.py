@@ -206,13 +206,39 @@ def _regex_matcher(expected: dict[str, Any]) -> ArgumentMatcher:
     return run
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _exact_matcher(expected: dict[str, Any]) -> ArgumentMatcher:
+    """`exact` with a fast path for the usual case, arguments copied verbatim.
+
+    For flat expected arguments (scalar values only), ``actual == expected`` plus the
+    same type for every value is exactly `deep_equal` on every key: what separates the
+    two is only Python's ``True == 1`` / ``1 == 1.0`` and str subclasses, and identical
+    scalar types rule those out. Anything else takes the per-key path."""
+    if not all(type(v) in _SCALARS for v in expected.values()):
+        return lambda actual: _union_credit(expected, actual, deep_equal)
+    keys = tuple(expected)
+    types = tuple(type(v) for v in expected.values())
+
+    def run(actual: Mapping[str, Any]) -> float:
+        try:
+            if actual == expected and tuple(map(type, map(actual.__getitem__, keys))) == types:
+                return 1.0
+        except Exception:  # exotic values (e.g. arrays) that refuse ==: compare per key
+            pass
+        return _union_credit(expected, actual, deep_equal)
+
+    return run
+
+
 def _compile(
     mode: str, expected: dict[str, Any] | None, abs_tol: float, rel_tol: float
 ) -> ArgumentMatcher:
     if expected is None or mode == "ignore":
         return lambda actual: 1.0
     if mode == "exact":
-        return lambda actual: _union_credit(expected, actual, deep_equal)
+        return _exact_matcher(expected)
     if mode == "subset":
         return lambda actual: _subset_credit(expected, actual)
     if mode == "superset":

@@ -194,7 +194,13 @@ class ConversationResult(_Frozen):
 # --------------------------------------------------------------------------- fast construction
 
 _M = TypeVar("_M", bound=BaseModel)
-_set = object.__setattr__
+# BaseModel's four slots, set through their descriptors (a little cheaper than
+# object.__setattr__, which looks the descriptor up by name on every call).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_all_fields: dict[type[BaseModel], set[str]] = {}
 
 
 def construct_unchecked(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -202,10 +208,16 @@ def construct_unchecked(cls: type[_M], values: dict[str, Any]) -> _M:
 
     For the scoring hot path only: `model_construct` walks the fields in Python to fill
     defaults (tens of µs per result object); here the caller passes complete dicts built
-    from validated inputs, so nothing is checked and nothing is filled."""
+    from validated inputs, so nothing is checked and nothing is filled.
+
+    Every instance of a class shares one fields-set object (all fields are set): the
+    models are frozen, and pydantic copies that set before changing it (`model_copy`)."""
     obj = cls.__new__(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _set_dict(obj, values)
+    fields_set = _all_fields.get(cls)
+    if fields_set is None:
+        fields_set = _all_fields[cls] = set(cls.model_fields)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj

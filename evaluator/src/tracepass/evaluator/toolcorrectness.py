@@ -16,7 +16,8 @@ the formulas and every edge case):
 
 Pairing decomposes by tool name: calls of different names never pair, so each name is
 an independent (usually 1×1) assignment problem and scipy is only needed when a name
-occurs more than once on both sides.
+occurs more than once on both sides. The usual turn (expected names distinct, each
+called at most once) skips the grouping altogether: a dict lookup per call.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "detect_utilization",
     "lis_length",
     "normalize_weights",
+    "score_turn",
     "tool_correctness",
 ]
 
@@ -71,6 +73,8 @@ class CompiledTurn:
     matchers: tuple[ArgumentMatcher, ...]
     by_name: dict[str, tuple[int, ...]]
     sequence_matters: bool
+    # name → expected index when every expected name is distinct, else None
+    unique: dict[str, int] | None = None
 
 
 def compile_turn(turn: ReferenceTurn) -> CompiledTurn | None:
@@ -86,6 +90,7 @@ def compile_turn(turn: ReferenceTurn) -> CompiledTurn | None:
         matchers=tuple(compile_matcher(t) for t in expected),
         by_name={k: tuple(v) for k, v in by_name.items()},
         sequence_matters=turn.tool_sequence_matters,
+        unique={k: v[0] for k, v in by_name.items()} if len(by_name) == len(expected) else None,
     )
 
 
@@ -162,6 +167,15 @@ def _small_assign(
 
 def assign_calls(calls: Sequence[ToolCall], turn: CompiledTurn) -> list[Pair]:
     """Pairs sorted by actual index. Raises `ArgumentMatchError` from custom matchers."""
+    unique = turn.unique
+    if unique is not None:
+        # Expected names distinct: if no expected name is called twice either, every
+        # group is 1×1 and the pairing is a lookup per call (matchers then run in call
+        # order, which is also the general path's order in that case).
+        hits = [(i, unique[c.name]) for i, c in enumerate(calls) if c.name in unique]
+        if len({j for _, j in hits}) == len(hits):
+            matchers = turn.matchers
+            return [(i, j, matchers[j](calls[i].arguments)) for i, j in hits]
     by_name = turn.by_name
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(calls):
@@ -277,11 +291,23 @@ def _utilization(
 # --------------------------------------------------------------------------- the score
 
 
+_interned: dict[tuple[float, ...], ToolCorrectness] = {}
+_INTERN_LIMIT = 4096
+
+
 def _make(
     s: float, p: float, q: float, u: float, w: tuple[float, float, float, float], thr: float
 ) -> ToolCorrectness:
+    # Results are frozen value objects and take few distinct values (1.0 / 0.5 / 0.0 …),
+    # so equal ones are shared rather than rebuilt on every turn. The four dimensions
+    # are never -0.0 (ratios of non-negative counts and sums started at int 0), so float
+    # equality of the key means identical output.
+    key = (s, p, q, u, thr, *w)
+    hit = _interned.get(key)
+    if hit is not None:
+        return hit
     overall = w[0] * s + w[1] * p + w[2] * q + w[3] * u
-    return construct_unchecked(
+    made = construct_unchecked(
         ToolCorrectness,
         dict(
             selection=s,
@@ -292,6 +318,10 @@ def _make(
             correct=overall >= thr - EPSILON,
         ),
     )
+    if len(_interned) >= _INTERN_LIMIT:
+        _interned.clear()
+    _interned[key] = made
+    return made
 
 
 def tool_correctness(
@@ -311,16 +341,36 @@ def tool_correctness(
     on every dimension: the turn broke the reference's explicit tool contract."""
     if turn is None:
         return None
+    return score_turn(calls, turn, answer, declared, weights, tool_threshold, utilization)[0]
+
+
+def score_turn(
+    calls: Sequence[ToolCall],
+    turn: CompiledTurn,
+    answer: str | None,
+    declared: bool | None,
+    weights: tuple[float, float, float, float],
+    tool_threshold: float,
+    utilization: UtilizationMode,
+) -> tuple[ToolCorrectness | None, int]:
+    """`tool_correctness` plus the number of paired calls, which is also the size of the
+    multiset intersection of called and expected names (each name pairs min(m, n)
+    times), i.e. the trajectory's matched count by name; scoring reuses it."""
     n_e = len(turn.expected)
     n_a = len(calls)
     if n_e == 0 or n_a == 0:
         if n_e == 0 and n_a == 0:
-            return None
-        return _make(0.0, 0.0, 0.0, 0.0, weights, tool_threshold)
+            return None, 0
+        return _make(0.0, 0.0, 0.0, 0.0, weights, tool_threshold), 0
     pairs = assign_calls(calls, turn)
     p = len(pairs)
     selection = p / (n_a + n_e - p)
-    parameters = sum(x[2] for x in pairs) / n_e
-    sequence = lis_length([x[1] for x in pairs]) / n_e if turn.sequence_matters else 1.0
+    parameters = sum([x[2] for x in pairs]) / n_e
+    if turn.sequence_matters:
+        js = [x[1] for x in pairs]
+        # expected indices are distinct: already sorted means the whole run is in order
+        sequence = (p if js == sorted(js) else lis_length(js)) / n_e
+    else:
+        sequence = 1.0
     util = _utilization(utilization, declared, answer, calls)
-    return _make(selection, parameters, sequence, util, weights, tool_threshold)
+    return _make(selection, parameters, sequence, util, weights, tool_threshold), p

@@ -35,6 +35,8 @@ from tracepass.evaluator.models import (
 __all__ = [
     "TrajectoryMatch",
     "conversation_trajectory",
+    "matched_names",
+    "name_trajectory",
     "single_tool_use",
     "trajectory_scores",
 ]
@@ -110,27 +112,23 @@ def _matched_by_args(predicted: Sequence[ToolCall], reference: Sequence[Expected
     return matched
 
 
-def trajectory_scores(
-    predicted: Sequence[ToolCall],
-    reference: Sequence[ExpectedTool],
-    *,
-    match: TrajectoryMatch = "name",
+_interned: dict[tuple[bool, bool, bool, int, int, int], TrajectoryScores] = {}
+_INTERN_LIMIT = 4096
+
+
+def _scores(
+    exact: bool, in_order: bool, any_order: bool, matched: int, n_p: int, n_r: int
 ) -> TrajectoryScores:
-    by_args = match == "name_and_arguments"
-    n_p, n_r = len(predicted), len(reference)
-    if by_args:
-        matched = _matched_by_args(predicted, reference)
-    else:
-        matched = _matched_by_name(predicted, reference)
-    exact = n_p == n_r and all(
-        _unit(p, r, by_args) for p, r in zip(predicted, reference, strict=True)
-    )
-    any_order = matched == n_r
-    in_order = exact or (any_order and _in_order(predicted, reference, by_args))
+    # Everything follows from these six values, which repeat endlessly (2 of 2 matched,
+    # in order …): equal results are one shared frozen object, not rebuilt per turn.
+    key = (exact, in_order, any_order, matched, n_p, n_r)
+    hit = _interned.get(key)
+    if hit is not None:
+        return hit
     precision = matched / n_p if n_p else (1.0 if n_r == 0 else 0.0)
     recall = matched / n_r if n_r else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return construct_unchecked(
+    made = construct_unchecked(
         TrajectoryScores,
         dict(
             exact=exact,
@@ -141,6 +139,65 @@ def trajectory_scores(
             f1=f1,
         ),
     )
+    if len(_interned) >= _INTERN_LIMIT:
+        _interned.clear()
+    _interned[key] = made
+    return made
+
+
+def matched_names(predicted: Sequence[str], counts: dict[str, int]) -> int:
+    """Size of the multiset intersection of `predicted` and the names counted in
+    `counts` (expected name → how many times expected)."""
+    left = dict(counts)
+    matched = 0
+    for name in predicted:
+        n = left.get(name, 0)
+        if n:
+            left[name] = n - 1
+            matched += 1
+    return matched
+
+
+def name_trajectory(predicted: list[str], reference: list[str], matched: int) -> TrajectoryScores:
+    """The six metrics by name, given the names and their matched count (callers that
+    already paired the calls know it; see `toolcorrectness.score_turn`)."""
+    n_p, n_r = len(predicted), len(reference)
+    exact = predicted == reference
+    any_order = matched == n_r
+    in_order = exact or (any_order and _names_in_order(predicted, reference))
+    return _scores(exact, in_order, any_order, matched, n_p, n_r)
+
+
+def _names_in_order(predicted: Sequence[str], reference: Sequence[str]) -> bool:
+    j, n = 0, len(reference)
+    if n == 0:
+        return True
+    for name in predicted:
+        if name == reference[j]:
+            j += 1
+            if j == n:
+                return True
+    return False
+
+
+def trajectory_scores(
+    predicted: Sequence[ToolCall],
+    reference: Sequence[ExpectedTool],
+    *,
+    match: TrajectoryMatch = "name",
+) -> TrajectoryScores:
+    if match != "name_and_arguments":
+        return name_trajectory(
+            [p.name for p in predicted],
+            [r.name for r in reference],
+            _matched_by_name(predicted, reference),
+        )
+    n_p, n_r = len(predicted), len(reference)
+    matched = _matched_by_args(predicted, reference)
+    exact = n_p == n_r and all(_unit(p, r, True) for p, r in zip(predicted, reference, strict=True))
+    any_order = matched == n_r
+    in_order = exact or (any_order and _in_order(predicted, reference, True))
+    return _scores(exact, in_order, any_order, matched, n_p, n_r)
 
 
 def conversation_trajectory(

@@ -9,6 +9,7 @@ from tracepass.evaluator.graders.base import (
     Grader,
     GraderConfigError,
     GraderOptions,
+    NeedsEventLoop,
     Verdict,
 )
 from tracepass.evaluator.graders.registry import (
@@ -26,6 +27,7 @@ __all__ = [
     "Grader",
     "GraderConfigError",
     "GraderOptions",
+    "NeedsEventLoop",
     "Verdict",
     "build_grader",
     "cached_grader",

@@ -33,6 +33,11 @@ class GraderConfigError(ValueError):
         super().__init__(f"grader {grader!r}{where}: {message}")
 
 
+class NeedsEventLoop(RuntimeError):
+    """`Grader.grade_sync` found that the grader suspends: it must be awaited inside an
+    event loop after all (a custom grader that set `needs_loop = False` but awaits)."""
+
+
 class GraderOptions(BaseModel):
     """Base of every grader's option model: frozen, and unknown options are errors."""
 
@@ -93,6 +98,9 @@ class Grader(ABC, Generic[OptionsT]):
     # caller may drive the coroutine by hand (`coro.send(None)`) on a hot path. Custom
     # graders are assumed to need a loop unless they say otherwise.
     needs_loop: ClassVar[bool] = True
+    # False promises that `grade` never reads `GradeInput.tool_results`, so the caller
+    # may pass () instead of collecting the turn's tool results.
+    uses_tool_results: ClassVar[bool] = True
 
     def __init__(self, options: OptionsT) -> None:
         self.options = options
@@ -102,3 +110,18 @@ class Grader(ABC, Generic[OptionsT]):
     @abstractmethod
     async def grade(self, inp: GradeInput) -> Verdict:
         """Grade one answer. Raising is allowed: the caller records it as an error."""
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
+        """Grade without an event loop, for graders with `needs_loop = False`.
+
+        The default drives `grade` by hand and raises `NeedsEventLoop` if it suspends.
+        Deterministic built-ins override this with their plain implementation (and their
+        `grade` calls it), which spares a coroutine per graded turn on the hot path."""
+        coro = self.grade(inp)
+        try:
+            coro.send(None)
+        except StopIteration as stop:
+            verdict: Verdict = stop.value
+            return verdict
+        coro.close()
+        raise NeedsEventLoop(f"grader {self.name!r} awaited; it needs an event loop")

@@ -51,6 +51,7 @@ class ConstraintGrader(Grader[ConstraintOptions]):
     type_name = "constraint"
     options_model = ConstraintOptions
     needs_loop = False
+    uses_tool_results = False
 
     def __init__(self, options: ConstraintOptions) -> None:
         super().__init__(options)
@@ -62,6 +63,9 @@ class ConstraintGrader(Grader[ConstraintOptions]):
                 raise ValueError(f"invalid regular expression {options.pattern!r}: {exc}") from None
 
     async def grade(self, inp: GradeInput) -> Verdict:
+        return self.grade_sync(inp)
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
         o = self.options
         text = inp.answer.strip()
         n_chars = len(text)

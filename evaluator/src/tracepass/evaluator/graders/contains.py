@@ -11,12 +11,12 @@ references written as "Paris; 2.1 million".
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
 from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, Verdict
-from tracepass.evaluator.graders.text import Normalization, normalize
+from tracepass.evaluator.graders.text import Normalization, normalize, normalizer
 
 _SPLIT = re.compile(r"[;|\n]")
 _KW_CACHE_LIMIT = 4096
@@ -39,6 +39,7 @@ class ContainsGrader(Grader[ContainsOptions]):
     type_name = "contains"
     options_model = ContainsOptions
     needs_loop = False
+    uses_tool_results = False
 
     def __init__(self, options: ContainsOptions) -> None:
         super().__init__(options)
@@ -48,9 +49,10 @@ class ContainsGrader(Grader[ContainsOptions]):
             strip_punctuation=options.strip_punctuation,
             whitespace=options.whitespace,
         )
-        self._kw_cache: dict[str | None, list[str] | None] = {}
+        self._normalize = normalizer(self._norm)
+        self._kw_cache: dict[str | None, _Keywords | None] = {}
 
-    def _keywords(self, expected: str | None) -> list[str] | None:
+    def _keywords(self, expected: str | None) -> _Keywords | None:
         # Memoized: the default grader's spec object is shared by every turn, but a turn's
         # expected answer is graded over and over (k trials, many conversations).
         key = None if self.options.keywords is not None else expected
@@ -60,8 +62,8 @@ class ContainsGrader(Grader[ContainsOptions]):
         kws = self._derive(expected)
         if len(self._kw_cache) >= _KW_CACHE_LIMIT:
             self._kw_cache.clear()
-        self._kw_cache[key] = kws
-        return kws
+        self._kw_cache[key] = compiled = None if kws is None else self._prepare(kws)
+        return compiled
 
     def _derive(self, expected: str | None) -> list[str] | None:
         if self.options.keywords is not None:
@@ -75,22 +77,20 @@ class ContainsGrader(Grader[ContainsOptions]):
         kws = [normalize(k, self._norm) for k in raw]
         return [k for k in kws if k]
 
-    def _found(self, keyword: str, text: str) -> bool:
-        if self.options.whole_words:
-            return re.search(rf"(?<!\w){re.escape(keyword)}(?!\w)", text) is not None
-        return keyword in text
+    def _prepare(self, keywords: list[str]) -> _Keywords:
+        patterns = (
+            [re.compile(rf"(?<!\w){re.escape(k)}(?!\w)") for k in keywords]
+            if self.options.whole_words
+            else None
+        )
+        if len(keywords) != 1:
+            return _Keywords(keywords, patterns, None, None)
+        # the usual case, one phrase: both possible verdicts, built once
+        hit = self._verdict(keywords, [keywords[0]], [])
+        miss = self._verdict(keywords, [], [keywords[0]])
+        return _Keywords(keywords, patterns, hit, miss)
 
-    async def grade(self, inp: GradeInput) -> Verdict:
-        keywords = self._keywords(inp.expected)
-        if keywords is None:
-            return Verdict.fail("no keywords: set the 'keywords' option or expected_answer")
-        if not keywords:
-            return Verdict.fail("keywords are empty after normalization")
-        text = normalize(inp.answer, self._norm)
-        found: list[str] = []
-        missing: list[str] = []
-        for k in keywords:
-            (found if self._found(k, text) else missing).append(k)
+    def _verdict(self, keywords: list[str], found: list[str], missing: list[str]) -> Verdict:
         if self.options.mode == "any":
             ok = bool(found)
             score = 1.0 if ok else 0.0
@@ -101,3 +101,37 @@ class ContainsGrader(Grader[ContainsOptions]):
             f"; missing {missing!r}" if missing else ""
         )
         return Verdict.ok(score, ok, reason)
+
+    async def grade(self, inp: GradeInput) -> Verdict:
+        return self.grade_sync(inp)
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
+        compiled = self._keywords(inp.expected)
+        if compiled is None:
+            return Verdict.fail("no keywords: set the 'keywords' option or expected_answer")
+        keywords = compiled.keywords
+        if not keywords:
+            return Verdict.fail("keywords are empty after normalization")
+        text = self._normalize(inp.answer)
+        patterns = compiled.patterns
+        if compiled.hit is not None and compiled.miss is not None:
+            if patterns is None:
+                found_it = keywords[0] in text
+            else:
+                found_it = patterns[0].search(text) is not None
+            return compiled.hit if found_it else compiled.miss
+        found: list[str] = []
+        missing: list[str] = []
+        for i, k in enumerate(keywords):
+            ok = k in text if patterns is None else patterns[i].search(text) is not None
+            (found if ok else missing).append(k)
+        return self._verdict(keywords, found, missing)
+
+
+class _Keywords(NamedTuple):
+    """A normalized keyword list with what grading it needs, derived once."""
+
+    keywords: list[str]
+    patterns: list[re.Pattern[str]] | None  # whole_words: one boundary regex per keyword
+    hit: Verdict | None  # single keyword: the verdicts for found / not found
+    miss: Verdict | None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import Field
 
 from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, Verdict
-from tracepass.evaluator.graders.text import Normalization, normalize
+from tracepass.evaluator.graders.text import Normalization, normalize, normalizer
 
 
 class ExactOptions(GraderOptions):
@@ -24,6 +26,7 @@ class ExactGrader(Grader[ExactOptions]):
     type_name = "exact"
     options_model = ExactOptions
     needs_loop = False
+    uses_tool_results = False
 
     def __init__(self, options: ExactOptions) -> None:
         super().__init__(options)
@@ -33,14 +36,56 @@ class ExactGrader(Grader[ExactOptions]):
             strip_punctuation=options.strip_punctuation,
             whitespace=options.whitespace,
         )
+        self._normalize = normalizer(self._norm)
+        self._targets: dict[str | None, _Targets | None] = {}
+
+    def _compile(self, expected: str | None) -> _Targets | None:
+        """The normalized targets for one expected answer and both verdicts for each,
+        memoized: a turn's expected answer is graded over and over."""
+        hit = self._targets.get(expected, _MISS)
+        if hit is not _MISS:
+            return hit  # type: ignore[return-value]
+        key = expected
+        if self.options.expected is not None:
+            expected = self.options.expected
+        compiled: _Targets | None
+        if expected is None and not self.options.alternatives:
+            compiled = None
+        else:
+            targets = ([expected] if expected is not None else []) + list(self.options.alternatives)
+            compiled = _Targets(
+                tuple(
+                    (
+                        normalize(t, self._norm),
+                        Verdict.ok(1.0, True, f"answer equals {t!r} after normalization"),
+                    )
+                    for t in targets
+                ),
+                Verdict.ok(0.0, False, f"answer differs from {targets[0]!r} after normalization"),
+            )
+        if len(self._targets) >= _CACHE_LIMIT:
+            self._targets.clear()
+        self._targets[key] = compiled
+        return compiled
 
     async def grade(self, inp: GradeInput) -> Verdict:
-        expected = self.options.expected if self.options.expected is not None else inp.expected
-        if expected is None and not self.options.alternatives:
+        return self.grade_sync(inp)
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
+        compiled = self._compile(inp.expected)
+        if compiled is None:
             return Verdict.fail("no expected answer: set expected_answer or the 'expected' option")
-        targets = ([expected] if expected is not None else []) + list(self.options.alternatives)
-        got = normalize(inp.answer, self._norm)
-        for target in targets:
-            if got == normalize(target, self._norm):
-                return Verdict.ok(1.0, True, f"answer equals {target!r} after normalization")
-        return Verdict.ok(0.0, False, f"answer differs from {targets[0]!r} after normalization")
+        got = self._normalize(inp.answer)
+        for normalized, verdict in compiled.targets:
+            if got == normalized:
+                return verdict
+        return compiled.differs
+
+
+class _Targets(NamedTuple):
+    targets: tuple[tuple[str, Verdict], ...]  # (normalized target, its "equals" verdict)
+    differs: Verdict
+
+
+_CACHE_LIMIT = 4096
+_MISS = object()

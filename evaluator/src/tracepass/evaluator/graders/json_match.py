@@ -27,6 +27,7 @@ class JsonMatchGrader(Grader[JsonMatchOptions]):
     type_name = "json_match"
     options_model = JsonMatchOptions
     needs_loop = False
+    uses_tool_results = False
 
     def __init__(self, options: JsonMatchOptions) -> None:
         super().__init__(options)
@@ -38,6 +39,9 @@ class JsonMatchGrader(Grader[JsonMatchOptions]):
                 raise ValueError(f"fields: {exc}") from None
 
     async def grade(self, inp: GradeInput) -> Verdict:
+        return self.grade_sync(inp)
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
         found, doc = find_json(inp.answer, self.options.markers)
         if not self._paths:
             if inp.expected is None:

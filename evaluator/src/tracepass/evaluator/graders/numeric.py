@@ -59,12 +59,16 @@ class NumericGrader(Grader[NumericOptions]):
     type_name = "numeric"
     options_model = NumericOptions
     needs_loop = False
+    uses_tool_results = False
 
     def _close(self, actual: float, expected: float) -> bool:
         tol = max(self.options.abs_tol, self.options.rel_tol * abs(expected))
         return abs(actual - expected) <= tol
 
     async def grade(self, inp: GradeInput) -> Verdict:
+        return self.grade_sync(inp)
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
         opt = self.options
         if opt.expected is not None:
             expected = [opt.expected] if isinstance(opt.expected, float) else list(opt.expected)

@@ -39,6 +39,7 @@ class RegexGrader(Grader[RegexOptions]):
     type_name = "regex"
     options_model = RegexOptions
     needs_loop = False
+    uses_tool_results = False
 
     def __init__(self, options: RegexOptions) -> None:
         super().__init__(options)
@@ -58,6 +59,9 @@ class RegexGrader(Grader[RegexOptions]):
                 raise ValueError(f"invalid regular expression {src!r}: {exc}") from None
 
     async def grade(self, inp: GradeInput) -> Verdict:
+        return self.grade_sync(inp)
+
+    def grade_sync(self, inp: GradeInput) -> Verdict:
         text = unicodedata.normalize("NFKC", inp.answer) if self.options.nfkc else inp.answer
         if self.options.match == "fullmatch":
             text = text.strip()
