@@ -297,3 +297,22 @@ def test_custom_windows_and_ks(logs: InMemoryLogRecordExporter) -> None:
         assert get(s, "tracepass_pass_pow_k", estimator="plugin", window="5m", k="2") is None
     finally:
         tel.shutdown()
+
+
+def test_snapshot_reflects_new_results_and_is_shared_within_a_collection(
+    stack: tuple[Telemetry, EvaluationMetrics, Clock],
+) -> None:
+    tel, em, clock = stack
+    em.record(make_result("a", Outcome.PASS), now=clock.t)
+    assert em.snapshot()[0].windows[0].n == 1
+    em.record(make_result("b", Outcome.FAIL), now=clock.t)
+    first = em.snapshot()
+    assert first[0].windows[0].n == 2
+    assert em.snapshot() is first  # nothing new: cached
+    em.record(make_result("c", Outcome.FAIL), now=clock.t)
+    # A callback inside a collection keeps the state the collection started with ...
+    assert em.snapshot(in_collection=True) is first
+    # ... and the next collection's first callback refreshes it.
+    assert em.snapshot(refresh=True)[0].windows[0].n == 3
+    s = scrape(tel)
+    assert get(s, "tracepass_window_conversations", window="1h") == 3

@@ -103,6 +103,7 @@ class EvaluationMetrics:
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: tuple[float, list[KeySnapshot]] | None = None
+        self._dirty = False
         m = meter
         self.conversations = m.create_counter(
             "tracepass_conversations", description="Evaluated conversations, by outcome"
@@ -156,7 +157,7 @@ class EvaluationMetrics:
             for label, value in zip(LABELS, key, strict=True):
                 self.limiter.seed(label, [value])
         for name, fn, desc in (
-            ("tracepass_pass_at_k", self._obs_point("pass_at_k"), "pass@k point estimates"),
+            ("tracepass_pass_at_k", self._obs_point("pass_at_k", refresh=True), "pass@k point estimates"),
             ("tracepass_pass_at_k_lower", self._obs_bound("pass_at_k", "lower"), "pass@k lower credible bound"),
             ("tracepass_pass_at_k_upper", self._obs_bound("pass_at_k", "upper"), "pass@k upper credible bound"),
             ("tracepass_pass_pow_k", self._obs_point("pass_pow_k"), "pass^k point estimates"),
@@ -203,7 +204,7 @@ class EvaluationMetrics:
                 revision=revision,
                 tag=tag,
             )
-            self._cache = None
+            self._dirty = True  # the next read (service or scrape) sees this result
         if not added.accepted:
             self.ignored.add(1, {"reason": "stale_revision"})
             _log.info(
@@ -347,19 +348,29 @@ class EvaluationMetrics:
 
     # ------------------------------------------------------------------ gauges
 
-    def snapshot(self) -> list[KeySnapshot]:
-        """One aggregator snapshot per collection (all gauge callbacks share it)."""
+    def snapshot(self, *, refresh: bool = False, in_collection: bool = False) -> list[KeySnapshot]:
+        """The aggregator's snapshot, cached so all gauge callbacks of one collection
+        report the same state (n, c, estimates and bounds consistent with each other).
+        The first gauge registered refreshes it at the start of every collection; the
+        SDK runs callbacks in registration order."""
         now = self._clock()
         with self._lock:
-            if self._cache is not None and now - self._cache[0] < 1.0:
-                return self._cache[1]
+            cache = self._cache
+            # Inside a collection, keep the state its first callback saw; outside,
+            # reuse it unless results arrived or time moved on.
+            reuse = in_collection or (not self._dirty and now - cache[0] < 1.0) if cache else False
+            if cache is not None and not refresh and reuse:
+                return cache[1]
             snap = self.aggregator.snapshot(now)
             self._cache = (now, snap)
+            self._dirty = False
             return snap
 
-    def _obs_point(self, metric: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def _obs_point(
+        self, metric: str, *, refresh: bool = False
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def cb(_: CallbackOptions) -> Iterable[Observation]:
-            for ks in self.snapshot():
+            for ks in self.snapshot(refresh=refresh, in_collection=True):
                 base = dict(zip(LABELS, ks.key, strict=True))
                 for w in ks.windows:
                     for k, est in w.estimates.items():
@@ -379,7 +390,7 @@ class EvaluationMetrics:
         self, metric: str, bound: str
     ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def cb(_: CallbackOptions) -> Iterable[Observation]:
-            for ks in self.snapshot():
+            for ks in self.snapshot(in_collection=True):
                 base = dict(zip(LABELS, ks.key, strict=True))
                 for w in ks.windows:
                     for k, est in w.estimates.items():
@@ -394,7 +405,7 @@ class EvaluationMetrics:
 
     def _obs_counts(self, field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def cb(_: CallbackOptions) -> Iterable[Observation]:
-            for ks in self.snapshot():
+            for ks in self.snapshot(in_collection=True):
                 base = dict(zip(LABELS, ks.key, strict=True))
                 for w in ks.windows:
                     yield Observation(float(getattr(w, field)), {**base, "window": w.window})
@@ -402,12 +413,12 @@ class EvaluationMetrics:
         return cb
 
     def _obs_cusum(self, _: CallbackOptions) -> Iterable[Observation]:
-        for ks in self.snapshot():
+        for ks in self.snapshot(in_collection=True):
             if ks.cusum_observations:
                 yield Observation(ks.cusum, dict(zip(LABELS, ks.key, strict=True)))
 
     def _obs_readiness(self, _: CallbackOptions) -> Iterable[Observation]:
-        for ks in self.snapshot():
+        for ks in self.snapshot(in_collection=True):
             base = dict(zip(LABELS, ks.key, strict=True))
             for w in ks.windows:
                 e1, e3 = w.estimates.get(1), w.estimates.get(3)
