@@ -195,6 +195,7 @@ class CollectorService:
         await self._teardown()
 
     async def _teardown(self) -> None:
+        self._metrics_ready.set()  # never leave a result listener waiting on a failed start
         if self._persist_task is not None:
             self._persist_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -240,6 +241,8 @@ class CollectorService:
     async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         # State recovery can complete conversations before the metrics exist.
         await self._metrics_ready.wait()
+        if self.metrics is None:  # start() failed before the metrics existed
+            return
         self.metrics.record(
             result,
             revision=info.revision,
