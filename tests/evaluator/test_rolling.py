@@ -202,6 +202,8 @@ def test_config_validation() -> None:
         RollingConfig(windows=(("w", 0.0),))
     with pytest.raises(ValueError, match="k must be an integer"):
         RollingConfig(ks=(0,))
+    with pytest.raises(ValueError, match="at least one window"):
+        RollingConfig(windows=(), decay_half_life_s=None)
     with pytest.raises(ValueError, match="p1 must be < p0"):
         RollingConfig(cusum_p0=0.5, cusum_p1=0.6)
 

@@ -86,6 +86,8 @@ class RollingConfig:
             names.append(self.decay_window_name)
             if not (self.decay_half_life_s > 0 and math.isfinite(self.decay_half_life_s)):
                 raise ValueError(f"decay_half_life_s must be > 0, got {self.decay_half_life_s}")
+        if not names:
+            raise ValueError("configure at least one window (time window or decay half-life)")
         if len(set(names)) != len(names):
             raise ValueError(f"window names must be unique, got {names}")
         for name, seconds in self.windows:
