@@ -66,3 +66,12 @@ def test_checkpoint_round_trip_and_errors(tmp_path: Path) -> None:
         Checkpoint(bad).load()
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         Checkpoint(tmp_path / "none").load()
+
+
+def test_unreachable_collector_exit_2() -> None:
+    target = f"{EXAMPLES / 'travel_agent.py'}:answer"
+    res = runner.invoke(
+        app, ["probe", "-r", REFS, "--agent", target, "--collector", "http://127.0.0.1:1"]
+    )
+    assert res.exit_code == 2
+    assert "--collector http://127.0.0.1:1" in res.output
