@@ -132,6 +132,18 @@ class Prometheus:
         result: list[dict[str, Any]] = data["result"]
         return result
 
+    def stop(self) -> int:
+        """SIGTERM and wait: Prometheus flushes its TSDB head and exits 0."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+                raise AssertionError("Prometheus did not stop on SIGTERM") from None
+        return self.proc.returncode
+
     def alerts(self, name: str) -> list[dict[str, Any]]:
         return [a for a in self.api("/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == name]
 
@@ -195,14 +207,7 @@ def prometheus(tmp_path: Path, metrics_port: int) -> Iterator[Prometheus]:
     try:
         yield prom
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-                raise AssertionError("Prometheus did not stop on SIGTERM") from None
+        prom.stop()
 
 
 class Traffic:
@@ -222,8 +227,12 @@ class Traffic:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=120)
+        assert not self._thread.is_alive(), "agent traffic did not stop"
 
     def _run(self) -> None:
         try:
@@ -286,8 +295,8 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
             traffic.check()
             return prom.query(expr) or None
 
-        wait_until(lambda: has(pooled), 90, "the pooled pass^3 recording rule", interval=0.5)
-        assert float(has(pooled)[0]["value"][1]) > 0.7  # type: ignore[index]
+        rows = wait_until(lambda: has(pooled), 90, "the pooled pass^3 recording rule", interval=0.5)
+        assert float(rows[0]["value"][1]) > 0.7
 
         panels = dashboard_queries(load_dashboard())
         empty: dict[str, list[str]] = {}
@@ -324,4 +333,10 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
         assert labels["severity"] == "critical"
         assert float(alerts[0]["value"]) < 0.7
         assert alerts[0]["annotations"]["runbook_url"].endswith("#tracepasspasspowkbelowtarget")
-    assert traffic.batches > 0
+
+        # Clean shutdown, in dependency order: agents, Prometheus, tracepass.
+        traffic.stop()
+        traffic.check()
+        assert traffic.batches > 0
+        assert prom.stop() == 0, prom.log.read_text()
+        assert s.terminate() == 0, s.stderr()
