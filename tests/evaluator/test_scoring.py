@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import pytest
 from pydantic import ValidationError
 
+from tracepass.evaluator.graders import GradeInput, Grader, GraderOptions, Verdict, register_grader
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -225,3 +229,91 @@ def test_config_validation() -> None:
         0.0,
         0.0,
     )
+
+
+class _BrokenPromise(Grader[GraderOptions]):
+    """Says it never awaits, then does: scoring must fall back to an event loop."""
+
+    type_name = "test_scoring_broken_promise"
+    options_model = GraderOptions
+    needs_loop = False
+    calls = 0
+
+    async def grade(self, inp: GradeInput) -> Verdict:
+        type(self).calls += 1
+        await asyncio.sleep(0)
+        return Verdict.ok(1.0, True, "slept")
+
+
+register_grader(_BrokenPromise)
+
+
+def _broken_ref() -> Reference:
+    return Reference(
+        id="broken",
+        turns=(
+            ReferenceTurn(
+                query="Where is A-1?",
+                graders=(GraderSpec(type="test_scoring_broken_promise"),),
+                expected_tools=(ExpectedTool(name="lookup", arguments={"id": "A-1"}),),
+            ),
+            ReferenceTurn(query="When?", expected_answer="Tuesday", expected_tools=()),
+        ),
+    )
+
+
+def test_grader_that_awaits_despite_needs_loop_false_falls_back_to_a_loop() -> None:
+    r = Evaluator().evaluate(conv(GOOD1, GOOD2), _broken_ref())
+    assert r.outcome is Outcome.PASS
+    assert r.turns[0].graders[0].reasoning == "slept"
+
+
+async def test_grader_that_awaits_inside_aevaluate() -> None:
+    r = await Evaluator().aevaluate(conv(GOOD1, GOOD2), _broken_ref())
+    assert r.outcome is Outcome.PASS
+    assert r.turns[0].graders[0].reasoning == "slept"
+
+
+def test_sync_and_awaited_paths_give_identical_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop-free path (plain calls) and the awaited path (forced here, as if some
+    grader needed a loop) must agree field for field, including on errors, missing
+    answers, extra and missing turns."""
+    ref = Reference(
+        id="mixed",
+        turns=(
+            *REF.turns,
+            ReferenceTurn(
+                query="Q3",
+                expected_answer="a; b",
+                graders=(
+                    GraderSpec(type="contains", split_expected=True, mode="any"),
+                    GraderSpec(type="exact", weight=2.0),
+                ),
+                expected_tools=(ExpectedTool(name="x", argument_match="no.such:matcher"),),
+            ),
+            ReferenceTurn(query="Q4", graders=(GraderSpec(type="contains", mode="most"),)),
+        ),
+    )
+    bad = ToolCall(name="x", arguments={"k": 1})
+    convs = [
+        conv(GOOD1, GOOD2),
+        conv(GOOD1),
+        conv(GOOD1, Turn(query="When?", answer=None), Turn(query="Q3", answer="b")),
+        conv(
+            Turn(query="x", answer="shipped", tool_calls=(ToolCall(name="lookup"),)),
+            GOOD2,
+            Turn(query="Q3", answer="a", tool_calls=(bad,)),
+            Turn(query="Q4", answer="?"),
+            Turn(query="Q5", answer="extra"),
+        ),
+    ]
+    plain = [Evaluator().evaluate(c, ref) for c in convs]
+    original = Evaluator._compile
+
+    def needs_loop(self: Evaluator, reference: Reference) -> object:
+        return dataclasses.replace(original(self, reference), needs_loop=True)
+
+    monkeypatch.setattr(Evaluator, "_compile", needs_loop)
+    awaited = [Evaluator().evaluate(c, ref) for c in convs]
+    assert [r.model_dump() for r in plain] == [r.model_dump() for r in awaited]
+    assert {r.outcome for r in plain} >= {Outcome.ERROR, Outcome.INCOMPLETE}

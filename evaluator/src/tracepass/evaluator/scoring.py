@@ -1,9 +1,11 @@
 """The scoring entry point: one conversation + its reference → `ConversationResult`.
 
 Called by the collector for every rebuilt conversation and by `tracepass evaluate`, so
-it is a hot path: the expected side of each reference is compiled once (matchers,
-name indexes, whether grading can run without an event loop) and results are built with
-`model_construct` (their inputs are already validated models).
+it is a hot path: the expected side of each reference is compiled once per Evaluator
+(graders resolved, matchers, name indexes and counts, whether grading can run without an
+event loop), deterministic graders run as plain calls (no coroutine, no event loop),
+the tool pairing also yields the trajectory's matched count, and results are built
+without re-validating values that come from validated models.
 
 Rules (docs/metrics.md has the full table):
 
@@ -20,33 +22,39 @@ Rules (docs/metrics.md has the full table):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tracepass.evaluator.answers import AnswerResult, grade_answer
+from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
 from tracepass.evaluator.fairforge import fair_forge_tool_correctness
-from tracepass.evaluator.graders import GraderConfigError, grader_class
+from tracepass.evaluator.graders import NeedsEventLoop
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
-    ExpectedTool,
-    GraderResult,
     Outcome,
     Reference,
     ReferenceTurn,
-    ToolCall,
     ToolCorrectness,
     TrajectoryScores,
+    Turn,
     TurnResult,
     construct_unchecked,
 )
-from tracepass.evaluator.toolcorrectness import CompiledTurn, compile_turn, normalize_weights
-from tracepass.evaluator.toolcorrectness import tool_correctness as _tool_correctness
-from tracepass.evaluator.trajectory import conversation_trajectory, trajectory_scores
+from tracepass.evaluator.toolcorrectness import (
+    CompiledTurn,
+    compile_turn,
+    normalize_weights,
+    score_turn,
+)
+from tracepass.evaluator.trajectory import (
+    conversation_trajectory,
+    matched_names,
+    name_trajectory,
+    trajectory_scores,
+)
 
 if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
@@ -90,92 +98,60 @@ class EvaluationConfig(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class _CompiledTurn:
+    rt: ReferenceTurn
+    grading: TurnGrading
+    tools: CompiledTurn | None  # None: the turn's tools are not checked
+    names: list[str]  # expected tool names, in order
+    counts: dict[str, int]  # expected tool name → how many times
+
+
+@dataclass(frozen=True, slots=True)
 class _CompiledReference:
     reference: Reference
-    turns: tuple[CompiledTurn | None, ...]
-    # grading needs a running event loop (llm / command / custom graders, or several
-    # graders on one turn, which grade_answer gathers)
+    turns: tuple[_CompiledTurn, ...]
+    # some grader awaits (llm / command / custom): grade inside an event loop
     needs_loop: bool
+    any_checked: bool  # some turn checks tools: there is a conversation trajectory
+    names: list[str]  # expected names over the checked turns, concatenated
+    counts: dict[str, int]
 
 
-def _type_needs_loop(type_name: str) -> bool:
-    """Graders declare whether they ever await (`needs_loop`); deterministic ones do not,
-    so a conversation graded only by them is scored without an event loop."""
-    try:
-        return grader_class(type_name).needs_loop
-    except (GraderConfigError, LookupError):
-        return False  # unknown type: an error result, produced without awaiting
-
-
-def _turn_needs_loop(rt: ReferenceTurn, default_grader: str) -> bool:
-    if rt.graders:
-        return any(_type_needs_loop(g.type) for g in rt.graders)
-    return rt.expected_answer is not None and _type_needs_loop(default_grader)
+def _counts(names: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n in names:
+        out[n] = out.get(n, 0) + 1
+    return out
 
 
 def _turn_result(
-    *,
-    index: int,
-    query: str | None,
-    answer: str | None,
-    answer_score: float | None,
-    answer_correct: bool | None,
-    tool_correctness: ToolCorrectness | None,
-    trajectory: TrajectoryScores | None,
-    tool_calls: tuple[ToolCall, ...],
+    i: int,
+    turn: Turn,
+    rt: ReferenceTurn | None,
+    ans: TurnAnswer | None,
+    tc: ToolCorrectness | None,
+    traj: TrajectoryScores | None,
     correct: bool | None,
-    expected_answer: str | None = None,
-    answer_error: str | None = None,
-    graders: tuple[GraderResult, ...] = (),
-    expected_tools: tuple[ExpectedTool, ...] | None = None,
-    tool_error: str | None = None,
+    tool_error: str | None,
 ) -> TurnResult:
     # every field of TurnResult, in one dict: see models.construct_unchecked
     return construct_unchecked(
         TurnResult,
         {
-            "index": index,
-            "query": query,
-            "answer": answer,
-            "expected_answer": expected_answer,
-            "answer_score": answer_score,
-            "answer_correct": answer_correct,
-            "answer_error": answer_error,
-            "graders": graders,
-            "tool_correctness": tool_correctness,
-            "trajectory": trajectory,
-            "tool_calls": tool_calls,
-            "expected_tools": expected_tools,
+            "index": i,
+            "query": turn.query,
+            "answer": turn.answer,
+            "expected_answer": None if rt is None else rt.expected_answer,
+            "answer_score": None if ans is None else ans.score,
+            "answer_correct": None if ans is None else ans.correct,
+            "answer_error": None if ans is None else ans.error,
+            "graders": () if ans is None else ans.graders,
+            "tool_correctness": tc,
+            "trajectory": traj,
+            "tool_calls": turn.tool_calls,
+            "expected_tools": None if rt is None else rt.expected_tools,
             "correct": correct,
             "tool_error": tool_error,
-        },
-    )
-
-
-def _conv_result(
-    *,
-    conversation_id: str,
-    reference_id: str | None,
-    reference_set: str | None,
-    agent_name: str | None,
-    agent_version: str | None,
-    correct: bool,
-    outcome: Outcome,
-    turns: tuple[TurnResult, ...],
-    trajectory: TrajectoryScores | None,
-) -> ConversationResult:
-    return construct_unchecked(
-        ConversationResult,
-        {
-            "conversation_id": conversation_id,
-            "reference_id": reference_id,
-            "reference_set": reference_set,
-            "agent_name": agent_name,
-            "agent_version": agent_version,
-            "correct": correct,
-            "outcome": outcome,
-            "turns": turns,
-            "trajectory": trajectory,
         },
     )
 
@@ -199,16 +175,32 @@ class Evaluator:
 
     # ------------------------------------------------------------------ compile
 
+    def _compile_turn(self, rt: ReferenceTurn) -> _CompiledTurn:
+        cfg = self.config
+        names = [t.name for t in rt.expected_tools or ()]
+        return _CompiledTurn(
+            rt=rt,
+            grading=TurnGrading(
+                rt, threshold=cfg.threshold, default_grader=cfg.default_grader, judge=self.judge
+            ),
+            tools=compile_turn(rt),
+            names=names,
+            counts=_counts(names),
+        )
+
     def _compile(self, reference: Reference) -> _CompiledReference:
         hit = self._compiled.get(id(reference))
         if hit is not None and hit.reference is reference:
             return hit
-        dg = self.config.default_grader
+        turns = tuple(self._compile_turn(t) for t in reference.turns)
+        names = [n for t in turns if t.tools is not None for n in t.names]
         compiled = _CompiledReference(
             reference=reference,
-            turns=tuple(compile_turn(t) for t in reference.turns),
-            needs_loop=self.judge is not None
-            or any(_turn_needs_loop(t, dg) for t in reference.turns),
+            turns=turns,
+            needs_loop=any(t.grading.needs_loop for t in turns),
+            any_checked=any(t.tools is not None for t in turns),
+            names=names,
+            counts=_counts(names),
         )
         if len(self._compiled) >= self._CACHE_LIMIT:
             self._compiled.clear()
@@ -221,51 +213,158 @@ class Evaluator:
         self, conversation: Conversation, reference_set: str | None
     ) -> ConversationResult:
         turns = tuple(
-            _turn_result(
-                index=i,
-                query=t.query,
-                answer=t.answer,
-                answer_score=None,
-                answer_correct=None,
-                tool_correctness=None,
-                trajectory=None,
-                tool_calls=t.tool_calls,
-                correct=None,
-            )
+            _turn_result(i, t, None, None, None, None, None, None)
             for i, t in enumerate(conversation.turns)
         )
-        return _conv_result(
-            conversation_id=conversation.id,
-            reference_id=None,
-            reference_set=reference_set,
-            agent_name=conversation.agent_name,
-            agent_version=conversation.agent_version,
-            correct=False,
-            outcome=Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
-            turns=turns,
-            trajectory=None,
+        return construct_unchecked(
+            ConversationResult,
+            {
+                "conversation_id": conversation.id,
+                "reference_id": None,
+                "reference_set": reference_set,
+                "agent_name": conversation.agent_name,
+                "agent_version": conversation.agent_version,
+                "correct": False,
+                "outcome": Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
+                "turns": turns,
+                "trajectory": None,
+            },
+        )
+
+    def _score(
+        self,
+        conversation: Conversation,
+        cref: _CompiledReference,
+        reference_set: str | None,
+        answers: list[TurnAnswer] | None,
+    ) -> ConversationResult:
+        """Score with answers already graded, or (`answers` None) grading each turn on
+        the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
+        cfg = self.config
+        turns = conversation.turns
+        cturns = cref.turns
+        n_ref = len(cturns)
+        fair_forge = self._fair_forge
+        weights = self._weights
+        tool_threshold = cfg.tool_threshold
+        utilization = cfg.utilization
+        by_args = self._by_args
+        conv_names: list[str] = []
+        error = False
+        all_correct = len(turns) == n_ref
+        results: list[TurnResult] = []
+        for i, turn in enumerate(turns):
+            calls = turn.tool_calls
+            if i >= n_ref:
+                results.append(_turn_result(i, turn, None, None, None, None, None, None))
+                continue
+            ct = cturns[i]
+            rt = ct.rt
+            if answers is not None:
+                ans = answers[i]
+            else:
+                grading = ct.grading
+                tool_results = (
+                    tuple([c.result for c in calls if c.result is not None])
+                    if grading.uses_tool_results
+                    else ()
+                )
+                ans = grading.grade_sync(turn.query, turn.answer, tool_results)
+            tc: ToolCorrectness | None = None
+            traj: TrajectoryScores | None = None
+            tool_error: str | None = None
+            compiled_tools = ct.tools
+            if compiled_tools is not None:
+                names = None
+                if not by_args:
+                    names = [c.name for c in calls]
+                    conv_names.extend(names)
+                try:
+                    if fair_forge:
+                        tc = fair_forge_tool_correctness(
+                            calls,
+                            rt,
+                            declared=turn.final_answer_uses_tools,
+                            weights=weights,
+                            tool_threshold=tool_threshold,
+                        )
+                        matched = -1
+                    else:
+                        tc, matched = score_turn(
+                            calls,
+                            compiled_tools,
+                            turn.answer,
+                            turn.final_answer_uses_tools,
+                            weights,
+                            tool_threshold,
+                            utilization,
+                        )
+                    if names is None:
+                        traj = trajectory_scores(
+                            calls, compiled_tools.expected, match="name_and_arguments"
+                        )
+                    else:
+                        if matched < 0:
+                            matched = matched_names(names, ct.counts)
+                        traj = name_trajectory(names, ct.names, matched)
+                except ArgumentMatchError as exc:
+                    tc, traj, tool_error = None, None, str(exc)
+            correct: bool | None
+            if ans.error is not None or tool_error is not None:
+                error = True
+                correct = None
+            else:
+                answer_ok = True if ans.correct is None else ans.correct
+                correct = answer_ok and (tc is None or tc.correct)
+            if not correct:
+                all_correct = False
+            results.append(_turn_result(i, turn, rt, ans, tc, traj, correct, tool_error))
+
+        conv_traj: TrajectoryScores | None = None
+        if cref.any_checked:
+            if by_args:
+                try:
+                    conv_traj = conversation_trajectory(
+                        turns, cref.reference, match="name_and_arguments"
+                    )
+                except ArgumentMatchError:
+                    error = True
+            else:
+                conv_traj = name_trajectory(
+                    conv_names, cref.names, matched_names(conv_names, cref.counts)
+                )
+        if error:
+            outcome = Outcome.ERROR
+        elif len(turns) < n_ref or not conversation.complete:
+            outcome = Outcome.INCOMPLETE
+        elif all_correct:
+            outcome = Outcome.PASS
+        else:
+            outcome = Outcome.FAIL
+        return construct_unchecked(
+            ConversationResult,
+            {
+                "conversation_id": conversation.id,
+                "reference_id": cref.reference.id,
+                "reference_set": reference_set,
+                "agent_name": conversation.agent_name,
+                "agent_version": conversation.agent_version,
+                "correct": outcome is Outcome.PASS,
+                "outcome": outcome,
+                "turns": tuple(results),
+                "trajectory": conv_traj,
+            },
         )
 
     async def _grade(
-        self, rt: ReferenceTurn, query: str | None, answer: str | None, results: Sequence[Any]
-    ) -> AnswerResult:
-        cfg = self.config
+        self, grading: TurnGrading, query: str | None, answer: str | None, results: tuple[Any, ...]
+    ) -> TurnAnswer:
         try:
-            return await grade_answer(
-                rt,
-                query=query,
-                answer=answer,
-                threshold=cfg.threshold,
-                default_grader=cfg.default_grader,
-                judge=self.judge,
-                tool_results=results,
-            )
+            return await grading.grade(query, answer, results)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # grade_answer reports errors itself; this is a backstop
-            return AnswerResult(
-                score=None, correct=None, error=f"{type(exc).__name__}: {exc}", graders=()
-            )
+        except Exception as exc:  # grading reports errors itself; this is a backstop
+            return TurnAnswer(None, None, f"{type(exc).__name__}: {exc}", ())
 
     async def aevaluate(
         self,
@@ -276,138 +375,28 @@ class Evaluator:
     ) -> ConversationResult:
         if reference is None:
             return self._reference_free(conversation, reference_set)
-        cfg = self.config
         cref = self._compile(reference)
+        if not cref.needs_loop:
+            try:
+                return self._score(conversation, cref, reference_set, None)
+            except NeedsEventLoop:
+                pass  # a custom grader promised not to await, and did
         turns = conversation.turns
-        rturns = reference.turns
-        n_ref = len(rturns)
-        paired = min(len(turns), n_ref)
-
-        tool_results = [
-            [c.result for c in turns[i].tool_calls if c.result is not None] for i in range(paired)
+        paired = min(len(turns), len(cref.turns))
+        pending = [
+            self._grade(
+                cref.turns[i].grading,
+                turns[i].query,
+                turns[i].answer,
+                tuple([c.result for c in turns[i].tool_calls if c.result is not None]),
+            )
+            for i in range(paired)
         ]
         if cref.needs_loop and paired > 1:
-            answers: list[AnswerResult] = list(
-                await asyncio.gather(
-                    *(
-                        self._grade(rturns[i], turns[i].query, turns[i].answer, tool_results[i])
-                        for i in range(paired)
-                    )
-                )
-            )
+            answers = list(await asyncio.gather(*pending))
         else:
-            answers = [
-                await self._grade(rturns[i], turns[i].query, turns[i].answer, tool_results[i])
-                for i in range(paired)
-            ]
-
-        error = False
-        all_correct = len(turns) == n_ref
-        results: list[TurnResult] = []
-        fair_forge = self._fair_forge
-        weights = self._weights
-        by_args = self._by_args
-        for i, turn in enumerate(turns):
-            calls = turn.tool_calls
-            if i >= n_ref:
-                results.append(
-                    _turn_result(
-                        index=i,
-                        query=turn.query,
-                        answer=turn.answer,
-                        answer_score=None,
-                        answer_correct=None,
-                        tool_correctness=None,
-                        trajectory=None,
-                        tool_calls=calls,
-                        correct=None,
-                    )
-                )
-                continue
-            rt = rturns[i]
-            tc: ToolCorrectness | None = None
-            traj: TrajectoryScores | None = None
-            tool_error: str | None = None
-            try:
-                if fair_forge:
-                    tc = fair_forge_tool_correctness(
-                        calls,
-                        rt,
-                        declared=turn.final_answer_uses_tools,
-                        weights=weights,
-                        tool_threshold=cfg.tool_threshold,
-                    )
-                else:
-                    tc = _tool_correctness(
-                        calls,
-                        cref.turns[i],
-                        answer=turn.answer,
-                        declared=turn.final_answer_uses_tools,
-                        weights=weights,
-                        tool_threshold=cfg.tool_threshold,
-                        utilization=cfg.utilization,
-                    )
-                if rt.expected_tools is not None:
-                    traj = trajectory_scores(
-                        calls, rt.expected_tools, match="name_and_arguments" if by_args else "name"
-                    )
-            except ArgumentMatchError as exc:
-                tc, traj, tool_error = None, None, str(exc)
-            ans = answers[i]
-            correct: bool | None
-            if ans.error is not None or tool_error is not None:
-                error = True
-                correct = None
-            else:
-                answer_ok = True if ans.correct is None else ans.correct
-                correct = answer_ok and (tc is None or tc.correct)
-            if not correct:
-                all_correct = False
-            graders: tuple[GraderResult, ...] = ans.graders
-            results.append(
-                _turn_result(
-                    index=i,
-                    query=turn.query,
-                    answer=turn.answer,
-                    expected_answer=rt.expected_answer,
-                    answer_score=ans.score,
-                    answer_correct=ans.correct,
-                    answer_error=ans.error,
-                    graders=graders,
-                    tool_correctness=tc,
-                    trajectory=traj,
-                    tool_calls=calls,
-                    expected_tools=rt.expected_tools,
-                    correct=correct,
-                    tool_error=tool_error,
-                )
-            )
-
-        conv_traj: TrajectoryScores | None
-        try:
-            conv_traj = conversation_trajectory(turns, reference, match=cfg.trajectory_match)
-        except ArgumentMatchError:
-            conv_traj = None
-            error = True
-        if error:
-            outcome = Outcome.ERROR
-        elif len(turns) < n_ref or not conversation.complete:
-            outcome = Outcome.INCOMPLETE
-        elif all_correct:
-            outcome = Outcome.PASS
-        else:
-            outcome = Outcome.FAIL
-        return _conv_result(
-            conversation_id=conversation.id,
-            reference_id=reference.id,
-            reference_set=reference_set,
-            agent_name=conversation.agent_name,
-            agent_version=conversation.agent_version,
-            correct=outcome is Outcome.PASS,
-            outcome=outcome,
-            turns=tuple(results),
-            trajectory=conv_traj,
-        )
+            answers = [await p for p in pending]
+        return self._score(conversation, cref, reference_set, answers)
 
     def evaluate(
         self,
@@ -417,14 +406,16 @@ class Evaluator:
         reference_set: str | None = None,
     ) -> ConversationResult:
         """Synchronous wrapper. With loop-free graders only (exact, contains, regex, …)
-        the coroutine is driven directly — no event loop per call; otherwise
+        everything runs as plain calls — no coroutine, no event loop; otherwise
         `asyncio.run`. Inside a running loop use `aevaluate`."""
-        if reference is None or not self._compile(reference).needs_loop:
-            coro = self.aevaluate(conversation, reference, reference_set=reference_set)
-            done, value = _drive(coro)
-            if done:
-                assert value is not None
-                return value
+        if reference is None:
+            return self._reference_free(conversation, reference_set)
+        cref = self._compile(reference)
+        if not cref.needs_loop:
+            try:
+                return self._score(conversation, cref, reference_set, None)
+            except NeedsEventLoop:
+                pass  # a custom grader promised not to await, and did
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -432,17 +423,3 @@ class Evaluator:
         raise RuntimeError(
             "Evaluator.evaluate() called inside a running event loop; await aevaluate() instead"
         )
-
-
-def _drive(coro: Coroutine[Any, Any, ConversationResult]) -> tuple[bool, ConversationResult | None]:
-    """Run a coroutine that should never suspend. (False, None) if it tried to."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return True, stop.value
-    except RuntimeError as exc:
-        if "event loop" not in str(exc):
-            raise
-        return False, None
-    coro.close()
-    return False, None
