@@ -110,6 +110,40 @@ async def test_too_large_is_resource_exhausted(
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await _call(servers, channel_for, req.SerializeToString(), compression=compression)
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        # grpc refuses the message itself; the client-streaming handler still counts it.
+        assert metrics.value("tracepass_export_requests", protocol="grpc", outcome="too_large") == 1
+        # The receiver still serves requests under the cap afterwards.
+        await _call(servers, channel_for, make_request().SerializeToString())
+        assert metrics.value("tracepass_export_requests", protocol="grpc", outcome="ok") == 1
+    finally:
+        await servers.stop(1.0)
+
+
+async def test_export_takes_exactly_one_message(
+    metrics: Metrics, channel_for: list[grpc.aio.Channel]
+) -> None:
+    """A streaming client is not an OTLP exporter, but it must get a precise answer."""
+    servers = await _servers(RecordingSink(), metrics)
+    try:
+        ch = grpc.aio.insecure_channel(f"127.0.0.1:{servers.grpc_port}")
+        channel_for.append(ch)
+        stream = ch.stream_unary(METHOD)
+        data = make_request().SerializeToString()
+
+        async def messages(n: int) -> AsyncIterator[bytes]:
+            for _ in range(n):
+                yield data
+
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stream(messages(2), timeout=10)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "more than one request message" in (info.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stream(messages(0), timeout=10)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "or the client sent no message" in (info.value.details() or "")
+        assert metrics.value("tracepass_export_requests", protocol="grpc", outcome="invalid") == 1
+        assert metrics.value("tracepass_export_requests", protocol="grpc", outcome="too_large") == 1
     finally:
         await servers.stop(1.0)
 

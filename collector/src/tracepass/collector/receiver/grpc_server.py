@@ -2,13 +2,19 @@
 
 The method is registered with no request deserializer so the handler sees raw bytes:
 that way a malformed message becomes INVALID_ARGUMENT with a located error instead of
-grpc's opaque deserialization failure, and the size cap is checked by us as well as by
-`grpc.max_receive_message_length` (which grpc enforces on the decompressed message, so a
-gzip bomb stops at the cap inside grpc before our handler runs).
+grpc's opaque deserialization failure.
+
+The size cap is `grpc.max_receive_message_length`, which grpc enforces on the
+*decompressed* message (a gzip bomb stops at the cap inside grpc). A unary handler would
+never run for such a message, so the refusal would escape `tracepass_export_requests`.
+The method is therefore registered as client-streaming: wire-compatible with the unary
+call every OTLP exporter makes, but the handler starts before the message is read, and
+a request whose one message never arrives is one grpc refused — counted as `too_large`.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +52,7 @@ class GrpcReceiver:
         handler = grpc.method_handlers_generic_handler(
             SERVICE,
             {
-                METHOD: grpc.unary_unary_rpc_method_handler(
+                METHOD: grpc.stream_unary_rpc_method_handler(
                     self._export, request_deserializer=None, response_serializer=None
                 )
             },
@@ -73,17 +79,14 @@ class GrpcReceiver:
             await self._server.stop(grace_s)
             self._server = None
 
-    async def _export(self, body: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
+    async def _export(
+        self, messages: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]
+    ) -> bytes:
         core = self._core
         try:
             core.check_auth(_metadata(context, "authorization"))
             with core.admit():
-                if len(body) > self._config.max_request_bytes:
-                    raise Refusal(
-                        "too_large",
-                        f"message of {len(body)} bytes exceeds the limit of "
-                        f"{self._config.max_request_bytes} bytes",
-                    )
+                body = await self._one_message(messages)
                 try:
                     request = decode_protobuf(body)
                 except InvalidPayload as exc:
@@ -91,6 +94,8 @@ class GrpcReceiver:
                 result = await core.ingest("grpc", request)
         except Refusal as refusal:
             core.refused("grpc", refusal)
+            # For a message grpc refused, grpc has already sent its own RESOURCE_EXHAUSTED
+            # status and this abort only ends the handler.
             await context.abort(
                 GRPC_CODES[refusal.kind], refusal.message, trailing_metadata=grpc_trailers(refusal)
             )
@@ -100,6 +105,25 @@ class GrpcReceiver:
             response.partial_success.rejected_spans = result.rejected
             response.partial_success.error_message = result.message
         return response.SerializeToString()
+
+    async def _one_message(self, messages: AsyncIterator[bytes]) -> bytes:
+        body: bytes | None = None
+        async for message in messages:
+            if body is not None:
+                raise Refusal(
+                    "invalid", "Export is a unary call: more than one request message was sent"
+                )
+            body = message
+        if body is None:
+            # A unary client always sends exactly one message; none arriving means grpc
+            # refused it for exceeding max_receive_message_length (set to our cap).
+            raise Refusal(
+                "too_large",
+                "request message refused: over the limit of "
+                f"{self._config.max_request_bytes} bytes after decompression "
+                "(or the client sent no message)",
+            )
+        return body
 
 
 def _metadata(context: aio.ServicerContext[Any, Any], key: str) -> str | None:
