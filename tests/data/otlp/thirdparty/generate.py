@@ -8,6 +8,12 @@ own encoder into one binary `ExportTraceServiceRequest`.
     python tests/data/otlp/thirdparty/generate.py openinference OUT.binpb
     python tests/data/otlp/thirdparty/generate.py traceloop OUT.binpb
 
+or sends the spans with the REAL OTLP exporter (BatchSpanProcessor, small batches, so
+one conversation arrives split across many export requests) to a running receiver:
+
+    python tests/data/otlp/thirdparty/generate.py openinference --otlp-grpc HOST:PORT
+    python tests/data/otlp/thirdparty/generate.py traceloop --otlp-http http://HOST:PORT/v1/traces
+
 Run one instrumentation per process: both patch LangChain's callback manager globally.
 The scenario below is what tests/collector/test_thirdparty_langgraph.py asserts.
 """
@@ -81,29 +87,28 @@ def _agent() -> Any:
     return graph.compile(checkpointer=InMemorySaver())
 
 
-def capture(instrumentation: str) -> bytes:
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": SERVICE_NAME, "service.version": "1.4.0"})
-    )
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor: Any
+def _instrumentor(instrumentation: str) -> Any:
     if instrumentation == "openinference":
         from openinference.instrumentation.langchain import LangChainInstrumentor
 
-        instrumentor = LangChainInstrumentor()
-    elif instrumentation == "traceloop":
+        return LangChainInstrumentor()
+    if instrumentation == "traceloop":
         from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
-        instrumentor = LangchainInstrumentor()
-    else:
-        raise SystemExit(f"unknown instrumentation {instrumentation!r}: openinference|traceloop")
+        return LangchainInstrumentor()
+    raise SystemExit(f"unknown instrumentation {instrumentation!r}: openinference|traceloop")
+
+
+def _run(instrumentation: str, processor: Any) -> Any:
+    """Drive the two-turn scenario under `instrumentation`; returns the provider (flushed)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": SERVICE_NAME, "service.version": "1.4.0"})
+    )
+    provider.add_span_processor(processor)
+    instrumentor = _instrumentor(instrumentation)
     instrumentor.instrument(tracer_provider=provider)
     try:
         agent = _agent()
@@ -115,12 +120,71 @@ def capture(instrumentation: str) -> bytes:
     finally:
         instrumentor.uninstrument()
     provider.force_flush()
+    return provider
+
+
+def capture(instrumentation: str) -> bytes:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    _run(instrumentation, SimpleSpanProcessor(exporter))
     request = encode_spans(exporter.get_finished_spans())
     data: bytes = request.SerializeToString()
     return data
 
 
+class _Checked:
+    """Wraps an exporter so a failed export makes the process fail (exit 1)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.failures = 0
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        result = self.inner.export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.failures += 1
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
+def send(instrumentation: str, protocol: str, endpoint: str) -> int:
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    inner: Any
+    if protocol == "--otlp-grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        inner = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=20)
+    elif protocol == "--otlp-http":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+
+        inner = HttpExporter(endpoint=endpoint, timeout=20)
+    else:
+        raise SystemExit(f"unknown mode {protocol!r}: --otlp-grpc|--otlp-http")
+    exporter = _Checked(inner)
+    processor = BatchSpanProcessor(exporter, max_export_batch_size=5, schedule_delay_millis=50)
+    _run(instrumentation, processor).shutdown()
+    if exporter.failures:
+        print(f"{exporter.failures} export requests failed", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3:
+        return send(*argv)
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
