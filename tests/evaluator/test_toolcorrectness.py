@@ -296,3 +296,29 @@ def test_lookup_pairing_equals_general_pairing(
         assert tool_correctness(calls, fast, **kw) == tool_correctness(
             calls, replace(fast, unique=None), **kw
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("ab"), st.integers(0, 1)).map(
+            lambda t: ToolCall(name=t[0], arguments={"x": t[1]})
+        ),
+        max_size=6,
+    ),
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 1)), max_size=5),
+    st.sampled_from(["exact", "subset", "numeric"]),
+)
+def test_in_order_shortcut_for_repeated_tools_equals_full_assignment(
+    calls: list[ToolCall], exp: list[tuple[str, int]], mode: str
+) -> None:
+    """A repeated tool called exactly as expected pairs first-with-first without
+    scoring the other pairs; that must be the assignment the full search picks."""
+    from dataclasses import replace
+
+    expected = tuple(ExpectedTool(name=n, arguments={"x": x}, argument_match=mode) for n, x in exp)
+    compiled = compile_turn(ReferenceTurn(query="q", expected_tools=expected))
+    assert compiled is not None
+    assert compiled.pure
+    full = replace(compiled, unique=None, pure=False)
+    assert assign_calls(calls, compiled) == assign_calls(calls, full)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["SCORE_TOLERANCE", "AnswerResult", "TurnAnswer", "TurnGrading", "grade_answer"]
 
 SCORE_TOLERANCE = 1e-9
+_new_tuple = tuple.__new__
 _default_specs: dict[str, GraderSpec] = {}
 _MEMO_LIMIT = 256
 
@@ -256,8 +257,10 @@ class TurnGrading:
         self._memo: dict[int, tuple[Verdict, TurnAnswer]] = {}
 
     def _input(self, query: str | None, answer: str, tool_results: Sequence[Any]) -> GradeInput:
-        return GradeInput(
-            query, answer, self.expected, self.threshold, tuple(tool_results), self.judge
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (all fields given)
+        return _new_tuple(
+            GradeInput,
+            (query, answer, self.expected, self.threshold, tuple(tool_results), self.judge),
         )
 
     def grade_sync(

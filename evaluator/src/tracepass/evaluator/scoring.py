@@ -250,6 +250,7 @@ class Evaluator:
         utilization = cfg.utilization
         by_args = self._by_args
         conv_names: list[str] = []
+        turns_matched = 0  # Σ per-turn matched counts (name mode)
         error = False
         all_correct = len(turns) == n_ref
         results: list[TurnResult] = []
@@ -307,8 +308,10 @@ class Evaluator:
                         if matched < 0:
                             matched = matched_names(names, ct.counts)
                         traj = name_trajectory(names, ct.names, matched)
+                        turns_matched += matched
                 except ArgumentMatchError as exc:
                     tc, traj, tool_error = None, None, str(exc)
+                    turns_matched = -(1 << 30)  # unknown: count the conversation in full
             correct: bool | None
             if ans.error is not None or tool_error is not None:
                 error = True
@@ -318,7 +321,28 @@ class Evaluator:
                 correct = answer_ok and (tc is None or tc.correct)
             if not correct:
                 all_correct = False
-            results.append(_turn_result(i, turn, rt, ans, tc, traj, correct, tool_error))
+            # every field of TurnResult, in one dict: see models.construct_unchecked
+            results.append(
+                construct_unchecked(
+                    TurnResult,
+                    {
+                        "index": i,
+                        "query": turn.query,
+                        "answer": turn.answer,
+                        "expected_answer": rt.expected_answer,
+                        "answer_score": ans.score,
+                        "answer_correct": ans.correct,
+                        "answer_error": ans.error,
+                        "graders": ans.graders,
+                        "tool_correctness": tc,
+                        "trajectory": traj,
+                        "tool_calls": calls,
+                        "expected_tools": rt.expected_tools,
+                        "correct": correct,
+                        "tool_error": tool_error,
+                    },
+                )
+            )
 
         conv_traj: TrajectoryScores | None = None
         if cref.any_checked:
@@ -330,9 +354,13 @@ class Evaluator:
                 except ArgumentMatchError:
                     error = True
             else:
-                conv_traj = name_trajectory(
-                    conv_names, cref.names, matched_names(conv_names, cref.counts)
+                # Matching across the concatenation finds at least the per-turn matches
+                # and at most min(n_p, n_r); when those bounds meet no recount is needed.
+                bound = min(len(conv_names), len(cref.names))
+                conv_matched = (
+                    bound if turns_matched == bound else matched_names(conv_names, cref.counts)
                 )
+                conv_traj = name_trajectory(conv_names, cref.names, conv_matched)
         if error:
             outcome = Outcome.ERROR
         elif len(turns) < n_ref or not conversation.complete:
