@@ -16,8 +16,8 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize import genai, openinference, traceloop, tracepass_conv
-from tracepass.collector.normalize.anyvalue import attributes_to_dict
-from tracepass.collector.normalize.extract import Extract, as_str
+from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
+from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 
@@ -78,29 +78,33 @@ def resolve_conversation_id(
     return resource_fallback
 
 
-def _extract(name: str, attrs: dict[str, Any], is_root: bool) -> Extract:
-    if tracepass_conv.is_end_marker(name, attrs):
-        return Extract(RecordKind.END, "tracepass")
-    oi_kind = attrs.get(openinference.SPAN_KIND)
-    if oi_kind is not None:
-        return openinference.extract(oi_kind, attrs, is_root=is_root)
-    tl_kind = attrs.get(traceloop.SPAN_KIND)
-    if tl_kind is not None:
-        return traceloop.extract(tl_kind, attrs)
-    operation = attrs.get(genai.OPERATION)
-    if operation is not None:
-        return genai.extract(operation, attrs)
-    if genai.is_legacy_model(attrs):
-        return genai.model_extract(attrs)
-    return Extract(RecordKind.OTHER, "")
+def _conversation_id(
+    attrs: dict[str, Any], id_keys: tuple[str, ...], fallback: str | None
+) -> str | None:
+    """The general resolution (the hot path tries `gen_ai.conversation.id` inline)."""
+    get = attrs.get
+    for key in id_keys:
+        value = get(key)
+        if value is not None:
+            text = value if value.__class__ is str else as_str(value)
+            if text:
+                return text
+    return fallback
 
 
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
 _END = RecordKind.END
+_OTHER = RecordKind.OTHER
+_GENAI_CONVERSATION = CONVERSATION_ID_KEYS[0]
 _AGENT_NAME = "gen_ai.agent.name"
 _AGENT_VERSION = "gen_ai.agent.version"
 _ERROR_TYPE = "error.type"
+_END_SPAN_NAME = tracepass_conv.END_SPAN_NAME
+_END_ATTR = tracepass_conv.END_ATTR
+_OI_KIND = openinference.SPAN_KIND
+_TL_KIND = traceloop.SPAN_KIND
+_OPERATION = genai.OPERATION
 
 
 def normalize_request(
@@ -108,10 +112,11 @@ def normalize_request(
 ) -> tuple[list[SpanRecord], list[Rejection]]:
     """Records for the usable spans of one export request, rejections for the others.
 
-    One loop, written for the ingest hot path (one pass per span, no helper call per
-    attribute): resource-level values are read once per `ResourceSpans`; per span the
-    ids are checked and hexed, the attributes read once into a dict, and the
-    convention's extractor decodes only the JSON that span's kind needs.
+    One loop, written for the ingest hot path (one pass per span, few calls): resource
+    values are read once per `ResourceSpans`; per span the ids are checked and hexed,
+    the attributes read once into a dict, the record built with the common fields and
+    kind OTHER, and then the convention's `fill` sets kind and content, decoding only
+    the JSON that span's kind needs.
     """
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
@@ -143,74 +148,92 @@ def normalize_request(
                     rejections.append(_rejection(raw_trace, raw_span, raw_parent))
                     continue
                 parent = raw_parent.hex() if raw_parent and raw_parent != _ZERO_SPAN else None
-                attrs = attributes_to_dict(span.attributes)
+                # `attributes_to_dict`, inlined (one call less per span).
+                attrs: dict[str, Any] = {}
+                for kv in span.attributes:
+                    any_v = kv.value
+                    text = any_v.string_value
+                    attrs[kv.key] = text if text else any_value(any_v)
                 get = attrs.get
                 name = span.name
-                ex = _extract(name, attrs, parent is None)
 
-                kept: dict[str, Any] = {CONVENTION_ATTR: ex.convention} if ex.convention else {}
-                for key in kept_keys:
-                    value = get(key)
-                    if value is not None:
-                        kept[key] = value
-                if ex.kind is _END:
-                    turns = tracepass_conv.turn_count(attrs)
-                    if turns is None:
-                        kept.pop(tracepass_conv.TURNS_ATTR, None)
-                    else:
-                        kept[tracepass_conv.TURNS_ATTR] = turns
-
-                conversation = resource_conversation
-                for key in id_keys:
-                    value = get(key)
-                    if value is not None:
-                        text = value if value.__class__ is str else as_str(value)
-                        if text:
-                            conversation = text
-                            break
+                conversation = get(_GENAI_CONVERSATION)
+                if conversation.__class__ is not str or not conversation:
+                    conversation = _conversation_id(attrs, id_keys, resource_conversation)
                 agent_name = get(_AGENT_NAME)
-                agent_name = (
-                    (agent_name if agent_name.__class__ is str else as_str(agent_name))
-                    or ex.agent_name
-                    or service_name
-                )
-                agent_version = (
-                    as_str(get(_AGENT_VERSION))
-                    or as_str(get(tracepass_conv.AGENT_VERSION))
-                    or service_version
-                )
+                if agent_name.__class__ is not str or not agent_name:
+                    agent_name = as_str(agent_name)
+                agent_version = get(_AGENT_VERSION)
+                if agent_version.__class__ is not str or not agent_version:
+                    agent_version = (
+                        as_str(agent_version)
+                        or as_str(get(tracepass_conv.AGENT_VERSION))
+                        or service_version
+                    )
+                reference = get(tracepass_conv.REFERENCE_ID)
+                if reference is not None:
+                    reference = as_str(reference)
                 status = span.status
                 error = (
                     (status.message or as_str(get(_ERROR_TYPE)) or "error")
                     if status.code == _STATUS_ERROR
                     else None
                 )
-                append(
-                    SpanRecord(
-                        raw_trace.hex(),
-                        raw_span.hex(),
-                        parent,
-                        ex.kind,
-                        name,
-                        span.start_time_unix_nano,
-                        span.end_time_unix_nano,
-                        conversation,
-                        as_str(get(tracepass_conv.REFERENCE_ID)),
-                        agent_name,
-                        agent_version,
-                        service_name,
-                        ex.input_text,
-                        ex.output_text,
-                        ex.tool_name,
-                        ex.tool_call_id,
-                        ex.tool_arguments,
-                        ex.tool_result,
-                        error,
-                        ex.requested_tool_calls,
-                        None,
-                        kept,
-                    )
+                rec = SpanRecord(
+                    raw_trace.hex(),
+                    raw_span.hex(),
+                    parent,
+                    _OTHER,
+                    name,
+                    span.start_time_unix_nano,
+                    span.end_time_unix_nano,
+                    conversation,
+                    reference,
+                    agent_name,
+                    agent_version,
+                    service_name,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    error,
+                    (),
+                    None,
+                    None,  # type: ignore[arg-type]  # set below
                 )
+                # Dispatch (docs/conventions.md): first match wins.
+                if name == _END_SPAN_NAME or get(_END_ATTR) is True:
+                    rec.kind = _END
+                    convention = "tracepass"
+                elif (kind := get(_OI_KIND)) is not None:
+                    convention = openinference.fill(kind, rec, attrs, is_root=parent is None)
+                elif (kind := get(_TL_KIND)) is not None:
+                    convention = traceloop.fill(kind, rec, attrs)
+                elif (operation := get(_OPERATION)) is not None:
+                    convention = genai.fill(operation, rec, attrs)
+                elif genai.is_legacy_model(attrs):
+                    genai.fill_model(rec, attrs)
+                    convention = genai.CONVENTION
+                else:
+                    convention = ""
+                if rec.agent_name is None:
+                    rec.agent_name = service_name
+
+                kept: dict[str, Any] = {CONVENTION_ATTR: convention} if convention else {}
+                for key in kept_keys:
+                    value = get(key)
+                    if value is not None:
+                        kept[key] = value
+                if rec.kind is _END:
+                    turns = tracepass_conv.turn_count(attrs)
+                    if turns is None:
+                        kept.pop(tracepass_conv.TURNS_ATTR, None)
+                    else:
+                        kept[tracepass_conv.TURNS_ATTR] = turns
+                rec.attributes = kept
+                append(rec)
     return records, rejections
 
 

@@ -50,20 +50,31 @@ def coerce_arguments(value: Any) -> dict[str, Any]:
     """Arguments as a mapping; unreadable or non-object input kept under `"_raw"`."""
     if value is None:
         return {}
+    if value.__class__ is str:
+        parsed = loads(value)
+        # Fast path, the usual case: a JSON object that is no LangChain wrapper (those
+        # always carry `input_str` or `inputs`, see `_unwrap_langchain`).
+        if parsed.__class__ is dict and "input_str" not in parsed and "inputs" not in parsed:
+            return parsed
+        return _coerce_text(value, parsed)
     if isinstance(value, dict):
         unwrapped = _unwrap_langchain(value)
         return unwrapped if unwrapped is not None else value
     if isinstance(value, str):
-        parsed = loads(value)
-        if isinstance(parsed, dict):
-            unwrapped = _unwrap_langchain(parsed)
-            return unwrapped if unwrapped is not None else parsed
-        if parsed is NOT_JSON:
-            parsed = pyrepr.literal(value)
-            if isinstance(parsed, dict):
-                return parsed
-        return {RAW_KEY: value} if value else {}
+        return _coerce_text(value, loads(value))
     return {RAW_KEY: value}
+
+
+def _coerce_text(value: str, parsed: Any) -> dict[str, Any]:
+    """`coerce_arguments` of text whose JSON decoding (or `NOT_JSON`) is `parsed`."""
+    if isinstance(parsed, dict):
+        unwrapped = _unwrap_langchain(parsed)
+        return unwrapped if unwrapped is not None else parsed
+    if parsed is NOT_JSON:
+        parsed = pyrepr.literal(value)
+        if isinstance(parsed, dict):
+            return parsed
+    return {RAW_KEY: value} if value else {}
 
 
 def _langchain_tool_message_content(obj: dict[str, Any]) -> tuple[bool, Any]:
@@ -88,6 +99,15 @@ def coerce_result(value: Any) -> Any:
         if parsed is NOT_JSON:
             return value
         value = parsed
+    if (
+        value.__class__ is dict
+        and "output" not in value
+        and "lc" not in value
+        and "type" not in value
+    ):
+        # Neither a callback wrapper nor a ToolMessage (those need `output`, `lc` or
+        # `type`): the usual case, answered without the checks below.
+        return value
     if isinstance(value, dict):
         if "output" in value and value.keys() <= {"output", "kwargs"}:
             value = value["output"]

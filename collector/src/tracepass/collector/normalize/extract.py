@@ -1,33 +1,14 @@
-"""What a convention module reads out of one span's attributes.
+"""Helpers the convention modules share.
 
-Convention modules return an `Extract`; `normalize_request` adds the fields every
-convention shares (ids, times, conversation, agent, status) and builds the record, so
-each module only knows its own attribute names.
+Convention modules fill a `SpanRecord` that `normalize_request` has already built with
+the fields every convention shares (ids, times, conversation, agent, status) and kind
+OTHER: each module only knows its own attribute names, and no intermediate object is
+built per span (the hot path makes one object per span: the record).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-
-from tracepass.collector.normalize.records import RecordKind
-from tracepass.evaluator.models import ToolCall
-
-
-@dataclass(slots=True)
-class Extract:
-    kind: RecordKind
-    convention: str
-    input_text: str | None = None
-    output_text: str | None = None
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-    tool_arguments: dict[str, Any] | None = None
-    tool_result: Any = None
-    requested_tool_calls: tuple[ToolCall, ...] = ()
-    # A convention-specific agent name (Traceloop entity name of a workflow/agent span),
-    # used when the span has no `gen_ai.agent.name`.
-    agent_name: str | None = None
 
 
 def as_str(value: Any) -> str | None:

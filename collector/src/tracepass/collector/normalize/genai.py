@@ -16,17 +16,18 @@ from tracepass.collector.normalize.arguments import (
     coerce_result,
     tool_call_id_from_result,
 )
-from tracepass.collector.normalize.extract import Extract, as_str
+from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
     flattened_messages,
     last_text,
     last_text_in,
     output_text,
+    output_text_in,
     parse_messages,
     requested_tool_calls,
 )
-from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.normalize.records import RecordKind, SpanRecord
 
 CONVENTION = "genai"
 
@@ -37,38 +38,47 @@ MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+
+_TURN = RecordKind.TURN
+_TOOL = RecordKind.TOOL
+_MODEL = RecordKind.MODEL
 
 
-def _turn(attrs: dict[str, Any]) -> Extract:
-    outputs = parse_messages(attrs.get(OUTPUT_MESSAGES))
-    return Extract(
-        RecordKind.TURN,
-        CONVENTION,
-        input_text=last_text_in(attrs.get(INPUT_MESSAGES), USER),
-        output_text=output_text(outputs),
-    )
+def fill_turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
+    rec.kind = _TURN
+    get = attrs.get
+    rec.input_text = last_text_in(get(INPUT_MESSAGES), USER)
+    rec.output_text = output_text_in(get(OUTPUT_MESSAGES))
 
 
-def tool_extract(
-    attrs: dict[str, Any], convention: str, *, raw_args: Any = None, raw_result: Any = None
-) -> Extract:
-    args_value = attrs.get("gen_ai.tool.call.arguments") if raw_args is None else raw_args
-    result_value = attrs.get("gen_ai.tool.call.result") if raw_result is None else raw_result
-    call_id = as_str(attrs.get("gen_ai.tool.call.id")) or tool_call_id_from_result(result_value)
-    return Extract(
-        RecordKind.TOOL,
-        convention,
-        tool_name=as_str(attrs.get("gen_ai.tool.name")),
-        tool_call_id=call_id,
-        tool_arguments=coerce_arguments(args_value),
-        tool_result=coerce_result(result_value),
-    )
+def fill_tool(
+    rec: SpanRecord, attrs: dict[str, Any], *, raw_args: Any = None, raw_result: Any = None
+) -> None:
+    """A tool record from the semconv attributes; `raw_args`/`raw_result` replace the
+    semconv arguments/result when another convention carries them elsewhere."""
+    rec.kind = _TOOL
+    get = attrs.get
+    args = get(TOOL_ARGUMENTS) if raw_args is None else raw_args
+    result = get(TOOL_RESULT) if raw_result is None else raw_result
+    call_id = get(TOOL_CALL_ID)
+    if call_id.__class__ is not str or not call_id:
+        call_id = as_str(call_id) or tool_call_id_from_result(result)
+    rec.tool_call_id = call_id
+    name = get(TOOL_NAME)
+    rec.tool_name = name if name.__class__ is str and name else as_str(name)
+    rec.tool_arguments = coerce_arguments(args)
+    rec.tool_result = coerce_result(result)
 
 
-def model_extract(attrs: dict[str, Any], convention: str = CONVENTION) -> Extract:
+def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     raw_in = attrs.get(INPUT_MESSAGES)
     raw_out = attrs.get(OUTPUT_MESSAGES)
-    query = (
+    rec.kind = _MODEL
+    rec.input_text = (
         last_text_in(raw_in, USER)
         if raw_in is not None
         else last_text(flattened_messages(attrs, "gen_ai.prompt", "legacy", with_calls=False), USER)
@@ -78,23 +88,20 @@ def model_extract(attrs: dict[str, Any], convention: str = CONVENTION) -> Extrac
         if raw_out is not None
         else flattened_messages(attrs, "gen_ai.completion", "legacy")
     )
-    return Extract(
-        RecordKind.MODEL,
-        convention,
-        input_text=query,
-        output_text=output_text(outputs),
-        requested_tool_calls=requested_tool_calls(outputs),
-    )
+    rec.output_text = output_text(outputs)
+    rec.requested_tool_calls = requested_tool_calls(outputs)
 
 
-def extract(operation: Any, attrs: dict[str, Any]) -> Extract:
-    if operation in TURN_OPERATIONS:
-        return _turn(attrs)
-    if operation in TOOL_OPERATIONS:
-        return tool_extract(attrs, CONVENTION)
-    if operation in MODEL_OPERATIONS:
-        return model_extract(attrs)
-    return Extract(RecordKind.OTHER, CONVENTION)
+def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
+    """Fill `rec` (built as OTHER by `normalize_request`) per `gen_ai.operation.name`;
+    returns the convention name."""
+    if operation == "execute_tool":
+        fill_tool(rec, attrs)
+    elif operation == "invoke_agent":
+        fill_turn(rec, attrs)
+    elif operation.__class__ is str and operation in MODEL_OPERATIONS:
+        fill_model(rec, attrs)
+    return CONVENTION
 
 
 def is_legacy_model(attrs: dict[str, Any]) -> bool:

@@ -180,6 +180,27 @@ def parse_messages(value: Any) -> list[Message]:
     return out
 
 
+def _parts_text(parts: list[Any]) -> str | None:
+    """Joined text parts of a semconv message (what `_semconv_parts` computes as text)."""
+    texts = [
+        content
+        for part in parts
+        if isinstance(part, dict)
+        and part.get("type") == "text"
+        and isinstance(content := part.get("content"), str)
+    ]
+    return "\n".join(texts) if texts else None
+
+
+def _semconv_role(item: dict[str, Any]) -> str:
+    raw = item.get("role")
+    if raw.__class__ is str:
+        # `_ROLE` keys are lower case: an exact hit equals `role_of`'s answer.
+        folded = _ROLE.get(raw)
+        return folded if folded is not None else role_of(raw)
+    return role_of(raw)
+
+
 def last_text_in(value: Any, role: str) -> str | None:
     """Text of the last message with `role` in a JSON list of messages, parsing from the
     end and only as far as needed (input histories grow with every turn)."""
@@ -193,10 +214,38 @@ def last_text_in(value: Any, role: str) -> str | None:
 
 def _last_text_raw(items: list[Any], role: str) -> str | None:
     for item in reversed(items):
+        # Semconv messages (`{"role", "parts"}`) are read in place: only the text of the
+        # message that matches is built, no `Message` per item.
+        if item.__class__ is dict and (parts := item.get("parts")).__class__ is list:
+            if _semconv_role(item) == role:
+                return _parts_text(parts)
+            continue
         msg = parse_message(item, with_calls=False)
         if msg is not None and msg.role == role:
             return msg.text
     return None
+
+
+def output_text_in(value: Any) -> str | None:
+    """`output_text(parse_messages(value))` without building tool calls or `Message`s:
+    a turn needs only the assistant's text, not the calls a model output may carry."""
+    decoded = loads(value) if isinstance(value, str) else value
+    if isinstance(decoded, dict):
+        decoded = [decoded]
+    if not isinstance(decoded, list):
+        return None
+    texts: list[str] = []
+    for item in decoded:
+        if item.__class__ is dict and (parts := item.get("parts")).__class__ is list:
+            if _semconv_role(item) in (ASSISTANT, ""):
+                text = _parts_text(parts)
+                if text:
+                    texts.append(text)
+            continue
+        msg = parse_message(item, with_calls=False)
+        if msg is not None and msg.role in (ASSISTANT, "") and msg.text:
+            texts.append(msg.text)
+    return "\n".join(texts) if texts else None
 
 
 def last_text(messages: list[Message], role: str) -> str | None:

@@ -18,7 +18,7 @@ from tracepass.collector.normalize.arguments import (
     coerce_result,
     tool_call_id_from_result,
 )
-from tracepass.collector.normalize.extract import Extract, as_str
+from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
     answer_from_state,
@@ -28,7 +28,7 @@ from tracepass.collector.normalize.messages import (
     query_from_state,
     requested_tool_calls,
 )
-from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.normalize.records import RecordKind, SpanRecord
 
 CONVENTION = "openinference"
 SPAN_KIND = "openinference.span.kind"
@@ -52,20 +52,19 @@ def _io_text(attrs: dict[str, Any], key: str, *, answer: bool) -> str | None:
     return answer_from_state(value) if answer else query_from_state(value)
 
 
-def _turn(attrs: dict[str, Any]) -> Extract:
+def _turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
+    rec.kind = RecordKind.TURN
     query = _io_text(attrs, "input", answer=False)
     if query is None:
         query = last_text(flattened_messages(attrs, "llm.input_messages", "oi"), USER)
-    return Extract(
-        RecordKind.TURN,
-        CONVENTION,
-        input_text=query,
-        output_text=_io_text(attrs, "output", answer=True),
-        agent_name=as_str(attrs.get("agent.name")),
-    )
+    rec.input_text = query
+    rec.output_text = _io_text(attrs, "output", answer=True)
+    if rec.agent_name is None:
+        rec.agent_name = as_str(attrs.get("agent.name"))
 
 
-def _tool(attrs: dict[str, Any]) -> Extract:
+def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
+    rec.kind = RecordKind.TOOL
     args = attrs.get("input.value")
     if args is None:
         args = attrs.get("tool_call.function.arguments")
@@ -74,38 +73,30 @@ def _tool(attrs: dict[str, Any]) -> Extract:
         parsed_result: Any = result
     else:
         parsed_result = coerce_result(result)
-    call_id = as_str(attrs.get("tool_call.id")) or tool_call_id_from_result(result)
-    return Extract(
-        RecordKind.TOOL,
-        CONVENTION,
-        tool_name=as_str(attrs.get("tool.name")) or as_str(attrs.get("tool_call.function.name")),
-        tool_call_id=call_id,
-        tool_arguments=coerce_arguments(args),
-        tool_result=parsed_result,
-    )
+    rec.tool_call_id = as_str(attrs.get("tool_call.id")) or tool_call_id_from_result(result)
+    rec.tool_name = as_str(attrs.get("tool.name")) or as_str(attrs.get("tool_call.function.name"))
+    rec.tool_arguments = coerce_arguments(args)
+    rec.tool_result = parsed_result
 
 
-def _model(attrs: dict[str, Any]) -> Extract:
+def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
+    rec.kind = RecordKind.MODEL
     inputs = flattened_messages(attrs, "llm.input_messages", "oi", with_calls=False)
     outputs = flattened_messages(attrs, "llm.output_messages", "oi")
-    return Extract(
-        RecordKind.MODEL,
-        CONVENTION,
-        input_text=last_text(inputs, USER),
-        output_text=output_text(outputs),
-        requested_tool_calls=requested_tool_calls(outputs),
-    )
+    rec.input_text = last_text(inputs, USER)
+    rec.output_text = output_text(outputs)
+    rec.requested_tool_calls = requested_tool_calls(outputs)
 
 
-def extract(kind: Any, attrs: dict[str, Any], *, is_root: bool) -> Extract:
+def fill(kind: Any, rec: SpanRecord, attrs: dict[str, Any], *, is_root: bool) -> str:
+    """Fill `rec` (built as OTHER) per `openinference.span.kind`; returns the convention."""
     if kind == "AGENT":
-        return _turn(attrs)
-    if kind == "CHAIN":
+        _turn(rec, attrs)
+    elif kind == "CHAIN":
         if is_root or _is_graph_root(attrs):
-            return _turn(attrs)
-        return Extract(RecordKind.OTHER, CONVENTION)
-    if kind == "TOOL":
-        return _tool(attrs)
-    if kind == "LLM":
-        return _model(attrs)
-    return Extract(RecordKind.OTHER, CONVENTION)
+            _turn(rec, attrs)
+    elif kind == "TOOL":
+        _tool(rec, attrs)
+    elif kind == "LLM":
+        _model(rec, attrs)
+    return CONVENTION

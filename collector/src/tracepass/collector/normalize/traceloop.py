@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from tracepass.collector.normalize import genai
-from tracepass.collector.normalize.arguments import RAW_KEY
-from tracepass.collector.normalize.extract import Extract, as_str
+from tracepass.collector.normalize.arguments import RAW_KEY, coerce_arguments
+from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import answer_from_state, query_from_state
-from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.normalize.records import RecordKind, SpanRecord
 
 CONVENTION = "traceloop"
 SPAN_KIND = "traceloop.span.kind"
@@ -64,43 +64,43 @@ def _decorator_arguments(value: Any) -> dict[str, Any] | None:
     return out
 
 
-def _turn(attrs: dict[str, Any]) -> Extract:
+def _turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     raw_in = attrs.get(ENTITY_INPUT)
     raw_out = attrs.get(ENTITY_OUTPUT)
-    return Extract(
-        RecordKind.TURN,
-        CONVENTION,
-        input_text=None if raw_in is None else query_from_state(_unwrap(raw_in, "inputs")),
-        output_text=None if raw_out is None else answer_from_state(_unwrap(raw_out, "outputs")),
-        agent_name=as_str(attrs.get(ENTITY_NAME)),
-    )
+    rec.kind = RecordKind.TURN
+    rec.input_text = None if raw_in is None else query_from_state(_unwrap(raw_in, "inputs"))
+    rec.output_text = None if raw_out is None else answer_from_state(_unwrap(raw_out, "outputs"))
+    if rec.agent_name is None:
+        rec.agent_name = as_str(attrs.get(ENTITY_NAME))
 
 
-def _tool(attrs: dict[str, Any]) -> Extract:
+def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     raw_in = attrs.get(ENTITY_INPUT)
     raw_out = attrs.get(ENTITY_OUTPUT)
-    out = genai.tool_extract(attrs, CONVENTION, raw_args=raw_in, raw_result=raw_out)
+    genai.fill_tool(rec, attrs, raw_args=raw_in, raw_result=raw_out)
     decorated = _decorator_arguments(raw_in) if raw_in is not None else None
     if decorated is not None:
-        out.tool_arguments = decorated
-    if out.tool_name is None:
-        out.tool_name = as_str(attrs.get(ENTITY_NAME))
-    if out.tool_arguments is not None and RAW_KEY in out.tool_arguments:
+        rec.tool_arguments = decorated
+    if rec.tool_name is None:
+        rec.tool_name = as_str(attrs.get(ENTITY_NAME))
+    if rec.tool_arguments is not None and RAW_KEY in rec.tool_arguments:
         # The entity input was cut or unreadable; the semconv copy may be intact.
-        alt = attrs.get("gen_ai.tool.call.arguments")
+        alt = attrs.get(genai.TOOL_ARGUMENTS)
         if alt is not None and alt != raw_in:
-            retry = genai.tool_extract(attrs, CONVENTION)
-            if retry.tool_arguments is not None and RAW_KEY not in retry.tool_arguments:
-                out.tool_arguments = retry.tool_arguments
-    return out
+            retry = coerce_arguments(alt)
+            if RAW_KEY not in retry:
+                rec.tool_arguments = retry
 
 
-def extract(kind: Any, attrs: dict[str, Any]) -> Extract:
+def fill(kind: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
+    """Fill `rec` (built as OTHER) per `traceloop.span.kind`; returns the convention
+    (`genai` for the model spans that only carry semconv attributes)."""
     if kind == "workflow" or kind == "agent":
-        return _turn(attrs)
-    if kind == "tool":
-        return _tool(attrs)
-    operation = attrs.get(genai.OPERATION)
-    if operation is not None and kind != "task":
-        return genai.extract(operation, attrs)
-    return Extract(RecordKind.OTHER, CONVENTION)
+        _turn(rec, attrs)
+    elif kind == "tool":
+        _tool(rec, attrs)
+    else:
+        operation = attrs.get(genai.OPERATION)
+        if operation is not None and kind != "task":
+            return genai.fill(operation, rec, attrs)
+    return CONVENTION
