@@ -353,3 +353,229 @@ def test_documented_example_loads(tmp_path: Path) -> None:
     assert match is not None
     (rs,) = load_reference_sets([write(tmp_path, "doc.yaml", match.group(1))])
     assert [r.id for r in rs.references] == ["order-status", "weather-paris"]
+
+
+# --------------------------------------------------------------- ADK fixture files
+
+ADK = DATA / "adk"
+
+
+def test_adk_fixture_evalset_current_schema() -> None:
+    ds = load_dataset(ADK / "home_automation.evalset.json")
+    assert ds.reference_set.name == "home_automation"
+    off, rooms = ds.reference_set.references
+    assert off.id == "turn_off_then_check"
+    assert [t.query for t in off.turns] == ["Turn off device_2 in the bedroom.", "Is it off now?"]
+    assert off.turns[0].expected_tools == (
+        ExpectedTool(
+            name="set_device_info",
+            arguments={"location": "Bedroom", "device_id": "device_2", "status": "OFF"},
+        ),
+    )
+    assert off.turns[1].expected_tools == (
+        ExpectedTool(name="get_device_info", arguments={"device_id": "device_2"}),
+    )
+    assert all(t.tool_sequence_matters for t in off.turns)
+    # camelCase keys, invocation events (calls only, not responses), thought part left out
+    (t,) = rooms.turns
+    assert t.expected_answer == "The kitchen and the hall have lights on."
+    assert t.expected_tools is not None
+    assert [x.name for x in t.expected_tools] == ["list_rooms", "get_lights"]
+    assert t.expected_tools[1].arguments == {"rooms": ["kitchen", "hall", "bedroom"]}
+    (skip,) = ds.skipped
+    assert "simulated_user_booking" in skip
+    assert "user simulation" in skip
+
+
+def test_adk_fixture_legacy_turn_list() -> None:
+    (rs,) = load_reference_sets([ADK / "dice.test.json"])
+    (ref,) = rs.references
+    assert ref.id == "dice"
+    hi, roll = ref.turns
+    assert hi.expected_tools == ()  # "must call no tools"
+    assert roll.expected_tools == (
+        ExpectedTool(name="roll_die", arguments={"sides": 17}),
+        ExpectedTool(name="roll_die", arguments={"sides": 17}),
+    )
+    assert roll.expected_answer == "I rolled a 17 sided die twice: 13 and 4."
+
+
+def test_adk_fixture_legacy_case_list() -> None:
+    """The older eval-set list (`{name, data, initial_session}` cases), which ADK still
+    converts when a file does not validate against the current schema."""
+    (rs,) = load_reference_sets([ADK / "dice_cases.test.json"])
+    assert rs.name == "dice_cases"
+    prime, what = rs.references
+    assert (prime.id, what.id) == ("roll_and_check_prime", "what_can_you_do")
+    assert [t.query for t in prime.turns] == ["Roll a 6 sided die", "Is it prime?"]
+    assert prime.turns[1].expected_tools == (
+        ExpectedTool(name="check_prime", arguments={"nums": [4]}),
+    )
+    assert what.turns[0].expected_tools == ()
+
+
+def test_adk_fixture_double_encoded_results_score_end_to_end() -> None:
+    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
+    ds = load_dataset(ADK / "home_automation_run1.evalset_result.json")
+    (ref,) = ds.reference_set.references
+    (conv,) = ds.conversations
+    assert (conv.id, conv.reference_id) == ("___eval___session___3f0c", "turn_off_then_check")
+    assert conv.turns[0].tool_calls[0].result == {
+        "result": "Device device_2 information updated: status: OFF, location: Bedroom."
+    }
+    assert conv.turns[1].tool_calls == ()
+    result = Evaluator(EvaluationConfig()).evaluate(conv, ref)
+    # turn 2 expected get_device_info and called nothing: 0 on every dimension, not None
+    tc = result.turns[1].tool_correctness
+    assert tc is not None
+    assert (tc.selection, tc.parameters, tc.sequence, tc.overall) == (0.0, 0.0, 0.0, 0.0)
+    assert result.outcome == "fail"
+
+
+def test_adk_folder_with_config_and_results(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "agent"
+    shutil.copytree(ADK, folder / "tests")
+    hist = folder / ".adk" / "eval_history"
+    hist.mkdir(parents=True)
+    shutil.move(folder / "tests" / "home_automation_run1.evalset_result.json", hist)
+    with caplog.at_level("WARNING", logger="tracepass.evaluator.references.loader"):
+        sets = load_reference_sets([folder])
+    # test_config.json (ADK criteria) is skipped, results under .adk are not walked
+    assert sorted(s.name for s in sets) == ["dice", "dice_cases", "home_automation"]
+    logged = caplog.text
+    assert "test_config.json: ADK eval config" in logged
+    assert "simulated_user_booking" in logged
+    # a results file named explicitly still loads
+    (res,) = load_reference_sets([hist / "home_automation_run1.evalset_result.json"])
+    assert [r.id for r in res.references] == ["turn_off_then_check"]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        (
+            "x.evalset.json",
+            {
+                "eval_set_id": "s",
+                "eval_cases": [
+                    {
+                        "eval_id": "c",
+                        "conversation": [
+                            {
+                                "user_content": {"parts": [{"text": "q"}]},
+                                "intermediate_data": {"tool_uses": [{"args": {"a": 1}}]},
+                            }
+                        ],
+                    }
+                ],
+            },
+            "eval_cases[0].conversation[0].intermediate_data.tool_uses[0].name: "
+            "function call without a 'name'",
+        ),
+        (
+            "x.evalset.json",
+            {
+                "eval_set_id": "s",
+                "eval_cases": [
+                    {
+                        "eval_id": "c",
+                        "conversation": [
+                            {
+                                "user_content": {"parts": [{"text": "q"}]},
+                                "intermediate_data": {
+                                    "invocation_events": [
+                                        {
+                                            "author": "a",
+                                            "content": {"parts": [{"function_call": {}}]},
+                                        }
+                                    ]
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+            "intermediate_data.invocation_events[0].content.parts[0].function_call.name",
+        ),
+        (
+            "x.evalset.json",
+            {"eval_set_id": "s", "eval_cases": [{"eval_id": "c", "conversation": [{}]}]},
+            "eval_cases[0].conversation[0]: user_content has no text part",
+        ),
+        (
+            "r.evalset_result.json",
+            {"eval_case_results": [{"eval_metric_result_per_invocation": []}]},
+            "eval_case_results[0].eval_id: expected a string 'eval_id'",
+        ),
+        (
+            "r.evalset_result.json",
+            {"eval_case_results": [{"eval_id": "c", "eval_metric_result_per_invocation": [3]}]},
+            "eval_case_results[0].eval_metric_result_per_invocation[0]: expected a mapping",
+        ),
+        (
+            "old.test.json",
+            [
+                {
+                    "name": "a",
+                    "data": [
+                        {"query": "q", "expected_tool_use": [{"tool_name": "t", "tool_input": 5}]}
+                    ],
+                }
+            ],
+            "[0].data[0].expected_tool_use[0].tool_input: expected a mapping or null",
+        ),
+        (
+            "old.test.json",
+            [{"name": "a", "data": [{"query": "q"}]}, {"name": "a", "data": [{"query": "q"}]}],
+            "[1].name: duplicate case name 'a'",
+        ),
+        (
+            "old.test.json",
+            [{"name": "a", "data": []}],
+            "[0].data: expected at least one turn",
+        ),
+        ("enc.evalset_result.json", "not json", "a JSON string that is not an encoded ADK"),
+    ],
+)
+def test_adk_precise_errors(tmp_path: Path, name: str, data: object, message: str) -> None:
+    p = write(tmp_path, name, json.dumps(data, indent=1))
+    with pytest.raises(ReferenceLoadError) as info:
+        load_dataset(p)
+    assert str(info.value).startswith(str(p))
+    assert message in str(info.value)
+
+
+# --------------------------------------------------------------- duplicate keys
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "d.yaml",
+            "references:\n  - id: r\n    query: q1\n    expected_answer: a\n    query: q2\n",
+            "d.yaml:5: invalid YAML: duplicate key 'query' (first on line 3)",
+        ),
+        (
+            "d.json",
+            '{"references": [\n {"id": "r",\n  "query": "q",\n  "id": "s"}\n]}',
+            "d.json:4: invalid JSON: duplicate key 'id' (first on line 2)",
+        ),
+    ],
+)
+def test_duplicate_keys_are_errors_not_last_wins(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    p = write(tmp_path, name, text)
+    with pytest.raises(ReferenceLoadError) as info:
+        load_reference_sets([p])
+    assert message in str(info.value)
+
+
+def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
+    text = "- &base {id: a, query: q, expected_answer: fine}\n- <<: *base\n  id: b\n"
+    (rs,) = load_reference_sets([write(tmp_path, "m.yaml", text)])
+    assert [(r.id, r.turns[0].query) for r in rs.references] == [("a", "q"), ("b", "q")]

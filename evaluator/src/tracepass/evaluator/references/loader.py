@@ -9,7 +9,8 @@ JSON errors come from a second, lazy pass with PyYAML's composer (only paid on e
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,26 @@ from tracepass.evaluator.references.schema import parse_reference, parse_referen
 
 __all__ = ["dump_reference_set_yaml", "iter_reference_files", "load_dataset", "load_reference_sets"]
 
+log = logging.getLogger(__name__)
+
 SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 _ADK_SUFFIXES = (".test.json", ".evalset.json", ".evalset_result.json")
 
 
 def iter_reference_files(paths: Sequence[Path | str]) -> Iterable[Path]:
+    """Files named in `paths`, and the reference files found under folders.
+
+    A folder walk leaves out ADK eval *results* (`*.evalset_result.json`, which ADK
+    keeps under the agent's `.adk/eval_history/`): they repeat the eval set's cases, so
+    loading both would clash on ids. Name such a file explicitly to load it."""
     for p in map(Path, paths):
         if p.is_dir():
             yield from sorted(
-                f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.suffix.lower() in SUFFIXES
+                and not f.name.lower().endswith(".evalset_result.json")
             )
         elif p.exists():
             yield p
@@ -85,22 +97,86 @@ def _locate(
 # --------------------------------------------------------------------------- parsing
 
 
+class _DuplicateKey(ValueError):
+    """A mapping repeats a key: both parsers would keep the last value and silently drop
+    the first (a reference whose `expected_tools` vanish is worse than an error)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate mapping keys."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # unhashable key: PyYAML reports it itself
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {first})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _strict_mapping)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 def _parse_text(path: Path, text: str) -> Any:
     name = str(path)
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as exc:
             raise ReferenceLoadError(
                 f"invalid JSON: {exc.msg}", file=name, line=exc.lineno
             ) from exc
+        except _DuplicateKey:
+            # JSON is (nearly) YAML: the strict YAML loader finds the line.
+            try:
+                yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
+            except yaml.YAMLError as exc:
+                raise _yaml_error(name, exc, "invalid JSON") from None
+            raise ReferenceLoadError("invalid JSON: duplicate key", file=name) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ReferenceLoadError(f"invalid YAML: {problem}", file=name, line=line) from exc
+        raise _yaml_error(name, exc, "invalid YAML") from exc
+
+
+def _yaml_error(name: str, exc: yaml.YAMLError, what: str) -> ReferenceLoadError:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc)
+    return ReferenceLoadError(f"{what}: {problem}", file=name, line=line)
+
+
+def _is_adk_eval_config(path: Path, data: Any) -> bool:
+    """ADK keeps its pass criteria in `test_config.json` beside the `*.test.json` files;
+    a folder of ADK tests must load without tripping over it."""
+    return (
+        path.name.lower() == "test_config.json"
+        and isinstance(data, Mapping)
+        and "criteria" in data
+        and "references" not in data
+    )
 
 
 def _stem(path: Path) -> str:
@@ -148,6 +224,11 @@ def load_dataset(path: Path | str) -> ImportedDataset:
     if path.suffix.lower() == ".jsonl":
         return ImportedDataset(reference_set=_load_jsonl(path, text))
     data = _parse_text(path, text)
+    if _is_adk_eval_config(path, data):
+        return ImportedDataset(
+            reference_set=ReferenceSet(name=_stem(path)),
+            skipped=(f"{path}: ADK eval config (criteria), not a reference set; skipped",),
+        )
     try:
         if path.name.lower().endswith(_ADK_SUFFIXES) or looks_like_adk(data):
             return import_adk(data, source=str(path), name=_stem(path))
@@ -168,7 +249,12 @@ def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
     sets: list[ReferenceSet] = []
     owner: dict[str, str] = {}
     for f in iter_reference_files(paths):
-        rs = load_dataset(f).reference_set
+        ds = load_dataset(f)
+        for line in ds.skipped:  # e.g. ADK user-simulation cases: never dropped quietly
+            log.warning("reference loading: %s", line)
+        rs = ds.reference_set
+        if not rs.references and ds.skipped:
+            continue
         for ref in rs.references:
             if ref.id in owner:
                 raise ReferenceLoadError(
