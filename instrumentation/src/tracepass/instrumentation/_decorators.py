@@ -95,6 +95,53 @@ class _Spec:
         return items
 
 
+def start_tool_call(
+    settings: _content.ContentSettings,
+    span_name: str,
+    static: dict[str, AttributeValue],
+    call_id: Any,
+    arguments: Any,
+    parent: otel_context.Context | None = None,
+) -> _Call:
+    """Start an `execute_tool` span; shared by `@tool` and the LangChain handler so both
+    emit exactly the same attributes. `arguments` is only read when capture is on."""
+    attrs = static.copy()
+    attrs[sc.TOOL_CALL_ID] = new_tool_call_id() if call_id is None else str(call_id)
+    state = CURRENT.get()
+    if state is not None:
+        attrs[sc.CONVERSATION_ID] = state.id
+    truncated = None
+    if settings.capture:
+        attrs[sc.TOOL_CALL_ARGUMENTS], truncated = _content.capture_json(
+            settings, sc.TOOL_CALL_ARGUMENTS, arguments, None
+        )
+    span = get_tracer().start_span(span_name, context=parent, kind=_INTERNAL, attributes=attrs)
+    return _Call(span, _set_span_in_context(span), settings, truncated)
+
+
+def finish_tool_call(call: _Call, result: Any) -> None:
+    span = call.span
+    try:
+        settings = call.settings
+        if settings.capture:
+            value, truncated = _content.capture_json(
+                settings, sc.TOOL_CALL_RESULT, result, call.truncated
+            )
+            span.set_attribute(sc.TOOL_CALL_RESULT, value)
+            if truncated:
+                span.set_attribute(sc.CONTENT_TRUNCATED, truncated)
+    finally:
+        span.end()
+
+
+def tool_static_attributes(name: str) -> dict[str, AttributeValue]:
+    return {
+        sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+        sc.TOOL_NAME: name,
+        sc.TOOL_TYPE: "function",
+    }
+
+
 class _ToolSpec(_Spec):
     __slots__ = ("binder", "name", "span_name", "static")
 
@@ -102,11 +149,7 @@ class _ToolSpec(_Spec):
         self.name = name
         self.span_name = f"execute_tool {name}"
         self.binder = ArgumentBinder(fn)
-        self.static: dict[str, AttributeValue] = {
-            sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-            sc.TOOL_NAME: name,
-            sc.TOOL_TYPE: "function",
-        }
+        self.static = tool_static_attributes(name)
 
     def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
         settings = _content.SETTINGS
@@ -116,29 +159,64 @@ class _ToolSpec(_Spec):
                 call_id = kwargs[TOOL_CALL_ID_KWARG]
             else:  # consumed here: the function does not take it
                 call_id = kwargs.pop(TOOL_CALL_ID_KWARG)
-        attrs = self.static.copy()
-        attrs[sc.TOOL_CALL_ID] = new_tool_call_id() if call_id is None else str(call_id)
-        state = CURRENT.get()
-        if state is not None:
-            attrs[sc.CONVERSATION_ID] = state.id
-        truncated = None
-        if settings.capture:
-            attrs[sc.TOOL_CALL_ARGUMENTS], truncated = _content.capture_json(
-                settings, sc.TOOL_CALL_ARGUMENTS, self.binder.bind(args, kwargs), None
-            )
-        span = get_tracer().start_span(self.span_name, kind=_INTERNAL, attributes=attrs)
-        return _Call(span, _set_span_in_context(span), settings, truncated)
+        arguments = self.binder.bind(args, kwargs) if settings.capture else None
+        return start_tool_call(settings, self.span_name, self.static, call_id, arguments)
 
     def succeed(self, call: _Call, result: Any) -> None:
-        span = call.span
-        settings = call.settings
-        if settings.capture:
-            value, truncated = _content.capture_json(
-                settings, sc.TOOL_CALL_RESULT, result, call.truncated
+        finish_tool_call(call, result)
+
+
+def start_agent_call(
+    span_name: str,
+    name: str,
+    version: str | None,
+    extract_query: Callable[[], Any],
+) -> _Call:
+    """Start an `invoke_agent` span and make it the 'inside an agent' context; shared by
+    `@agent` and the LangChain handler. `extract_query` runs only when capture is on."""
+    settings = _content.SETTINGS
+    state = CURRENT.get()
+    attrs: dict[str, AttributeValue] = {
+        sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
+        sc.AGENT_NAME: name,
+    }
+    if version is None and state is not None:
+        version = state.agent_version
+    if version is not None:
+        attrs[sc.AGENT_VERSION] = version
+    if state is not None:
+        attrs[sc.CONVERSATION_ID] = state.id
+        if not otel_context.get_value(IN_AGENT_KEY):
+            state.count_turn()
+    truncated = None
+    if settings.capture:
+        query = extract_query()
+        if query is not None:
+            attrs[sc.INPUT_MESSAGES], truncated = _content.capture_message(
+                settings, sc.INPUT_MESSAGES, "user", query, None
             )
-            span.set_attribute(sc.TOOL_CALL_RESULT, value)
-            if truncated:
-                span.set_attribute(sc.CONTENT_TRUNCATED, truncated)
+    span = get_tracer().start_span(span_name, kind=_INTERNAL, attributes=attrs)
+    ctx = otel_context.set_value(IN_AGENT_KEY, True, _set_span_in_context(span))
+    return _Call(span, ctx, settings, truncated)
+
+
+def finish_agent_call(call: _Call, extract_answer: Callable[[], Any]) -> None:
+    """End an `invoke_agent` span; `extract_answer` runs only when capture is on."""
+    span = call.span
+    try:
+        settings = call.settings
+        if not settings.capture:
+            return
+        answer = extract_answer()
+        truncated = call.truncated
+        if answer is not None:
+            value, truncated = _content.capture_message(
+                settings, sc.OUTPUT_MESSAGES, "assistant", answer, truncated, "stop"
+            )
+            span.set_attribute(sc.OUTPUT_MESSAGES, value)
+        if truncated:
+            span.set_attribute(sc.CONTENT_TRUNCATED, truncated)
+    finally:
         span.end()
 
 
@@ -173,56 +251,22 @@ class _AgentSpec(_Spec):
                 return value
         return None
 
+    def _extract_answer(self, result: Any) -> Any:
+        if self.answer is None:
+            return result
+        try:
+            return self.answer(result)
+        except Exception:
+            _log.exception("tracepass answer extractor of agent %r failed", self.name)
+            return None
+
     def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
-        settings = _content.SETTINGS
-        state = CURRENT.get()
-        attrs: dict[str, AttributeValue] = {
-            sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
-            sc.AGENT_NAME: self.name,
-        }
-        version = self.version
-        if version is None and state is not None:
-            version = state.agent_version
-        if version is not None:
-            attrs[sc.AGENT_VERSION] = version
-        if state is not None:
-            attrs[sc.CONVERSATION_ID] = state.id
-            if not otel_context.get_value(IN_AGENT_KEY):
-                state.count_turn()
-        truncated = None
-        if settings.capture:
-            query = self._extract_query(args, kwargs)
-            if query is not None:
-                attrs[sc.INPUT_MESSAGES], truncated = _content.capture_message(
-                    settings, sc.INPUT_MESSAGES, "user", query, None
-                )
-        span = get_tracer().start_span(self.span_name, kind=_INTERNAL, attributes=attrs)
-        ctx = otel_context.set_value(IN_AGENT_KEY, True, _set_span_in_context(span))
-        return _Call(span, ctx, settings, truncated)
+        return start_agent_call(
+            self.span_name, self.name, self.version, lambda: self._extract_query(args, kwargs)
+        )
 
     def succeed(self, call: _Call, result: Any) -> None:
-        span = call.span
-        try:
-            settings = call.settings
-            if not settings.capture:
-                return
-            answer = result
-            if self.answer is not None:
-                try:
-                    answer = self.answer(result)
-                except Exception:
-                    _log.exception("tracepass answer extractor of agent %r failed", self.name)
-                    answer = None
-            truncated = call.truncated
-            if answer is not None:
-                value, truncated = _content.capture_message(
-                    settings, sc.OUTPUT_MESSAGES, "assistant", answer, truncated, "stop"
-                )
-                span.set_attribute(sc.OUTPUT_MESSAGES, value)
-            if truncated:
-                span.set_attribute(sc.CONTENT_TRUNCATED, truncated)
-        finally:
-            span.end()
+        finish_agent_call(call, lambda: self._extract_answer(result))
 
     def stream_result(self, items: list[Any]) -> Any:
         if self.answer is None and all(type(item) is str for item in items):
@@ -392,6 +436,16 @@ def _wrap_async_gen(fn: Callable[..., Any], spec: _Spec) -> Callable[..., Any]:
 # --------------------------------------------------------------------------- public
 
 
+def _check_target(decorator: str, fn: Any) -> None:
+    """`@tool("search")` is a natural slip; without this it fails as an obscure
+    AttributeError at import time of the user's module."""
+    if not callable(fn):
+        raise TypeError(
+            f"@{decorator} decorates a function; got {type(fn).__qualname__} {fn!r}. "
+            f"Pass the name as a keyword: @{decorator}(name=...)"
+        )
+
+
 @overload
 def agent(fn: F, /) -> F: ...
 @overload
@@ -422,6 +476,7 @@ def agent(
     """
 
     def decorate(func: F) -> F:
+        _check_target("agent", func)
         spec = _AgentSpec(name or func.__name__, version, query, answer)
         return _wrap(func, spec)  # type: ignore[return-value]
 
@@ -440,6 +495,7 @@ def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None) ->
     """
 
     def decorate(func: F) -> F:
+        _check_target("tool", func)
         spec = _ToolSpec(func, name or func.__name__)
         return _wrap(func, spec)  # type: ignore[return-value]
 

@@ -26,15 +26,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind
-from opentelemetry.util.types import AttributeValue
 
 from tracepass.instrumentation import _content
-from tracepass.instrumentation import _semconv as sc
-from tracepass.instrumentation._context import CURRENT, IN_AGENT_KEY
-from tracepass.instrumentation._decorators import _Call, _fail, new_tool_call_id
-from tracepass.instrumentation._tracer import get_tracer
+from tracepass.instrumentation._decorators import (
+    _Call,
+    _fail,
+    finish_agent_call,
+    finish_tool_call,
+    start_agent_call,
+    start_tool_call,
+    tool_static_attributes,
+)
 
 __all__ = ["TracepassCallbackHandler"]
 
@@ -181,58 +183,23 @@ class TracepassCallbackHandler(BaseCallbackHandler):
             self._parents[run_id] = parent_run_id
         if parent_run_id is not None:
             return
-        settings = _content.SETTINGS
-        state = CURRENT.get()
-        name = (
+        name = str(
             self.agent_name
             or kwargs.get("name")
             or (serialized or {}).get("name")
             or "langchain_agent"
         )
-        attrs: dict[str, AttributeValue] = {
-            sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
-            sc.AGENT_NAME: str(name),
-        }
-        version = self.agent_version or (state.agent_version if state is not None else None)
-        if version is not None:
-            attrs[sc.AGENT_VERSION] = version
-        if state is not None:
-            attrs[sc.CONVERSATION_ID] = state.id
-            if not otel_context.get_value(IN_AGENT_KEY):
-                state.count_turn()
-        truncated = None
-        if settings.capture:
-            query = extract_query(inputs)
-            if query is not None:
-                attrs[sc.INPUT_MESSAGES], truncated = _content.capture_message(
-                    settings, sc.INPUT_MESSAGES, "user", query, None
-                )
-        span = get_tracer().start_span(
-            f"invoke_agent {name}", kind=SpanKind.INTERNAL, attributes=attrs
+        call = start_agent_call(
+            f"invoke_agent {name}", name, self.agent_version, lambda: extract_query(inputs)
         )
-        ctx = otel_context.set_value(IN_AGENT_KEY, True, trace.set_span_in_context(span))
         with self._lock:
-            self._calls[run_id] = _Call(span, ctx, settings, truncated)
+            self._calls[run_id] = call
             self._agent_runs.add(run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._pop(run_id)
-        if call is None:
-            return
-        span = call.span
-        try:
-            truncated = call.truncated
-            if call.settings.capture:
-                answer = extract_answer(outputs)
-                if answer is not None:
-                    value, truncated = _content.capture_message(
-                        call.settings, sc.OUTPUT_MESSAGES, "assistant", answer, truncated, "stop"
-                    )
-                    span.set_attribute(sc.OUTPUT_MESSAGES, value)
-            if truncated:
-                span.set_attribute(sc.CONTENT_TRUNCATED, truncated)
-        finally:
-            span.end()
+        if call is not None:
+            finish_agent_call(call, lambda: extract_answer(outputs))
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._pop(run_id)
@@ -255,47 +222,24 @@ class TracepassCallbackHandler(BaseCallbackHandler):
     ) -> None:
         settings = _content.SETTINGS
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
-        call_id = kwargs.get("tool_call_id")
-        attrs: dict[str, AttributeValue] = {
-            sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-            sc.TOOL_NAME: name,
-            sc.TOOL_TYPE: "function",
-            sc.TOOL_CALL_ID: str(call_id) if call_id else new_tool_call_id(),
-        }
-        state = CURRENT.get()
-        if state is not None:
-            attrs[sc.CONVERSATION_ID] = state.id
-        truncated = None
-        if settings.capture:
-            attrs[sc.TOOL_CALL_ARGUMENTS], truncated = _content.capture_json(
-                settings, sc.TOOL_CALL_ARGUMENTS, _tool_arguments(input_str, inputs), None
-            )
-        parent = self._span_parent(parent_run_id)
-        span = get_tracer().start_span(
-            f"execute_tool {name}", context=parent, kind=SpanKind.INTERNAL, attributes=attrs
+        arguments = _tool_arguments(input_str, inputs) if settings.capture else None
+        call = start_tool_call(
+            settings,
+            f"execute_tool {name}",
+            tool_static_attributes(name),
+            kwargs.get("tool_call_id") or None,
+            arguments,
+            parent=self._span_parent(parent_run_id),
         )
         with self._lock:
             self._parents[run_id] = parent_run_id
-            self._calls[run_id] = _Call(span, trace.set_span_in_context(span), settings, truncated)
+            self._calls[run_id] = call
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._pop(run_id)
-        if call is None:
-            return
-        span = call.span
-        try:
-            truncated = call.truncated
-            if call.settings.capture:
-                # A ToolMessage wraps the tool's own return value in `.content`.
-                result = _tool_result(output)
-                value, truncated = _content.capture_json(
-                    call.settings, sc.TOOL_CALL_RESULT, result, truncated
-                )
-                span.set_attribute(sc.TOOL_CALL_RESULT, value)
-            if truncated:
-                span.set_attribute(sc.CONTENT_TRUNCATED, truncated)
-        finally:
-            span.end()
+        if call is not None:
+            # A ToolMessage wraps the tool's own return value in `.content`.
+            finish_tool_call(call, _tool_result(output) if call.settings.capture else None)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._pop(run_id)
