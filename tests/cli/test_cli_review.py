@@ -11,7 +11,15 @@ from _cli_factories import results_doc, write_doc
 from typer.testing import CliRunner
 
 from tracepass.collector.cli.main import app
-from tracepass.collector.review import COLUMNS, judged_turns, sample_rows
+from tracepass.collector.review import (
+    COLUMNS,
+    LabelledPair,
+    Labels,
+    agreement_report,
+    judged_turns,
+    sample_rows,
+)
+from tracepass.evaluator.agreement import agreement
 
 runner = CliRunner()
 
@@ -122,3 +130,22 @@ def test_review_errors(tmp_path: Path) -> None:
     res = runner.invoke(app, ["review", "import", str(badjson)])
     assert res.exit_code == 2
     assert "bad.jsonl:2: invalid JSON" in res.stderr
+
+
+def test_corrected_rate_interval_includes_the_runs_own_noise() -> None:
+    """With --results, the run's judge pass rate over N judged turns is itself an
+    estimate: its binomial noise widens the Rogan–Gladen interval (smaller N, wider)."""
+    judge = [True] * 40 + [False] * 20 + [True] * 5 + [False] * 15
+    human = [True] * 40 + [False] * 20 + [False] * 5 + [True] * 15
+    labels = Labels(tuple(LabelledPair(j, h) for j, h in zip(judge, human, strict=True)), 0)
+    exact = agreement(judge, human, population_pass_rate=0.6).corrected_pass_rate
+    small = agreement_report(labels, (50, 30)).corrected_pass_rate
+    large = agreement_report(labels, (5000, 3000)).corrected_pass_rate
+    assert small.value == pytest.approx(exact.value)
+    assert large.value == pytest.approx(exact.value)
+    widths = []
+    for r in (small, large, exact):
+        assert r.lower is not None
+        assert r.upper is not None
+        widths.append(r.upper - r.lower)
+    assert widths[0] > widths[1] > widths[2]

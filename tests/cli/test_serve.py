@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +16,7 @@ from typer.testing import CliRunner
 from tracepass.collector.cli.main import app
 from tracepass.collector.config import CollectorConfig, ConfigError, MetricsConfig, ReceiverConfig
 from tracepass.collector.service import CollectorService, startup_error, with_overrides
+from tracepass.evaluator.models import ConversationResult, Outcome
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -80,3 +84,57 @@ async def test_service_start_stop_and_persist(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", ports.http))  # the port is free again
+
+
+def _result(cid: str, ok: bool) -> ConversationResult:
+    return ConversationResult(
+        conversation_id=cid,
+        reference_id="book-flight",
+        reference_set="travel",
+        agent_name="travel-assistant",
+        agent_version="1.0",
+        correct=ok,
+        outcome=Outcome.PASS if ok else Outcome.FAIL,
+    )
+
+
+async def test_rolling_windows_persist_off_the_loop_and_restore(tmp_path: Path) -> None:
+    """The windows are serialized in a worker thread (they can take seconds to encode)
+    and a new service on the same state file restores exactly the same numbers."""
+    service = CollectorService(_config(tmp_path))
+    await service.start()
+    threads: list[str] = []
+    original = service.metrics.aggregator.to_state
+
+    def spying_to_state() -> Any:
+        threads.append(threading.current_thread().name)
+        return original()
+
+    service.metrics.aggregator.to_state = spying_to_state
+    now = time.time()
+    for i in range(12):
+        service.metrics.record(_result(f"c{i}", i % 4 != 0), now=now)
+    before = service.snapshot()
+    assert before
+    assert before[0].windows[0].n == 12
+    await service.stop()  # persists the windows
+    assert threads
+    assert threading.main_thread().name not in threads
+
+    again = CollectorService(_config(tmp_path))
+    await again.start()
+    try:
+        after = again.snapshot()
+    finally:
+        await again.stop()
+
+    def counts(snap: list[Any]) -> list[Any]:
+        # The decayed window keeps decaying between the two reads: compare it loosely.
+        return [
+            (s.key, [(w.window, w.n, w.c) for w in s.windows if w.window != "fast"]) for s in snap
+        ]
+
+    assert counts(after) == counts(before)
+    fast = [w for w in after[0].windows if w.window == "fast"]
+    assert fast
+    assert fast[0].n == pytest.approx(12, rel=0.01)

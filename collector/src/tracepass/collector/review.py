@@ -176,11 +176,15 @@ def agreement_report(
 ) -> agreement.AgreementReport:
     """Judge–human agreement; with ``population`` = (judged turns, judge passes) of the
     whole run, the Rogan–Gladen correction is applied to the run's judge pass rate."""
-    rate = None
+    rate = size = None
     if population is not None and population[0] > 0:
         rate = population[1] / population[0]
+        # The run's judge pass rate is itself a sample of `population[0]` turns: its
+        # binomial noise belongs in the corrected rate's interval.
+        size = population[0]
     return agreement.agreement(
         [p.judge for p in labels.pairs],
         [p.human for p in labels.pairs],
         population_pass_rate=rate,
+        population_size=size,
     )

@@ -287,9 +287,9 @@ class CollectorService:
         pipeline, metrics = self.pipeline, self.metrics
         if pipeline is None or pipeline.store is None or metrics is None:
             return
-        with metrics._lock:  # gauge callbacks read the aggregator from the exporter thread
-            state = metrics.aggregator.to_state()
-        blob = json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
+        # Off the event loop: with a million window entries `to_state` takes seconds and
+        # `json.dumps` several more, during which the receivers would stall.
+        blob = await asyncio.to_thread(_serialize_aggregator, metrics)
         await asyncio.wrap_future(pipeline.store.put_blob(AGGREGATOR_BLOB, blob))
 
     async def _persist_loop(self) -> None:
@@ -329,6 +329,18 @@ class CollectorService:
     def snapshot(self) -> list[KeySnapshot]:
         """The rolling windows now (what the pass@k / pass^k gauges export)."""
         return [] if self.metrics is None else list(self.metrics.snapshot())
+
+
+def _serialize_aggregator(metrics: Any) -> bytes:
+    """The rolling windows as JSON bytes; runs in a worker thread.
+
+    `to_state` reads the aggregator's live columns, so it runs under the metrics lock
+    that every writer (`record`, on the event loop) and reader (gauge callbacks, on the
+    exporter thread) takes: the loop waits only if a result arrives meanwhile. It returns
+    fresh lists and dicts, so encoding them needs no lock at all."""
+    with metrics._lock:
+        state = metrics.aggregator.to_state()
+    return json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
 
 
 def with_overrides(
