@@ -14,7 +14,6 @@ loaded sets in service and the error is logged and counted.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import unicodedata
@@ -27,6 +26,11 @@ from opentelemetry.metrics import Meter
 from rapidfuzz import fuzz, process
 
 from tracepass.evaluator.models import Conversation, Reference, ReferenceSet
+from tracepass.evaluator.references import (
+    ReferenceLoadError,
+    iter_reference_files,
+    load_reference_sets,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,32 +143,25 @@ class ReferenceCatalog:
 Loader = Callable[[Sequence[Path]], list[ReferenceSet]]
 
 
-def _default_loader(paths: Sequence[Path]) -> list[ReferenceSet]:
-    # Imported late: the evaluator's loader is only needed when references are configured.
-    module = importlib.import_module("tracepass.evaluator.references")
-    sets: list[ReferenceSet] = list(module.load_reference_sets(list(paths)))
-    return sets
-
-
-_SUFFIXES = {".yaml", ".yml", ".json", ".jsonl"}
-
-
-def _signature(paths: Sequence[Path]) -> tuple[tuple[str, int, int], ...]:
-    """(path, mtime_ns, size) of every reference file; directories are walked."""
-    out: list[tuple[str, int, int]] = []
+def _signature(paths: Sequence[Path]) -> tuple[tuple[str, int, int, int], ...]:
+    """(file, inode, mtime_ns, size) of every file the loader would read, found by the
+    loader's own folder walk so the two never disagree on what a reference file is.
+    The inode catches an atomic replace (editors, Kubernetes ConfigMap swaps) that keeps
+    size and a coarse mtime."""
+    out: list[tuple[str, int, int, int]] = []
     for path in paths:
-        files = (
-            sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
-            if path.is_dir()
-            else [path]
-        )
+        try:
+            files = list(iter_reference_files([path]))
+        except (ReferenceLoadError, OSError):
+            out.append((str(path), -1, -1, -1))  # missing: the loader will say why
+            continue
         for f in files:
             try:
                 st = f.stat()
             except OSError:
-                out.append((str(f), -1, -1))
+                out.append((str(f), -1, -1, -1))
                 continue
-            out.append((str(f), st.st_mtime_ns, st.st_size))
+            out.append((str(f), st.st_ino, st.st_mtime_ns, st.st_size))
     return tuple(out)
 
 
@@ -187,7 +184,7 @@ class ReferenceSource:
         self.paths = [Path(p) for p in paths]
         self.fuzzy = fuzzy
         self.fuzzy_threshold = fuzzy_threshold
-        self.loader = loader or _default_loader
+        self.loader: Loader = loader or load_reference_sets
         self._custom_loader = loader is not None
         m = meter or metrics.get_meter("tracepass.collector")
         self._reloads = m.create_counter(
@@ -196,7 +193,7 @@ class ReferenceSource:
         )
         self.catalog = ReferenceCatalog(fuzzy=fuzzy, fuzzy_threshold=fuzzy_threshold)
         self.last_error: str | None = None
-        self._signature: tuple[tuple[str, int, int], ...] | None = None
+        self._signature: tuple[tuple[str, int, int, int], ...] | None = None
 
     def load(self) -> None:
         """First load: errors propagate (a collector must not start on a broken file)."""
