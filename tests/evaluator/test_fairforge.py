@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from tracepass.evaluator.fairforge import fair_forge_parameter_credit, fair_forge_tool_correctness
-from tracepass.evaluator.models import ExpectedTool, Reference, ReferenceTurn, ToolCall, Turn
+from tracepass.evaluator.models import (
+    ConversationResult,
+    ExpectedTool,
+    Reference,
+    ReferenceTurn,
+    ToolCall,
+    Turn,
+)
 from tracepass.evaluator.references import load_dataset
 from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 from tracepass.evaluator.toolcorrectness import compile_turn, tool_correctness
@@ -32,7 +39,7 @@ def test_sample_dataset_hand_computed() -> None:
     ds = load_dataset(SAMPLE)
     (ref,) = ds.reference_set.references
     # (selection, parameters, sequence, utilization, overall) per conversation and turn
-    expected = {
+    expected: dict[str, list[tuple[float, float, float, float, float]]] = {
         "agentic_eval_session": [(1, 1, 1, 1, 1.0)] * 3,
         "agentic_eval_session2": [(1, 1, 1, 1, 1.0)] * 3,
         # turn 2: units missing → keys {location, units}, 1 of 2 equal → 0.5; 0.25*3.5
@@ -168,3 +175,101 @@ def test_turn_type_default_profile_same_sample_numbers() -> None:
             assert b is not None
             assert a.overall == pytest.approx(b.overall)
     assert isinstance(ds.conversations[0].turns[0], Turn)
+
+
+# --------------------------------------------------------------- Fair Forge's crash cases
+
+
+def _ff_dataset(agentic: object, ground_truth_agentic: object) -> list[dict[str, object]]:
+    return [
+        {
+            "session_id": "s1",
+            "assistant_id": "a1",
+            "language": "english",
+            "context": "",
+            "conversation": [
+                {
+                    "qa_id": "q1",
+                    "query": "What's the weather in Paris?",
+                    "assistant": "It is 18 degrees in Paris.",
+                    "ground_truth_assistant": "18 degrees",
+                    "agentic": agentic,
+                    "ground_truth_agentic": ground_truth_agentic,
+                }
+            ],
+        }
+    ]
+
+
+def _score(data: object, tmp_path: Path, profile: str) -> ConversationResult:
+    import json
+
+    p = tmp_path / "ff.json"
+    p.write_text(json.dumps(data))
+    ds = load_dataset(p)
+    (ref,) = ds.reference_set.references
+    (conv,) = ds.conversations
+    return Evaluator(EvaluationConfig(profile=profile)).evaluate(conv, ref)  # type: ignore[arg-type]  # str → Literal
+
+
+@pytest.mark.parametrize("profile", ["fair-forge", "default"])
+def test_parameters_null_on_both_sides_does_not_crash(tmp_path: Path, profile: str) -> None:
+    """Fair Forge 3.0.0 raises AttributeError on `parameters: null`; here null expected
+    parameters mean "not checked" and null actual parameters are an empty mapping."""
+    data = _ff_dataset(
+        {
+            "tools_used": [
+                {"tool_name": "get_weather", "parameters": None, "result": {"temp": 18}, "step": 1}
+            ],
+            "final_answer_uses_tools": True,
+        },
+        {
+            "expected_tools": [{"tool_name": "get_weather", "parameters": None, "step": 1}],
+            "tool_sequence_matters": True,
+        },
+    )
+    result = _score(data, tmp_path, profile)
+    (turn,) = result.turns
+    tc = turn.tool_correctness
+    assert tc is not None
+    assert (tc.selection, tc.parameters, tc.sequence, tc.utilization) == (1.0, 1.0, 1.0, 1.0)
+    assert result.outcome == "pass"
+
+
+@pytest.mark.parametrize("profile", ["fair-forge", "default"])
+def test_expected_tools_but_empty_tools_used_scores_zero_not_none(
+    tmp_path: Path, profile: str
+) -> None:
+    data = _ff_dataset(
+        {"tools_used": [], "final_answer_uses_tools": False},
+        {"expected_tools": [{"tool_name": "get_weather", "parameters": {"city": "Paris"}}]},
+    )
+    result = _score(data, tmp_path, profile)
+    tc = result.turns[0].tool_correctness
+    assert tc is not None
+    assert tc.overall == 0.0
+    assert result.outcome == "fail"
+
+
+def test_empty_dataset_yields_nothing_instead_of_dividing_by_zero(tmp_path: Path) -> None:
+    from tracepass.evaluator.passk import estimate
+    from tracepass.evaluator.references import import_fair_forge
+
+    empty = import_fair_forge([])
+    assert empty.reference_set.references == ()
+    assert empty.conversations == ()
+    p = tmp_path / "empty.json"
+    p.write_text("[]")
+    ds = load_dataset(p)
+    assert ds.reference_set.references == ()
+    assert ds.conversations == ()
+    # no conversations → no trials: pass@k is "no data", not 0 and not a ZeroDivisionError
+    assert not estimate(0, 0, 3).has_data
+
+
+def test_empty_agentic_blocks_mean_not_checked(tmp_path: Path) -> None:
+    """`ground_truth_agentic: {}` (or null) skips tool checking, as in Fair Forge."""
+    gtas: tuple[dict[str, object] | None, ...] = ({}, None)
+    for gta in gtas:
+        result = _score(_ff_dataset({}, gta), tmp_path, "fair-forge")
+        assert result.turns[0].tool_correctness is None
