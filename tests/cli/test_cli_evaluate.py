@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _contract import assert_contract
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -18,41 +19,6 @@ from tracepass.collector.cli.main import app
 
 DATASET = Path(__file__).resolve().parents[1] / "data" / "fair-forge" / "dataset_agentic.json"
 runner = CliRunner()
-
-ESTIMATE_KEYS = {"plugin", "unbiased", "mean", "lower", "upper"}
-TURN_KEYS = {
-    "query",
-    "answer",
-    "answer_score",
-    "answer_correct",
-    "tool_correctness",
-    "trajectory",
-    "tool_calls",
-}
-TOOL_KEYS = {"selection", "parameters", "sequence", "utilization", "overall", "correct"}
-TRAJ_KEYS = {"exact", "in_order", "any_order", "precision", "recall", "f1"}
-
-
-def assert_contract(doc: dict[str, Any], ks: list[int]) -> None:
-    """The issue-6 JSON contract (extra keys are allowed, contract keys are required)."""
-    summary = doc["summary"]
-    for key in ("conversations", "correct", "matched", "unmatched"):
-        assert isinstance(summary[key], int), key
-    assert "readiness" in summary
-    for metric in ("pass_at_k", "pass_pow_k"):
-        assert set(summary[metric]) == {str(k) for k in ks}
-        for block in summary[metric].values():
-            assert set(block) == ESTIMATE_KEYS
-    for conv in doc["conversations"]:
-        assert {"conversation_id", "reference_id", "correct", "turns"} <= set(conv)
-        assert isinstance(conv["correct"], bool)
-        for turn in conv["turns"]:
-            assert set(turn) >= TURN_KEYS
-            if turn["tool_correctness"] is not None:
-                assert set(turn["tool_correctness"]) >= TOOL_KEYS
-            if turn["trajectory"] is not None:
-                assert set(turn["trajectory"]) >= TRAJ_KEYS
-            assert isinstance(turn["tool_calls"], list)
 
 
 def run(*args: str) -> Any:

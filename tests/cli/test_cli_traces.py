@@ -5,11 +5,14 @@ run the installed `tracepass` executable in a subprocess, as CI would."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from _contract import assert_contract
 from typer.testing import CliRunner
 
 from tracepass.collector.cli.main import app
@@ -173,3 +176,102 @@ def test_end_to_end_subprocess_evaluate_html_compare(
     res = runner.invoke(app, ["compare", str(outs["v2"]), str(outs["v1"]), "--fail-on-regression"])
     assert res.exit_code == 0, res.output
     assert "improved" in res.stdout
+
+
+def _split_refs(tmp_path: Path) -> tuple[Path, Path]:
+    """calc_refs.yaml as two files; `mul` does not check tools (tool_correctness null)."""
+    add = tmp_path / "add.yaml"
+    add.write_text(
+        "name: calc-add\nreferences:\n  - id: add\n    turns:\n"
+        "      - query: What is 15 + 27?\n        expected_answer: '42'\n"
+        "        expected_tools:\n          - name: add\n            arguments: {a: 15, b: 27}\n",
+        encoding="utf-8",
+    )
+    mul = tmp_path / "mul.yaml"
+    mul.write_text(
+        "name: calc-mul\nreferences:\n  - id: mul\n    turns:\n"
+        "      - query: What is 6 times 7?\n        expected_answer: '42'\n",
+        encoding="utf-8",
+    )
+    return add, mul
+
+
+def test_evaluate_json_contract_and_references_with_several_values(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    add, mul = _split_refs(tmp_path)
+    trace = str(traces["v2"])
+    fmt = ["--format", "json", "--k", "1,3"]
+    # The issue's form: FILE… --references PATH…
+    res = runner.invoke(app, ["evaluate", trace, "--references", str(add), str(mul), *fmt])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert_contract(doc, [1, 3])
+    assert (doc["summary"]["matched"], doc["summary"]["unmatched"]) == (8, 1)
+    mul_turns = [t for c in doc["conversations"] if c["reference_id"] == "mul" for t in c["turns"]]
+    assert len(mul_turns) == 4
+    for turn in mul_turns:
+        assert turn["tool_correctness"] is None
+        assert turn["trajectory"] == dict.fromkeys(
+            ("exact", "in_order", "any_order", "precision", "recall", "f1")
+        )
+    add_turn = next(c for c in doc["conversations"] if c["reference_id"] == "add")["turns"][0]
+    assert add_turn["trajectory"]["precision"] == 1.0
+    # Repeating the option means the same.
+    res = runner.invoke(app, ["evaluate", trace, "-r", str(add), "-r", str(mul), *fmt])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["summary"] == doc["summary"]
+    # Options first, then a FILE: one reference path, one trace file (as before).
+    res = runner.invoke(app, ["evaluate", "--references", str(add), trace, *fmt])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["summary"]["matched"] == 4
+
+
+def test_evaluate_gate_on_lower_bound(traces: dict[str, Path]) -> None:
+    # add: 2/4, mul: 4/4 -> unbiased pass^3 = 0.5; 8 trials leave a wide interval.
+    base = ["evaluate", str(traces["v2"]), "-r", str(REFS), "--fail-under", "pass_pow_k@3=0.5"]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0, res.output
+    assert "gate PASS pass_pow_k@3 = 0.500 (unbiased) >= 0.5" in res.stderr
+    res = runner.invoke(app, [*base, "--gate-on", "lower", "--format", "json"])
+    assert res.exit_code == 1
+    (gate,) = json.loads(res.stdout)["gates"]
+    assert gate["estimator"] == "lower"
+    assert gate["passed"] is False
+    assert gate["value"] == json.loads(res.stdout)["summary"]["pass_pow_k"]["3"]["lower"]
+    assert "gate FAIL pass_pow_k@3" in res.stderr
+
+
+def test_progress_bar_on_a_terminal_keeps_stdout_json(traces: dict[str, Path]) -> None:
+    """stderr is a real terminal (pty), so rich draws the bar; stdout stays pure JSON."""
+    primary, secondary = os.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:  # read while the child runs: a full pty would block it
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # EIO: the child closed its end
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.Popen(
+            [str(TRACEPASS), "evaluate", str(traces["v1"]), "-r", str(REFS), "--format", "json"],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
+        )
+        os.close(secondary)
+        out, _ = proc.communicate(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        os.close(primary)
+    err = b"".join(chunks)
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert json.loads(out)["summary"]["matched"] == 8
+    assert b"evaluating" in err

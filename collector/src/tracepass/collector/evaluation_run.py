@@ -49,10 +49,25 @@ def parse_ks(text: str) -> list[int]:
     return sorted(ks)
 
 
+TRAJECTORY_KEYS = ("exact", "in_order", "any_order", "precision", "recall", "f1")
+#: A turn's ``trajectory`` when its tools are not checked (no reference turn, no
+#: ``expected_tools``, or a matcher error): the contract's object, every value null.
+NO_TRAJECTORY: dict[str, None] = dict.fromkeys(TRAJECTORY_KEYS)
+
+
 def conversation_json(result: ConversationResult) -> dict[str, Any]:
     """One entry of ``conversations``: the contract keys plus the extra fields the
-    report, `review` and `compare` need (expected answers/tools, graders, outcome)."""
-    return result.model_dump(mode="json")
+    report, `review` and `compare` need (expected answers/tools, graders, outcome).
+
+    The contract makes ``tool_correctness`` nullable but a turn's ``trajectory`` an
+    object; the result model says "not checked" with None for both, so here the turn's
+    trajectory becomes an object of nulls (consumers read ``trajectory["f1"]`` either
+    way and never confuse "not checked" with a score of 0)."""
+    data = result.model_dump(mode="json")
+    for turn in data["turns"]:
+        if turn.get("trajectory") is None:
+            turn["trajectory"] = dict(NO_TRAJECTORY)
+    return data
 
 
 def proportion(n: int, c: int, level: float = 0.95) -> dict[str, Any]:

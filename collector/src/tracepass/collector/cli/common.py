@@ -11,14 +11,16 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+from typer.core import TyperCommand
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -28,6 +30,76 @@ EXIT_INPUT = 2
 class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
+
+
+def expand_multi_values(
+    args: Sequence[str],
+    *,
+    multi: Sequence[str],
+    takes_value: set[str],
+    has_positional: bool,
+) -> list[str]:
+    """Let ``--references a b`` mean ``--references a --references b``.
+
+    Click options take one value each; the issue spells the form ``--references PATH…``.
+    Tokens that follow a ``multi`` option, up to the next option, become further values
+    of it. In a command with positional arguments (``evaluate FILE…``) that only happens
+    when a positional came *before* the option, so both ``evaluate t.jsonl --references
+    a b`` (issue form) and ``evaluate --references a t.jsonl`` (one reference, one file)
+    keep their obvious meaning. ``--`` ends option processing as usual.
+    """
+    out: list[str] = []
+    seen_positional = False
+    greedy: str | None = None
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            out.extend(args[i:])
+            break
+        is_option = token.startswith("-") and token != "-"
+        if greedy is not None and not is_option:
+            out += [greedy, token]
+            i += 1
+            continue
+        greedy = None
+        if not is_option:
+            seen_positional = True
+            out.append(token)
+            i += 1
+            continue
+        name, eq, _value = token.partition("=")
+        out.append(token)
+        if name in takes_value and not eq and i + 1 < len(args):
+            out.append(args[i + 1])  # the option's own value, whatever it looks like
+            i += 1
+        if name in multi and (seen_positional or not has_positional):
+            greedy = name
+        i += 1
+    return out
+
+
+class MultiValueCommand(TyperCommand):
+    """A command whose ``--references`` / ``-r`` accepts several values in a row
+    (see `expand_multi_values`); repeating the option keeps working."""
+
+    multi_value_options: ClassVar[tuple[str, ...]] = ("--references", "-r")
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        takes_value: set[str] = set()
+        has_positional = False
+        for param in self.params:
+            if param.param_type_name == "argument":
+                has_positional = True
+            elif not getattr(param, "is_flag", False) and not getattr(param, "count", False):
+                takes_value.update(param.opts)
+        expanded = expand_multi_values(
+            args,
+            multi=self.multi_value_options,
+            takes_value=takes_value,
+            has_positional=has_positional,
+        )
+        return super().parse_args(ctx, expanded)
 
 
 def stdout_console() -> Console:

@@ -17,6 +17,7 @@ from rich.table import Table
 from tracepass.collector import gates
 from tracepass.collector.cli.common import (
     EXIT_GATE,
+    MultiValueCommand,
     dump_json,
     fail,
     fmt_num,
@@ -67,7 +68,7 @@ class DefaultGrader(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(evaluate)
+    app.command(epilog=EPILOG, cls=MultiValueCommand)(evaluate)
 
 
 def evaluate(
@@ -84,7 +85,7 @@ def evaluate(
         typer.Option(
             "--references",
             "-r",
-            help="Reference set file or folder (repeatable).",
+            help="Reference set files or folders: --references a b (after the trace FILEs) or -r a -r b.",
             show_default=False,
         ),
     ] = None,

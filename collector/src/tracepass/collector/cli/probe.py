@@ -19,6 +19,7 @@ from rich.text import Text
 
 from tracepass.collector.cli.common import (
     EXIT_INPUT,
+    MultiValueCommand,
     OutputFormat,
     dump_json,
     fail,
@@ -52,7 +53,7 @@ Exit codes: 0 done, 2 usage or input error, 130 interrupted (resume with --resum
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(probe)
+    app.command(epilog=EPILOG, cls=MultiValueCommand)(probe)
 
 
 def _ks(text: str | None, trials: int) -> list[int]:
@@ -73,7 +74,11 @@ def _ks(text: str | None, trials: int) -> list[int]:
 def probe(
     references: Annotated[
         list[Path],
-        typer.Option("--references", "-r", help="Reference set file or folder (repeatable)."),
+        typer.Option(
+            "--references",
+            "-r",
+            help="Reference set files or folders: --references a b, or -r a -r b.",
+        ),
     ],
     agent_spec: Annotated[
         str,

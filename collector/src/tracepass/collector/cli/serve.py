@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracepass.collector.cli.common import fail, stderr_console
+from tracepass.collector.cli.common import MultiValueCommand, fail, stderr_console
 
 EPILOG = """\
 Examples:
@@ -35,7 +35,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(serve)
+    app.command(epilog=EPILOG, cls=MultiValueCommand)(serve)
 
 
 def setup_logging(level: str) -> None:
@@ -92,7 +92,7 @@ def serve(
         typer.Option(
             "--references",
             "-r",
-            help="Reference set file or folder (repeatable).",
+            help="Reference set files or folders: --references a b, or -r a -r b.",
             show_default=False,
         ),
     ] = None,

@@ -118,7 +118,7 @@ def trajectory_by_version(doc: Mapping[str, Any]) -> dict[str, dict[str, float]]
         for conv in convs:
             for turn in conv.get("turns") or []:
                 traj = turn.get("trajectory")
-                if not traj:
+                if not traj or traj.get("f1") is None:  # tools not checked on this turn
                     continue
                 n += 1
                 for axis in TRAJECTORY_AXES:
