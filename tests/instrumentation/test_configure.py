@@ -138,7 +138,13 @@ async def _run_agent(tmp_path: Path, kwargs: str, env: dict[str, str]) -> None:
     assert proc.returncode == 0, err.decode()
 
 
-async def test_http_round_trip_fresh_process_env_endpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("variable", "path"),
+    [("OTEL_EXPORTER_OTLP_ENDPOINT", ""), ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "/v1/traces")],
+)
+async def test_http_round_trip_fresh_process_env_endpoint(
+    tmp_path: Path, variable: str, path: str
+) -> None:
     received: list[trace_service_pb2.ExportTraceServiceRequest] = []
 
     async def handle(request: web.Request) -> web.Response:
@@ -162,7 +168,7 @@ async def test_http_round_trip_fresh_process_env_endpoint(tmp_path: Path) -> Non
             tmp_path,
             "{'service_name': 'round-trip-svc'}",
             {
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                variable: f"http://127.0.0.1:{port}{path}",
                 "OTEL_EXPORTER_OTLP_HEADERS": "x-team=evals",
             },
         )
@@ -174,20 +180,27 @@ async def test_http_round_trip_fresh_process_env_endpoint(tmp_path: Path) -> Non
 class _Collector(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self) -> None:
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.metadata: list[dict[str, str]] = []
 
     def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         self.requests.append(request)
+        self.metadata.append({k: v for k, v in context.invocation_metadata()})
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
-async def test_grpc_round_trip_fresh_process_explicit_endpoint(tmp_path: Path) -> None:
+def _grpc_collector() -> tuple[_Collector, grpc.Server, int]:
     collector = _Collector()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
+    return collector, server, port
+
+
+async def test_grpc_round_trip_fresh_process_explicit_endpoint(tmp_path: Path) -> None:
+    collector, server, port = _grpc_collector()
     try:
         await _run_agent(
             tmp_path,
@@ -198,6 +211,26 @@ async def test_grpc_round_trip_fresh_process_explicit_endpoint(tmp_path: Path) -
     finally:
         server.stop(grace=None)
     _check_round_trip(collector.requests)
+
+
+async def test_grpc_chosen_by_env_protocol_endpoint_and_headers(tmp_path: Path) -> None:
+    """configure() with no export arguments at all: everything from OTEL_EXPORTER_OTLP_*."""
+    collector, server, port = _grpc_collector()
+    try:
+        await _run_agent(
+            tmp_path,
+            "{'service_name': 'round-trip-svc'}",
+            {
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                "OTEL_EXPORTER_OTLP_HEADERS": "x-team=evals",
+            },
+        )
+    finally:
+        server.stop(grace=None)
+    _check_round_trip(collector.requests)
+    assert collector.metadata
+    assert all(md.get("x-team") == "evals" for md in collector.metadata)
 
 
 def test_bad_protocol_is_a_precise_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -219,3 +219,20 @@ def test_nan_and_inf_results_do_not_raise(spans: InMemorySpanExporter) -> None:
     echo(math.nan)
     span = one(spans.get_finished_spans(), "execute_tool echo")
     assert (span.attributes or {})["gen_ai.tool.call.result"] == "NaN"
+
+
+def test_default_cap_truncates_at_64_kib(spans: InMemorySpanExporter) -> None:
+    big = "é" * 40_000  # 80,000 UTF-8 bytes: over the default cap, as a string and as JSON
+    answer(big)
+    echo(big)
+    finished = spans.get_finished_spans()
+    turn = one(finished, "invoke_agent answer")
+    content = attr_json(turn, "gen_ai.input.messages")[0]["parts"][0]["content"]
+    assert content == "é" * 32_768 + truncation_marker(80_000)
+    out = attr_json(turn, "gen_ai.output.messages")[0]["parts"][0]["content"]
+    assert out.endswith(truncation_marker(len(("The answer to " + big).encode())))
+    tool_attrs = one(finished, "execute_tool echo").attributes or {}
+    result = tool_attrs["gen_ai.tool.call.result"]
+    assert isinstance(result, str)
+    assert result == json.dumps(big, ensure_ascii=False)[:32_768] + truncation_marker(80_002)
+    assert len(result.encode()) - len(truncation_marker(80_002).encode()) <= 65_536

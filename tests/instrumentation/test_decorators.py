@@ -415,3 +415,9 @@ def test_decorated_function_keeps_metadata() -> None:
     assert get_weather.__name__ == "get_weather"
     assert weather_agent.__wrapped__.__name__ == "weather_agent"  # type: ignore[attr-defined]
     assert asyncio.iscoroutinefunction(search)
+
+
+@pytest.mark.parametrize(("decorator", "label"), [(tool, "tool"), (agent, "agent")])
+def test_positional_name_is_a_precise_error(decorator: object, label: str) -> None:
+    with pytest.raises(TypeError, match=rf"@{label} decorates a function; got str 'x'.*name="):
+        decorator("x")  # type: ignore[operator]

@@ -10,8 +10,10 @@ import pytest
 from _instr_support import attr_json, by_name, one
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import tool as lc_tool
 from langgraph.prebuilt import ToolNode, create_react_agent
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -171,6 +173,58 @@ async def test_async_multi_turn_and_tool_error(spans: InMemorySpanExporter) -> N
     assert not handler._parents
 
 
+def test_core_only_tool_loop_with_langchain_fake_chat_model(spans: InMemorySpanExporter) -> None:
+    """No LangGraph: langchain-core's own fake chat model drives a hand-written
+    tool-calling loop, the shape of any plain-LangChain agent."""
+    model = GenericFakeChatModel(messages=iter(_script()))
+    tools = {t.name: t for t in (get_weather, convert)}
+
+    def loop(messages: list[BaseMessage], config: RunnableConfig) -> str:
+        while True:
+            reply = model.invoke(messages, config)
+            messages.append(reply)
+            if not isinstance(reply, AIMessage) or not reply.tool_calls:
+                return str(reply.content)
+            for call in reply.tool_calls:
+                result = tools[call["name"]].invoke({**call, "type": "tool_call"}, config)
+                assert isinstance(result, ToolMessage)
+                messages.append(result)
+
+    chain = RunnableLambda(loop, name="core_loop")
+    handler = TracepassCallbackHandler()
+    with conversation("core-conv", reference_id="core-ref") as conv:
+        answer = chain.invoke(
+            [HumanMessage("Weather in Paris in F?")], config={"callbacks": [handler]}
+        )
+    assert answer == "It is 64.4F in Paris."
+    finished = spans.get_finished_spans()
+    turn = one(finished, "invoke_agent core_loop")
+    assert turn.context is not None
+    assert attr_json(turn, "gen_ai.input.messages") == [
+        {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris in F?"}]}
+    ]
+    assert attr_json(turn, "gen_ai.output.messages")[0]["parts"][0]["content"] == answer
+    weather = one(finished, "execute_tool get_weather")
+    convert_span = one(finished, "execute_tool convert")
+    assert weather.attributes is not None
+    assert convert_span.attributes is not None
+    assert weather.attributes["gen_ai.tool.call.id"] == "call_w1"
+    assert convert_span.attributes["gen_ai.tool.call.id"] == "call_c1"
+    assert attr_json(weather, "gen_ai.tool.call.result") == {"city": "Paris", "temp_c": 18}
+    assert attr_json(convert_span, "gen_ai.tool.call.arguments") == {"celsius": 18}
+    for span in (weather, convert_span):
+        assert span.parent is not None
+        assert span.parent.span_id == turn.context.span_id
+        assert span.attributes is not None
+        assert span.attributes["tracepass.reference.id"] == "core-ref"
+    assert weather.start_time is not None
+    assert convert_span.start_time is not None
+    assert weather.start_time < convert_span.start_time  # the model's call order
+    assert conv.turns == 1
+    assert not handler._calls
+    assert not handler._parents
+
+
 def test_graph_inside_agent_is_a_sub_agent(spans: InMemorySpanExporter) -> None:
     graph = create_react_agent(ScriptedChatModel(script=_script()), [get_weather, convert])
     handler = TracepassCallbackHandler(agent_name="inner_graph")
@@ -202,6 +256,11 @@ def test_graph_inside_agent_is_a_sub_agent(spans: InMemorySpanExporter) -> None:
             "blocks",
         ),
         ({"other": 1}, None),
+        ([HumanMessage("listed"), AIMessage("x")], "listed"),
+        ([("system", "be brief"), ("user", "tuples")], "tuples"),
+        (HumanMessage("single"), "single"),
+        (AIMessage("not a query"), None),
+        (42, None),
     ],
 )
 def test_extract_query(inputs: Any, expected: str | None) -> None:
@@ -212,4 +271,7 @@ def test_extract_answer() -> None:
     assert extract_answer({"messages": [HumanMessage("q"), AIMessage("final")]}) == "final"
     assert extract_answer({"output": "done"}) == "done"
     assert extract_answer(AIMessage("direct")) == "direct"
+    assert extract_answer([HumanMessage("q"), AIMessage("from list")]) == "from list"
+    assert extract_answer(HumanMessage("not an answer")) is None
+    assert extract_answer(["plain", "strings"]) is None
     assert extract_answer(42) is None

@@ -79,6 +79,8 @@ _AI_ROLES = frozenset({"ai", "assistant", "AIMessageChunk"})
 
 
 def extract_query(inputs: Any) -> str | None:
+    """The user's query from a root run's input: a str, a dict (`messages` or a text
+    key), a bare message list (`chain.invoke([HumanMessage(...)])`) or one message."""
     if isinstance(inputs, str):
         return inputs
     if isinstance(inputs, Mapping):
@@ -87,10 +89,16 @@ def extract_query(inputs: Any) -> str | None:
         for key in ("input", "question", "query"):
             if isinstance(inputs.get(key), str):
                 return str(inputs[key])
-    return None
+        return None
+    if isinstance(inputs, Sequence):
+        return _last_message_text(inputs, _USER_ROLES)
+    role, content = _role_and_content(inputs)
+    return _content_text(content) if role in _USER_ROLES else None
 
 
 def extract_answer(outputs: Any) -> str | None:
+    """The final answer from a root run's output: the same shapes as `extract_query`,
+    looking for the last AI message instead."""
     if isinstance(outputs, str):
         return outputs
     if isinstance(outputs, Mapping):
@@ -100,6 +108,8 @@ def extract_answer(outputs: Any) -> str | None:
             if isinstance(outputs.get(key), str):
                 return str(outputs[key])
         return None
+    if isinstance(outputs, Sequence):
+        return _last_message_text(outputs, _AI_ROLES)
     role, content = _role_and_content(outputs)
     return _content_text(content) if role in _AI_ROLES else None
 
