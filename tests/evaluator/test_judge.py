@@ -306,13 +306,13 @@ async def test_cache_hit_skips_the_model(tmp_path: Path) -> None:
         assert (second.score, second.reasoning) == (first.score, first.reasoning)
         await judge.judge("q", "a", "other expected")
         assert len(model.received) == 2
-        assert outcomes == ["ok", "cache_hit", "ok"]
+        assert outcomes == ["ok", "cached", "ok"]
     # persisted: a new cache on the same file, a new judge → still a hit
     with JudgeCache(db) as cache2:
         judge2, outcomes2 = judge_of(model, cache=cache2)
         await judge2.judge("q", "a", "e")
         assert len(model.received) == 2
-        assert outcomes2 == ["cache_hit"]
+        assert outcomes2 == ["cached"]
         # another rubric version misses
         judge3, _ = judge_of(model, cache=cache2, rubric_version="v2")
         await judge3.judge("q", "a", "e")
@@ -327,6 +327,28 @@ async def test_errors_are_not_cached(tmp_path: Path) -> None:
         judge, _ = judge_of(model, cache=cache, max_retries=0)
         assert (await judge.judge("q", "a", "e")).error is not None
         assert len(cache) == 0
+
+
+async def test_unusable_cache_is_a_miss_not_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cache database breaks under the judge (here another process dropped its
+    table; in production: a lock held past the busy timeout, a full disk): the judge
+    still judges (read = miss, write skipped), logs it, and the verdict is a real one."""
+    db = tmp_path / "broken.sqlite"
+    with JudgeCache(db) as cache:
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("DROP TABLE judge_verdicts")
+        other.close()
+        model = ScriptedChatModel(script=[GOOD])
+        judge, outcomes = judge_of(model, cache=cache)
+        with caplog.at_level("WARNING", logger="tracepass.evaluator.judge"):
+            verdict = await judge.judge("q", "a", "e")
+        assert verdict.error is None
+        assert verdict.score is not None
+        assert outcomes == ["ok"]
+        assert "judge cache read failed" in caplog.text
+        assert "judge cache write failed" in caplog.text
 
 
 def test_cache_key_covers_every_input() -> None:
@@ -415,7 +437,7 @@ async def test_identical_concurrent_requests_share_one_call() -> None:
     assert len(model.received) == 1
     assert [v.score for v in verdicts] == [0.9] * 5
     assert sorted(v.cached for v in verdicts) == [False, True, True, True, True]
-    assert sorted(outcomes) == ["cache_hit"] * 4 + ["ok"]
+    assert sorted(outcomes) == ["cached"] * 4 + ["ok"]
 
 
 async def test_cancelled_owner_does_not_cancel_waiters() -> None:

@@ -31,6 +31,7 @@ import json
 import logging
 import random
 import re
+import sqlite3
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -209,8 +210,9 @@ class LLMJudge:
     meaning changes (by default a custom rubric's version is a hash of its text, so
     editing it never reuses old cached verdicts). `pass_threshold` decides
     `JudgeVerdict.passed`; the `llm` grader applies the turn's threshold instead.
-    `on_call(outcome)` is called with "ok", "error", "cache_hit" or "retry" so a
-    metrics layer can count judge calls without this module knowing about it.
+    `on_call(outcome)` is called with "ok", "error", "cached" or "retry" (the
+    `outcome` values of the exported `tracepass_judge_calls_total`) so a metrics layer
+    can count judge calls without this module knowing about it.
     """
 
     def __init__(
@@ -402,6 +404,26 @@ class LLMJudge:
             return self._validate(result)
         return self.parse_reply(_text_of(result))
 
+    def _cache_get(self, key: str) -> tuple[float, str | None] | None:
+        """A cache that cannot be read (locked past its busy timeout, disk trouble) is a
+        miss, not a failed judgement: the cache only saves money, never decides."""
+        assert self.cache is not None
+        try:
+            return self.cache.get(key)
+        except sqlite3.Error as exc:
+            log.warning("judge cache read failed (%s); judging without it", exc)
+            return None
+
+    def _cache_put(self, key: str, score: float, reasoning: str | None) -> None:
+        if self.cache is None:
+            return
+        try:
+            self.cache.put(
+                key, score, reasoning, model_id=self.model_id, rubric_version=self.rubric_version
+            )
+        except sqlite3.Error as exc:
+            log.warning("judge cache write failed (%s); verdict kept, not cached", exc)
+
     def _delay(self, attempt: int) -> float:
         base: float = min(self.backoff_max_s, self.backoff_s * (2**attempt))
         # Full jitter keeps many concurrent retries from hitting a rate limit in lockstep.
@@ -432,7 +454,7 @@ class LLMJudge:
                 # the request we waited on was cancelled, not us: judge ourselves
             else:
                 if shared.error is None:
-                    self._emit("cache_hit")
+                    self._emit("cached")
                     return shared.model_copy(update={"cached": True})
                 return shared
         future: asyncio.Future[JudgeVerdict] = loop.create_future()
@@ -458,9 +480,9 @@ class LLMJudge:
         context: str | None,
     ) -> JudgeVerdict:
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = self._cache_get(key)
             if hit is not None:
-                self._emit("cache_hit")
+                self._emit("cached")
                 score, reasoning = hit
                 return JudgeVerdict(
                     score=score,
@@ -485,14 +507,7 @@ class LLMJudge:
                 if not self.retry_on(exc):
                     break
             else:
-                if self.cache is not None:
-                    self.cache.put(
-                        key,
-                        score,
-                        reasoning,
-                        model_id=self.model_id,
-                        rubric_version=self.rubric_version,
-                    )
+                self._cache_put(key, score, reasoning)
                 self._emit("ok")
                 return JudgeVerdict(
                     score=score,
