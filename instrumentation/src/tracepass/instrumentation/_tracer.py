@@ -7,16 +7,24 @@ provider that is installed after decoration (the usual `configure` order) take e
 
 from __future__ import annotations
 
-from importlib import metadata
+import functools
 
 from opentelemetry import trace
 
 from tracepass.instrumentation._semconv import INSTRUMENTATION_SCOPE
 
-try:
-    _VERSION: str | None = metadata.version("tracepass-instrumentation")
-except metadata.PackageNotFoundError:  # running from a source tree
-    _VERSION = None
+
+@functools.cache
+def _version() -> str | None:
+    """Looked up on first use, not at import: importlib.metadata costs tens of
+    milliseconds to import, a price `import tracepass.instrumentation` should not pay."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tracepass-instrumentation")
+    except metadata.PackageNotFoundError:  # running from a source tree
+        return None
+
 
 _cached_provider: trace.TracerProvider | None = None
 _cached_tracer: trace.Tracer | None = None
@@ -27,6 +35,6 @@ def get_tracer() -> trace.Tracer:
     provider = trace.get_tracer_provider()
     tracer = _cached_tracer
     if provider is not _cached_provider or tracer is None:
-        tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, _VERSION)
+        tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, _version())
         _cached_provider, _cached_tracer = provider, tracer
     return tracer
