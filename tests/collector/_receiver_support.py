@@ -27,8 +27,14 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.sink import IngestResult, Overloaded
 
 
+def _text(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
 def make_spans(n_turns: int = 2, conversation: str = "conv-1") -> list[ReadableSpan]:
-    """A small agent trace per turn: invoke_agent → chat + execute_tool (one failing)."""
+    """A small GenAI-semconv agent trace per turn: invoke_agent (query and answer as
+    JSON messages) → chat + execute_tool (failing on odd turns), with typed attributes
+    of every kind so the encodings have something to get wrong."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(
         resource=Resource.create({"service.name": "test-agent", "service.version": "1.2.3"})
@@ -43,19 +49,28 @@ def make_spans(n_turns: int = 2, conversation: str = "conv-1") -> list[ReadableS
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.conversation.id": conversation,
                 "gen_ai.agent.name": "weather",
+                "gen_ai.input.messages": _text("user", f"question {turn}"),
+                "gen_ai.output.messages": _text("assistant", f"answer {turn}"),
                 "turn": turn,
                 "score": 0.5,
                 "flag": True,
                 "tags": ["a", "b"],
             },
         ):
-            with tracer.start_as_current_span("chat model", kind=SpanKind.CLIENT) as chat:
+            with tracer.start_as_current_span(
+                "chat model",
+                kind=SpanKind.CLIENT,
+                attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+            ) as chat:
                 chat.add_event("gen_ai.user.message", {"content": f"question {turn}"})
             with tracer.start_as_current_span(
                 "execute_tool get_weather",
                 attributes={
+                    "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": "get_weather",
+                    "gen_ai.tool.call.id": f"call-{turn}",
                     "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "turn": turn}),
+                    "gen_ai.tool.call.result": f"sunny {turn}",
                 },
             ) as tool:
                 if turn % 2:
