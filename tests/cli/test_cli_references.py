@@ -82,3 +82,38 @@ def test_show_lists_references(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "add" in res.stdout
     assert "calculator" in res.stdout
+
+
+def test_import_adk_evalset_roundtrips(tmp_path: Path) -> None:
+    evalset = DATASET.parents[1] / "adk" / "home_automation.evalset.json"
+    out = tmp_path / "home.yaml"
+    res = runner.invoke(
+        app, ["references", "import", "--from", "adk", str(evalset), "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    # The user-simulation case cannot become a static reference: reported, not dropped.
+    assert "skipped:" in res.stderr
+    assert "simulated_user_booking" in res.stderr
+    (rs,) = load_reference_sets([out])
+    assert rs.name == "home_automation"
+    first = rs.references[0]
+    assert first.id == "turn_off_then_check"
+    assert first.turns[0].expected_tools is not None
+    assert first.turns[0].expected_tools[0].name == "set_device_info"
+    res = runner.invoke(app, ["references", "show", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "set_device_info" in res.stdout
+
+
+def test_show_bad_input_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("    turns:\n", "    turnz:\n"), encoding="utf-8")
+    res = runner.invoke(app, ["references", "show", str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}:" in res.stderr
+    assert "references[0].turnz: unknown field" in res.stderr
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("name: e\nreferences: []\n", encoding="utf-8")
+    res = runner.invoke(app, ["references", "show", str(empty)])
+    assert res.exit_code == 2
+    assert "no references found" in res.stderr

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -15,7 +15,10 @@ from tracepass.collector.cli.common import (
     stdout_console,
     write_text,
 )
-from tracepass.evaluator.models import Conversation
+
+if TYPE_CHECKING:
+    # Typing only: the evaluator's pydantic models cost most of `tracepass --help`.
+    from tracepass.evaluator.models import Conversation
 
 EPILOG = """\
 Examples:

@@ -26,6 +26,8 @@ Examples:
 Starts a collector in this process (OTLP on 4317/4318, /metrics on 9464, or free ports
 when those are busy), runs the example travel agent from examples/ — version 1.0, then
 a regressed 1.1 — and shows pass@k / pass^k per version live. Ctrl-C ends it early.
+Exit codes: 0 finished or ended with Ctrl-C (report written), 2 bad option, examples
+not found or a port that cannot be bound.
 """
 
 

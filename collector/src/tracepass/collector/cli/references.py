@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from tracepass.collector.cli import sources
 from tracepass.collector.cli.common import (
     fail,
     plain,
@@ -18,13 +17,10 @@ from tracepass.collector.cli.common import (
     stdout_console,
     write_text,
 )
-from tracepass.evaluator.models import ExpectedTool, ReferenceSet
-from tracepass.evaluator.references import (
-    ReferenceLoadError,
-    dump_reference_set_yaml,
-    import_adk,
-    import_fair_forge,
-)
+
+if TYPE_CHECKING:
+    # Typing only: loading the evaluator's models costs most of `tracepass --help`.
+    from tracepass.evaluator.models import ExpectedTool, ReferenceSet
 
 references_app = typer.Typer(
     no_args_is_help=True,
@@ -79,6 +75,8 @@ def validate(
     ],
 ) -> None:
     """Check reference sets: schema, unique ids, argument-match rules."""
+    from tracepass.collector.cli import sources
+
     sets = sources.reference_sets(paths)
     total = sum(len(rs.references) for rs in sets)
     stdout_console().print(
@@ -100,6 +98,13 @@ def import_(
     ] = None,
 ) -> None:
     """Convert a Fair Forge dataset or an ADK eval set to a tracepass YAML reference set."""
+    from tracepass.evaluator.references import (
+        ReferenceLoadError,
+        dump_reference_set_yaml,
+        import_adk,
+        import_fair_forge,
+    )
+
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -136,6 +141,8 @@ def show(
     ],
 ) -> None:
     """List references: id, turns, first query, expected tools, graders."""
+    from tracepass.collector.cli import sources
+
     sets = sources.reference_sets(paths)
     console = stdout_console()
     for rs in sets:

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from tracepass.collector import review as review_mod
 from tracepass.collector.cli.common import (
     OutputFormat,
     dump_json,
@@ -68,6 +67,9 @@ def export(
 
     Columns: query, answer, expected, judge score and reasoning, and an empty human_label.
     """
+    # Imported here: pydantic models would otherwise load for every `tracepass --help`.
+    from tracepass.collector import review as review_mod
+
     if output.suffix.lower() not in (".csv", ".jsonl", ".ndjson"):
         fail(f"{output}: output must end in .csv or .jsonl")
     doc = load_json_file(results, "RESULTS")
@@ -113,6 +115,8 @@ def import_(
 
     Confusion matrix, accuracy, Cohen's kappa, sensitivity, specificity and the success rate corrected for judge error (Rogan–Gladen).
     """
+    from tracepass.collector import review as review_mod
+
     try:
         read = review_mod.read_labels(labels)
     except review_mod.ReviewError as exc:

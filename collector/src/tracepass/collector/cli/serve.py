@@ -27,7 +27,8 @@ Examples:
 
 When it is listening, one JSON line goes to stdout:
 {"event": "listening", "grpc_port": 4317, "http_port": 4318, "metrics_port": 9464, ...}
-SIGINT / SIGTERM stop it cleanly (exit 0). Exit 2: bad config, reference or state file,
+SIGINT / SIGTERM stop it cleanly.
+Exit codes: 0 stopped by SIGINT/SIGTERM, 2 bad option, config, reference or state file,
 or a port that cannot be bound.
 """
 
