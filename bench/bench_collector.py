@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig, StateConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
-from tracepass.collector.pipeline import Pipeline
+from tracepass.collector.pipeline import Pipeline, tune_gc
 from tracepass.collector.receiver.servers import ReceiverServers
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, Reference
 
@@ -244,6 +244,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
+    # The GC setting `Pipeline.start` applies (process-wide), applied first so the
+    # baseline and every collector run measure under the same one.
+    tune_gc()
     payloads = [payload(k) for k in range(args.requests)]
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}

@@ -48,6 +48,7 @@ T = TypeVar("T")
 Durability = Literal["none", "batch"]
 
 SCHEMA_VERSION = 2
+PAGE_SIZE = 16384  # of new state files
 # Version 1 files lack only the request log tables, which `_SCHEMA` creates: upgraded
 # in place.
 _UPGRADABLE = {1}
@@ -245,6 +246,11 @@ class StateStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
+            # New files only (SQLite ignores it once the file has pages): request blobs
+            # are ~100 KB-1 MB, and 16 KiB pages write them with a quarter of the
+            # overflow-page bookkeeping of the 4 KiB default (about half the CPU per
+            # stored request, measured).
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StateError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
@@ -376,33 +382,28 @@ class StateStore:
     async def write_request(
         self,
         request: ExportTraceServiceRequest,
-        records: Sequence[SpanRecord],
-        held: Iterable[tuple[str, SpanRecord]],
+        keys: Sequence[str | None],
         received_at: float,
         merges: Iterable[tuple[str, str]] = (),
     ) -> None:
-        """Store one export request as received plus the conversation key of each of
-        its `records` (the normalizer's output, in order) that assembly holds; records
-        not held (dropped) get no key and are skipped on recovery."""
-        key_of = {id(rec): key for key, rec in held}
+        """Store one export request as received plus its routing: `keys[i]` is the
+        conversation holding the normalizer's i-th record (`AddOutcome.keys`), None for
+        records assembly did not hold (dropped), which recovery skips."""
         merges = list(merges)
 
         def op(conn: sqlite3.Connection) -> None:
             # Serialized here, on the writer thread: the event loop only waits.
-            keys: dict[str, int] = {}
-            index = [
-                -1 if (k := key_of.get(id(rec))) is None else keys.setdefault(k, len(keys))
-                for rec in records
-            ]
+            slots: dict[str, int] = {}
+            index = [-1 if k is None else slots.setdefault(k, len(slots)) for k in keys]
             _apply_merges(conn, merges)
-            routing = _encode([list(keys), index, merges])
+            routing = _encode([list(slots), index, merges])
             cur = conn.execute(
                 "INSERT INTO requests (received_at, data, routing) VALUES (?,?,?)",
                 (received_at, encode_request(request), routing),
             )
             req_id = cur.lastrowid
             conn.executemany(
-                "INSERT OR IGNORE INTO request_keys VALUES (?,?)", [(k, req_id) for k in keys]
+                "INSERT OR IGNORE INTO request_keys VALUES (?,?)", [(k, req_id) for k in slots]
             )
 
         await self.run(op)

@@ -61,6 +61,13 @@ class _State(Enum):
     TOMBSTONE = 3  # records freed; later spans are dropped
 
 
+_OPEN = _State.OPEN
+_RETAINED = _State.RETAINED
+_TOMBSTONE = _State.TOMBSTONE
+_TURN = RecordKind.TURN
+_END = RecordKind.END
+
+
 @dataclass(frozen=True, slots=True)
 class Completed:
     """A conversation handed over for evaluation."""
@@ -76,17 +83,44 @@ class Completed:
 
 @dataclass(frozen=True, slots=True)
 class AddOutcome:
-    accepted: list[tuple[str, SpanRecord]]  # new records with the key they were routed to
-    # accepted + duplicates of records already held: what a durable store must contain
-    # before the request is acknowledged (a retry after a failed commit is a duplicate).
-    held: list[tuple[str, SpanRecord]]
+    """What `Assembler.add` did with one batch.
+
+    Stored as the batch plus one routing key per record (None: not held) instead of
+    lists of `(key, record)` pairs: building two tuples and two list entries per span
+    cost more than everything else `add` does for it. `accepted`/`held` build those
+    lists on demand."""
+
+    records: list[SpanRecord]  # the batch, in order
+    keys: list[str | None]  # per record: the conversation holding it, None if dropped
     duplicates: int
     late: int
     dropped: int
     merged: list[tuple[str, str]]  # (trace-only key, conversation key) buffers merged
+    duplicate_at: tuple[int, ...] = ()  # positions of records that were duplicates
+
+    @property
+    def held(self) -> list[tuple[str, SpanRecord]]:
+        """New records + duplicates of records already held, with their keys: what a
+        durable store must contain before the request is acknowledged (a retry after a
+        failed commit is a duplicate)."""
+        return [(k, r) for k, r in zip(self.keys, self.records, strict=True) if k is not None]
+
+    @property
+    def accepted(self) -> list[tuple[str, SpanRecord]]:
+        """New records with the key they were routed to."""
+        dup = set(self.duplicate_at)
+        return [
+            (k, r)
+            for i, (k, r) in enumerate(zip(self.keys, self.records, strict=True))
+            if k is not None and i not in dup
+        ]
+
+    @property
+    def any_held(self) -> bool:
+        return self.duplicates > 0 or any(k is not None for k in self.keys)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Conv:
     key: str
     state: _State
@@ -192,81 +226,120 @@ class Assembler:
     # ------------------------------------------------------------------ ingest
 
     def add(self, records: Iterable[SpanRecord]) -> AddOutcome:
+        """Route, dedupe and buffer one batch; then check the touched conversations.
+
+        One loop with `_insert` inlined (the ingest hot path: one pass per span, counters
+        kept in locals); the caps are only consulted when the batch could cross one."""
         now = self.clock()
-        batch = list(records)
+        batch = records if isinstance(records, list) else list(records)
         merged: list[tuple[str, str]] = []
+        trace_conv = self._trace_conv
+        tc_get = trace_conv.get
         # Pass 1: learn trace -> conversation links first, so spans without a conversation
         # id (e.g. a web framework's server span above the agent) join their conversation
         # whatever their position in the request.
         for rec in batch:
             cid = rec.conversation_id
-            if cid is not None and self._trace_conv.get(rec.trace_id) is None:
+            if cid is not None and tc_get(rec.trace_id) is None:
                 self._link(rec.trace_id, cid, now, merged)
+        # `route`, inlined.
+        keys: list[str | None] = [
+            r.conversation_id or tc_get(r.trace_id) or r.trace_id for r in batch
+        ]
+        n = len(batch)
+        cfg = self.config
+        if (
+            len(self._open) + n > cfg.max_open_conversations
+            or self._held + n > cfg.max_buffered_spans
+        ):
+            self._make_room(n, {k for k in keys if k is not None}, now)
         touched: dict[str, _Conv] = {}
         signalled: set[str] = set()
-        accepted: list[tuple[str, SpanRecord]] = []
-        held: list[tuple[str, SpanRecord]] = []
-        duplicates = late = dropped = 0
-        route = self.route
-        keys = [route(r) for r in batch]
-        self._make_room(len(batch), set(keys), now)
+        duplicate_at: list[int] = []
+        late = dropped = inserted = 0
         convs = self._convs
-        max_spans = self.config.max_spans_per_conversation
-        for key, rec in zip(keys, batch, strict=True):
-            conv = convs.get(key)
-            if conv is not None and conv.state is _State.TOMBSTONE:
-                self.instruments.late_spans.add(1)
-                self.instruments.spans_dropped.add(1, {"reason": "after_retention"})
-                late += 1
-                dropped += 1
-                log.info("span %s/%s for closed conversation %s dropped", *_ids(rec), key)
-                continue
+        conv_get = convs.get
+        max_spans = cfg.max_spans_per_conversation
+        last: _Conv | None = None
+        for i in range(n):
+            rec = batch[i]
+            key: str = keys[i]  # type: ignore[assignment]
+            conv = conv_get(key)
             skey = (rec.trace_id, rec.span_id)
-            if conv is not None and skey in conv.records:
-                duplicates += 1
-                held.append((key, rec))
-                continue
-            if conv is not None and conv.state is _State.RETAINED:
-                self.instruments.late_spans.add(1)
-                late += 1
-                self._reopen(conv, now)
             if conv is None:
                 conv = self._new_open(key, now)
-            if len(conv.records) >= max_spans:
+            else:
+                state = conv.state
+                if state is _TOMBSTONE:
+                    keys[i] = None
+                    self.instruments.late_spans.add(1)
+                    self.instruments.spans_dropped.add(1, {"reason": "after_retention"})
+                    late += 1
+                    dropped += 1
+                    log.info("span %s/%s for closed conversation %s dropped", *_ids(rec), key)
+                    continue
+                if skey in conv.records:
+                    duplicate_at.append(i)
+                    continue
+                if state is _RETAINED:
+                    self.instruments.late_spans.add(1)
+                    late += 1
+                    self._reopen(conv, now)
+            conv_records = conv.records
+            if len(conv_records) >= max_spans:
+                keys[i] = None
                 conv.truncated = True
                 dropped += 1
                 self.instruments.spans_dropped.add(1, {"reason": "max_spans_per_conversation"})
                 log.warning(
                     "conversation %s exceeds %d spans; span %s/%s dropped",
                     key,
-                    self.config.max_spans_per_conversation,
+                    max_spans,
                     *_ids(rec),
                 )
                 continue
-            self._insert(conv, rec, now)
-            item = (key, rec)
-            accepted.append(item)
-            held.append(item)
-            touched[key] = conv
+            # `_insert`, inlined; the conversation is OPEN here (new, open or re-opened).
+            conv_records[skey] = rec
+            inserted += 1
+            if rec.conversation_id is not None:
+                conv.trace_only = False
+            if rec.reference_id and conv.reference_id is None:
+                conv.reference_id = rec.reference_id
             kind = rec.kind
-            if (
-                kind is RecordKind.TURN
-                or kind is RecordKind.END
-                or rec.parent_span_id is None
-                or skey in conv.missing
-            ):
+            parent = rec.parent_span_id
+            if kind is _TURN:
+                self._note_turn(conv, rec)
                 signalled.add(key)
+            elif kind is _END:
+                self._note_end(conv, rec, now)
+                signalled.add(key)
+            if kind is not _END:
+                conv.traces.add(rec.trace_id)
+                if parent is None:
+                    conv.roots[rec.trace_id] = rec
+                    conv.root_seen_at = now
+                    signalled.add(key)
+            if conv.missing and skey in conv.missing:
+                signalled.add(key)
+            if conv is not last:
+                touched[key] = conv
+                last = conv
+        self._held += inserted
+        self._open_spans += inserted
+        self._gauge_delta += inserted
         for key, conv in touched.items():
-            if conv.state is not _State.OPEN:
+            if conv.state is not _OPEN:
                 continue
             conv.last_seen = now
             self._open.move_to_end(key)
             if key in signalled:
                 self._check_progress(conv, now)
-            if conv.state is _State.OPEN:
+            if conv.state is _OPEN:
                 self._schedule(conv)
         self._flush_gauge()
-        return AddOutcome(accepted, held, duplicates, late, dropped, merged)
+        return AddOutcome(
+            batch, keys, len(duplicate_at), late, dropped, merged, tuple(duplicate_at)
+        )
 
     def _link(self, trace_id: str, cid: str, now: float, merged: list[tuple[str, str]]) -> None:
         self._trace_conv[trace_id] = cid
@@ -305,6 +378,7 @@ class Assembler:
         return conv
 
     def _insert(self, conv: _Conv, rec: SpanRecord, now: float) -> None:
+        """Buffer one record (merges and restores; `add` inlines the same steps)."""
         conv.records[(rec.trace_id, rec.span_id)] = rec
         self._held += 1
         if conv.state is _State.OPEN:
@@ -315,24 +389,32 @@ class Assembler:
         if rec.reference_id and conv.reference_id is None:
             conv.reference_id = rec.reference_id
         if rec.kind is RecordKind.TURN:
-            conv.turn_records.append(rec)
-            if rec.input_text is not None and (
-                conv.first_turn is None or rec.start_ns < conv.first_turn.start_ns
-            ):
-                conv.first_turn = rec
+            self._note_turn(conv, rec)
         elif rec.kind is RecordKind.END:
-            conv.end_at = now
-            turns = rec.attributes.get(END_TURNS_ATTRIBUTE)
-            if isinstance(turns, int | float | str):
-                try:
-                    conv.end_turns = int(turns)
-                except ValueError:
-                    log.warning("conversation %s: bad %s=%r", conv.key, END_TURNS_ATTRIBUTE, turns)
+            self._note_end(conv, rec, now)
         if rec.kind is not RecordKind.END:
             conv.traces.add(rec.trace_id)
             if rec.parent_span_id is None:
                 conv.roots[rec.trace_id] = rec
                 conv.root_seen_at = now
+
+    @staticmethod
+    def _note_turn(conv: _Conv, rec: SpanRecord) -> None:
+        conv.turn_records.append(rec)
+        if rec.input_text is not None and (
+            conv.first_turn is None or rec.start_ns < conv.first_turn.start_ns
+        ):
+            conv.first_turn = rec
+
+    @staticmethod
+    def _note_end(conv: _Conv, rec: SpanRecord, now: float) -> None:
+        conv.end_at = now
+        turns = rec.attributes.get(END_TURNS_ATTRIBUTE)
+        if isinstance(turns, int | float | str):
+            try:
+                conv.end_turns = int(turns)
+            except ValueError:
+                log.warning("conversation %s: bad %s=%r", conv.key, END_TURNS_ATTRIBUTE, turns)
 
     def _reopen(self, conv: _Conv, now: float) -> None:
         """A late span for an evaluated conversation: assemble again as revision + 1."""
