@@ -90,7 +90,18 @@ def test_capture_off_via_configure(spans: InMemorySpanExporter) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("false", False), ("FALSE", False), ("0", False), ("true", True), ("", True)],
+    [
+        ("false", False),
+        ("FALSE", False),
+        ("0", False),
+        ("true", True),
+        ("", True),
+        # The enum of OTel's GenAI utilities (gen_ai_latest_experimental stability mode).
+        ("NO_CONTENT", False),
+        ("EVENT_ONLY", False),
+        ("SPAN_ONLY", True),
+        ("span_and_event", True),
+    ],
 )
 def test_capture_env_var(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool
@@ -101,6 +112,15 @@ def test_capture_env_var(
     echo("x")
     attrs = one(spans.get_finished_spans(), "execute_tool echo").attributes or {}
     assert ("gen_ai.tool.call.arguments" in attrs) is expected
+
+
+def test_unrecognised_env_value_warns_and_keeps_capture(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(CAPTURE_ENV, "sometimes")
+    configure()
+    assert get_settings().capture is True
+    assert f"{CAPTURE_ENV}='sometimes' is not a recognised value" in caplog.text
 
 
 def test_env_false_wins_over_explicit_true(

@@ -35,12 +35,29 @@ class ContentSettings:
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
 
+# Boolean spellings, plus the enum the OTel GenAI utilities use for this variable under
+# OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental. tracepass writes content only
+# on spans, so EVENT_ONLY ("keep content off spans") means off here.
+_CAPTURE_OFF: Final = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
+_CAPTURE_ON: Final = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event", ""})
+
+
 def env_allows_capture() -> bool:
-    """Only an explicit false-like value disables capture; unset means on (tracepass's need)."""
+    """Only an explicit off value disables capture; unset means on (tracepass's need)."""
     raw = os.environ.get(CAPTURE_ENV)
     if raw is None:
         return True
-    return raw.strip().lower() not in {"false", "0", "no", "off"}
+    value = raw.strip().lower()
+    if value in _CAPTURE_OFF:
+        return False
+    if value not in _CAPTURE_ON:
+        _log.warning(
+            "%s=%r is not a recognised value (true/false, NO_CONTENT, SPAN_ONLY, "
+            "EVENT_ONLY, SPAN_AND_EVENT); content capture stays on",
+            CAPTURE_ENV,
+            raw,
+        )
+    return True
 
 
 # Read once at import (and again by `configure`), never per call: env lookups are
