@@ -115,6 +115,17 @@ async def collector(tmp_path: Path) -> AsyncIterator[Collector]:
 
 
 def _check(view: dict[str, Any]) -> None:
+    # The `tracepass conversations` shape plus the evaluation (docs/collector.md).
+    assert list(view) == [
+        "conversation_id",
+        "agent",
+        "trace_ids",
+        "turns",
+        "evaluation",
+        "revision",
+        "status",
+        "complete",
+    ]
     assert view["conversation_id"] == scenario.THREAD_ID
     assert len(view["trace_ids"]) == 2
     assert [(t["query"], t["answer"]) for t in view["turns"]] == [
