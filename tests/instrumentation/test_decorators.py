@@ -103,6 +103,26 @@ def test_tool_exception_recorded_and_reraised_unchanged(spans: InMemorySpanExpor
     assert events[0].attributes["exception.message"] == "no such key: k1"
 
 
+async def test_exception_object_reraised_is_the_one_raised(spans: InMemorySpanExporter) -> None:
+    original = LookupError_("same object")
+
+    @tool
+    def sync_raiser() -> None:
+        raise original
+
+    @agent
+    async def async_raiser(q: str) -> None:
+        raise original
+
+    with pytest.raises(LookupError_) as sync_info:
+        sync_raiser()
+    with pytest.raises(LookupError_) as async_info:
+        await async_raiser("q")
+    assert sync_info.value is original
+    assert async_info.value is original
+    assert len(spans.get_finished_spans()) == 2
+
+
 def test_builtin_exception_type_is_bare_name(spans: InMemorySpanExporter) -> None:
     @tool
     def divide(a: int, b: int) -> float:
