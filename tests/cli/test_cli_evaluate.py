@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from _contract import assert_contract
 from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from typer.testing import CliRunner
@@ -193,3 +194,39 @@ def test_llm_default_grader_with_judge(tmp_path: Path) -> None:
     assert graders
     assert all(g["score"] in (0.9, 0.2) for g in graders), graders
     assert all(g["reasoning"] == "checked" for g in graders)
+
+
+#: A langchain-core fake chat model instance (not a factory): `--judge module:attr`.
+FAKE_JUDGE = FakeListChatModel(responses=['{"reasoning": "fake verdict", "score": 0.25}'])
+
+
+def test_judge_instance_from_langchain_fake_chat_model(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    res = run(
+        "--dataset", str(DATASET), "--default-grader", "llm", "--judge", f"{__name__}:FAKE_JUDGE",
+        "--threshold", "0.5", "--format", "json", "-o", str(out),
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    turns = [t for c in doc["conversations"] for t in c["turns"]]
+    graders = [g for t in turns for g in t["graders"]]
+    assert graders
+    assert {(g["grader"], g["score"], g["passed"], g["reasoning"]) for g in graders} == {
+        ("llm", 0.25, False, "fake verdict")
+    }
+    assert all(t["answer_correct"] is False for t in turns if t["graders"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_colon", "expected module:attr"),
+        ("no_such_module_xyz:judge", "cannot import module 'no_such_module_xyz'"),
+        (f"{__name__}:missing", "has no attribute 'missing'"),
+        (f"{__name__}:DATASET", "PosixPath is not a BaseChatModel or a factory"),
+    ],
+)
+def test_bad_judge_spec_exit_2(spec: str, message: str) -> None:
+    res = run("--dataset", str(DATASET), "--default-grader", "llm", "--judge", spec)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr

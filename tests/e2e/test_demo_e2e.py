@@ -5,6 +5,7 @@ regressed version; the HTML report is written; the process exits 0 and frees its
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -67,3 +68,59 @@ def test_demo_short_run(tmp_path: Path) -> None:
     assert "1.1" in html
     assert not ports_file.exists()
     assert all(port_free(ports[k]) for k in ("grpc_port", "http_port", "metrics_port"))
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (from /proc; Linux, as the CI)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def test_demo_ctrl_c_ends_cleanly(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) mid-run: the demo stops within seconds, exits 0, still writes its
+    report and leaves no process or listening port behind."""
+    report = tmp_path / "report.html"
+    ports_file = tmp_path / "ports.json"
+    cmd = [
+        TRACEPASS, "demo", "--duration", "600", "--rate", "8", "--no-live",
+        "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0",
+        "--report", str(report), "--ports-file", str(ports_file),
+    ]  # fmt: skip
+    out_path, err_path = tmp_path / "demo.out", tmp_path / "demo.err"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=clean_env())
+    try:
+
+        def listening() -> dict[str, int] | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"demo exited early:\n{err_path.read_text()}")
+            return json.loads(ports_file.read_text()) if ports_file.exists() else None
+
+        ports = wait_until(listening, 120, "the demo to listen")
+        url = f"http://127.0.0.1:{ports['metrics_port']}/metrics"
+        wait_until(
+            lambda: total(scrape(url), "tracepass_conversations_total") >= 3,
+            120,
+            "a few evaluated conversations",
+        )
+        children = _children(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    out = out_path.read_text()
+    assert "demo interrupted" in out
+    assert f"report: {report}" in out
+    assert report.is_file()
+    assert not ports_file.exists()
+    assert all(port_free(ports[k]) for k in ("grpc_port", "http_port", "metrics_port"))
+    assert not any(Path(f"/proc/{child}").exists() for child in children)
