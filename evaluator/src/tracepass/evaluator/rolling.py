@@ -31,16 +31,22 @@ Design, and why:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gc
 import math
 import sys
+from bisect import bisect_right
 from collections import Counter as Tally
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from typing import Any
+from functools import partial
+from itertools import compress, count, repeat
+from operator import eq, is_not
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from tracepass.evaluator.cusum import BernoulliCusum
 from tracepass.evaluator.passk import (
@@ -58,12 +64,13 @@ __all__ = [
     "Quantity",
     "RollingAggregator",
     "RollingConfig",
+    "StateCapture",
     "WindowEstimate",
     "WindowSnapshot",
 ]
 
 Key = tuple[str, str, str]  # (agent_name, agent_version, reference_set)
-STATE_VERSION = 1
+STATE_VERSION = 2
 _NOT_COUNTED = -1
 
 
@@ -230,10 +237,12 @@ class _Decayed:
         self.c = min(self.n, max(0.0, self.c + weight * ok))
 
 
-@dataclass(slots=True)
-class _ConvRef:
+class _ConvRef(NamedTuple):
+    """Where a conversation's live entry is. A tuple (not a dataclass) so a restore can
+    build a million of them with `tuple.__new__` in C, without a Python call each."""
+
     key: Key
-    index: int  # absolute index in the key's log
+    position: int  # absolute index in the key's log
     revision: int
     fed: bool  # already seen by the CUSUM
 
@@ -388,9 +397,9 @@ class RollingAggregator:
     def _remove(self, ref: _ConvRef, now: float) -> tuple[bool | None, str]:
         """Take a superseded outcome out of every window still holding it."""
         st = self._streams.get(ref.key)
-        if st is None or ref.index < st.base:
+        if st is None or ref.position < st.base:
             return None, ""
-        i = ref.index - st.base
+        i = ref.position - st.base
         if not st.alive[i]:
             return None, ""
         st.alive[i] = False
@@ -398,7 +407,7 @@ class RollingAggregator:
         if ok == _NOT_COUNTED:
             return None, st.tags[i]
         for w, counts in enumerate(st.counts):
-            if st.cursors[w] <= ref.index:
+            if st.cursors[w] <= ref.position:
                 counts.add(st.tasks[i], ok, -1)
         hl = self.config.decay_half_life_s
         if hl is not None:
@@ -447,7 +456,7 @@ class RollingAggregator:
             cid = st.convs[i]
             if cid is not None:
                 ref = self._convs.get(cid)
-                if ref is not None and ref.index == st.base + i:
+                if ref is not None and ref.position == st.base + i:
                     del self._convs[cid]
         del st.times[:drop]
         del st.tasks[:drop]
@@ -547,50 +556,56 @@ class RollingAggregator:
 
     # ------------------------------------------------------------------ persistence
 
-    def to_state(self) -> dict[str, Any]:
-        """JSON-able state: the config, and per key the live log entries, the decayed
-        counts and the CUSUM. Superseded entries are not kept."""
-        streams = []
-        for key, st in self._streams.items():
-            alive = st.alive
-
-            def live(column: list[Any], alive: list[bool] = alive) -> list[Any]:
-                return list(compress(column, alive))
-
-            convs = self._convs
-            fed = [
-                c is not None and (ref := convs.get(c)) is not None and ref.fed
-                for c in live(st.convs)
-            ]
-            streams.append(
-                {
-                    "key": list(key),
-                    "t": live(st.times),
-                    "task": live(st.tasks),
-                    "ok": live(st.ok),
-                    "conv": live(st.convs),
-                    "rev": live(st.revs),
-                    "tag": live(st.tags),
-                    "fed": fed,
-                    "decay": [st.decay.n, st.decay.c, st.decay.t],
-                    "decay_tasks": {k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
-                    "cusum": st.cusum.to_state(),
-                }
+    def capture(self) -> StateCapture:
+        """A point-in-time copy for `StateCapture.to_state()`, cheap enough to take under
+        the caller's lock: flat list copies and one dict copy (tens of milliseconds for a
+        million entries), no per-entry Python work. The expensive encoding then runs on
+        the capture, outside the lock (and off the event loop if the caller wishes)
+        while `add` keeps changing the aggregator."""
+        streams = tuple(
+            _StreamCapture(
+                key=key,
+                fed_uncounted=self._fed_uncounted(st),
+                times=st.times.copy(),
+                tasks=st.tasks.copy(),
+                ok=st.ok.copy(),
+                alive=st.alive.copy(),
+                convs=st.convs.copy(),
+                revs=st.revs.copy(),
+                tags=st.tags.copy(),
+                decay=(st.decay.n, st.decay.c, st.decay.t),
+                decay_tasks={k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
+                cusum=st.cusum.to_state(),
             )
-        return {
-            "version": STATE_VERSION,
-            "config": self.config.to_dict(),
-            "last_now": self._last_now if math.isfinite(self._last_now) else None,
-            "streams": streams,
-        }
+            for key, st in self._streams.items()
+        )
+        return StateCapture(self.config, self._last_now, streams)
+
+    def _fed_uncounted(self, st: _Stream) -> list[int]:
+        """Log positions of live uncounted entries whose conversation already fed the
+        CUSUM (a counted entry always has). The scan for uncounted entries runs in C;
+        they are rare (judge errors, unscored conversations), so the lookups are few."""
+        uncounted = compress(count(), map(eq, st.ok, repeat(_NOT_COUNTED)))
+        out = []
+        for i in uncounted:
+            c = st.convs[i]
+            ref = self._convs.get(c) if c is not None and st.alive[i] else None
+            if ref is not None and ref.fed:
+                out.append(i)
+        return out
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-able state, `capture().to_state()` in one go (see `StateCapture`)."""
+        return self.capture().to_state()
 
     @classmethod
     def from_state(
         cls, state: Mapping[str, Any], config: RollingConfig | None = None
     ) -> RollingAggregator:
-        """Rebuild from `to_state()`. With `config`, the new configuration wins (e.g.
-        windows changed across a restart): counts are rebuilt from the saved log.
-        A malformed state raises ValueError naming the stream and field."""
+        """Rebuild from `to_state()` (this version's format or version 1's). With
+        `config`, the new configuration wins (e.g. windows changed across a restart):
+        counts are rebuilt from the saved log. A malformed state raises ValueError
+        naming the stream and field."""
         if not isinstance(state, Mapping):
             raise ValueError(f"rolling state: expected a mapping, got {type(state).__name__}")
         # Millions of new objects would trigger repeated full GC passes for nothing.
@@ -608,12 +623,15 @@ class RollingAggregator:
     def _from_state(
         cls, state: Mapping[str, Any], config: RollingConfig | None
     ) -> RollingAggregator:
-        if state.get("version") != STATE_VERSION:
+        version = state.get("version")
+        if version not in (1, STATE_VERSION):
             raise ValueError(
-                f"rolling state: unsupported version {state.get('version')!r} "
-                f"(expected {STATE_VERSION})"
+                f"rolling state: unsupported version {version!r} (expected 1 or {STATE_VERSION})"
             )
+        decode = _decode_columns_v1 if version == 1 else _decode_columns
         agg = cls(config or RollingConfig.from_dict(state["config"]))
+        if state.get("last_now") is not None:
+            agg._last_now = float(state["last_now"])
         for s in state["streams"]:
             key_list = s["key"]
             if not (isinstance(key_list, list) and len(key_list) == 3):
@@ -621,48 +639,245 @@ class RollingAggregator:
                     f"rolling state: key must be a list of 3 strings, got {key_list!r}"
                 )
             key: Key = (str(key_list[0]), str(key_list[1]), str(key_list[2]))
-            st = agg._stream(key)
-            st.cusum = BernoulliCusum(agg.config.cusum_p0, agg.config.cusum_p1)
-            cs = s["cusum"]
-            st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
-            size = len(s["t"])
-            tags = s.get("tag") or [""] * size
-            columns = (s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags)
-            if any(len(col) != size for col in columns):
-                raise ValueError(f"rolling state: stream {key}: columns differ in length")
-            # Bulk rebuild (a 24 h log can hold a million entries): column copies, one
-            # tally for the window counts, then the conversation index.
-            st.times = [float(t) for t in s["t"]]
-            st.tasks = [sys.intern(str(t)) for t in s["task"]]
-            st.ok = [int(o) for o in s["ok"]]
-            st.alive = [True] * size
-            st.convs = list(s["conv"])
-            st.revs = [int(r) for r in s["rev"]]
-            st.tags = [sys.intern(str(t)) for t in tags]
-            tally = Tally(zip(st.tasks, st.ok, strict=True))
-            for counts in st.counts:
-                for (task, ok), m in tally.items():
-                    if ok != _NOT_COUNTED:
-                        counts.add(task, ok, m)
-            convs = agg._convs
-            for idx, (conv, rev, fed) in enumerate(zip(st.convs, st.revs, s["fed"], strict=True)):
-                if conv is not None:
-                    convs[conv] = _ConvRef(key, idx, rev, bool(fed))
-            dn, dc, dt = s["decay"]
-            st.decay = _Decayed(float(dn), float(dc), float(dt))
-            st.decay_tasks = {
-                k: _Decayed(float(v[0]), float(v[1]), float(v[2]))
-                for k, v in s["decay_tasks"].items()
-            }
-        if state.get("last_now") is not None:
-            agg._last_now = float(state["last_now"])
-        # Entries older than a (possibly shorter) window leave it on the first expiry.
+            try:
+                cols = decode(s)
+            except ValueError as exc:
+                raise ValueError(f"rolling state: stream {key}: {exc}") from exc
+            agg._load_stream(key, s, cols)
+        # Compacts what no window needs any more (e.g. after windows were shortened).
         if math.isfinite(agg._last_now):
             agg._expire_all(agg._last_now)
         return agg
 
+    def _load_stream(self, key: Key, s: Mapping[str, Any], cols: _Columns) -> None:
+        """Bulk rebuild of one stream (a 24 h log can hold a million entries), with no
+        Python-level work per entry: column assignment; each window's cursor found by
+        bisection (the log is time-sorted) and its counts tallied, in log order, from
+        the entries after it; the conversation index built in C."""
+        st = self._stream(key)
+        st.cusum = BernoulliCusum(self.config.cusum_p0, self.config.cusum_p1)
+        cs = s["cusum"]
+        st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
+        size = len(cols.times)
+        st.times, st.tasks, st.ok = cols.times, cols.tasks, cols.ok
+        st.alive = [True] * size
+        st.convs, st.revs, st.tags = cols.convs, cols.revs, cols.tags
+        now = self._last_now
+        cursors = [
+            bisect_right(st.times, now - seconds) if math.isfinite(now) else 0
+            for _, seconds in self.config.windows
+        ]
+        for w, cur in enumerate(cursors):
+            st.cursors[w] = cur
+            counts = st.counts[w]
+            for (task, ok), m in Tally(zip(st.tasks[cur:], st.ok[cur:], strict=True)).items():
+                if ok != _NOT_COUNTED:
+                    counts.add(task, ok, m)
+        new_ref = partial(tuple.__new__, _ConvRef)
+        refs = map(new_ref, zip(repeat(key), count(), st.revs, cols.fed))
+        with_conv = compress(zip(st.convs, refs, strict=True), map(is_not, st.convs, repeat(None)))
+        self._convs.update(cast("Iterator[tuple[str, _ConvRef]]", with_conv))
+        dn, dc, dt = s["decay"]
+        st.decay = _Decayed(float(dn), float(dc), float(dt))
+        st.decay_tasks = {
+            str(k): _Decayed(float(v[0]), float(v[1]), float(v[2]))
+            for k, v in s["decay_tasks"].items()
+        }
+
     def __iter__(self) -> Iterator[Key]:
         return iter(self._streams)
+
+
+# --------------------------------------------------------------------------- state format
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamCapture:
+    key: Key
+    fed_uncounted: list[int]  # positions in the log columns below (tombstones included)
+    times: list[float]
+    tasks: list[str]
+    ok: list[int]
+    alive: list[bool]
+    convs: list[str | None]
+    revs: list[int]
+    tags: list[str]
+    decay: tuple[float, float, float]
+    decay_tasks: dict[str, list[float]]
+    cusum: dict[str, float | int]
+
+
+@dataclass(frozen=True, slots=True)
+class StateCapture:
+    """A copy of the aggregator taken by `RollingAggregator.capture()`; `to_state()`
+    encodes it without touching the aggregator, so it may run in another thread.
+
+    The state is columnar because a 24 h window can hold a million entries and the
+    collector persists it every few seconds: numeric columns are little-endian arrays in
+    base64, the few distinct reference ids and tags are dictionary-encoded, conversation
+    ids are one string plus a length column. That keeps `json.dumps` / `json.loads` of
+    the whole state to a handful of large strings instead of millions of small values
+    (docs/statistics.md has the measured figures). Superseded entries are not kept.
+    """
+
+    config: RollingConfig
+    last_now: float
+    streams: tuple[_StreamCapture, ...]
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "config": self.config.to_dict(),
+            "last_now": self.last_now if math.isfinite(self.last_now) else None,
+            "streams": [self._stream(s) for s in self.streams],
+        }
+
+    def _stream(self, s: _StreamCapture) -> dict[str, Any]:
+        fed_uncounted = s.fed_uncounted
+        if all(s.alive):  # the common case: no revision tombstone in the log
+            times, tasks, ok, convs, revs, tags = s.times, s.tasks, s.ok, s.convs, s.revs, s.tags
+        else:
+            alive = s.alive
+            times = list(compress(s.times, alive))
+            tasks = list(compress(s.tasks, alive))
+            ok = list(compress(s.ok, alive))
+            convs = list(compress(s.convs, alive))
+            revs = list(compress(s.revs, alive))
+            tags = list(compress(s.tags, alive))
+            # Positions among the live entries: live entries before each position.
+            live_before = np.cumsum(np.asarray(alive, dtype=np.int64)) - 1
+            fed_uncounted = live_before[np.asarray(fed_uncounted, dtype=np.int64)].tolist()
+        ok_arr = np.asarray(ok, dtype=np.int8)
+        task_values, task_codes = _dictionary(tasks)
+        tag_values, tag_codes = _dictionary(tags)
+        return {
+            "key": list(s.key),
+            "size": len(times),
+            "t": _pack(np.asarray(times, dtype="<f8")),
+            "ok": _pack(ok_arr),
+            "rev": _pack(np.asarray(revs, dtype="<i8")),
+            "task_values": task_values,
+            "task": _pack(task_codes),
+            "tag_values": tag_values,
+            "tag": _pack(tag_codes),
+            "conv_len": _pack(
+                np.fromiter((-1 if c is None else len(c) for c in convs), "<i4", len(convs))
+            ),
+            "conv": "".join([c for c in convs if c is not None]),
+            "fed_uncounted": fed_uncounted,
+            "decay": list(s.decay),
+            "decay_tasks": s.decay_tasks,
+            "cusum": s.cusum,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    times: list[float]
+    tasks: list[str]
+    ok: list[int]
+    convs: list[str | None]
+    revs: list[int]
+    tags: list[str]
+    fed: list[bool]
+
+
+def _pack(arr: npt.NDArray[Any]) -> str:
+    return base64.b64encode(arr.tobytes()).decode("ascii")
+
+
+def _unpack(s: Mapping[str, Any], field: str, dtype: str, size: int) -> npt.NDArray[Any]:
+    value = s[field]
+    if not isinstance(value, str):
+        raise ValueError(f"field {field!r}: expected a base64 string, got {type(value).__name__}")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"field {field!r}: invalid base64 ({exc})") from exc
+    arr = np.frombuffer(raw, dtype=dtype)
+    if arr.size != size or arr.nbytes != len(raw):
+        raise ValueError(f"field {field!r}: {len(raw)} bytes, expected {size} {dtype} values")
+    return arr
+
+
+def _dictionary(values: list[str]) -> tuple[list[str], npt.NDArray[np.uint32]]:
+    """(distinct values in first-seen order, code per entry)."""
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), np.uint32, len(values))
+    return list(index), codes.astype("<u4", copy=False)
+
+
+def _undictionary(s: Mapping[str, Any], field: str, size: int) -> list[str]:
+    values = s[f"{field}_values"]
+    if not isinstance(values, list):
+        raise ValueError(f"field '{field}_values': expected a list of strings")
+    codes = _unpack(s, field, "<u4", size)
+    if size and int(codes.max()) >= len(values):
+        raise ValueError(f"field {field!r}: code {int(codes.max())} >= {len(values)} values")
+    table = np.array([sys.intern(str(v)) for v in values] or [""], dtype=object)
+    out: list[str] = table[codes].tolist()
+    return out
+
+
+def _check_times(times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Window cursors are found by bisection, so the log must be time-sorted (it is by
+    construction: the clock never runs backwards)."""
+    if not np.isfinite(times).all():
+        raise ValueError("field 't': non-finite timestamp")
+    if times.size > 1 and bool((np.diff(times) < 0).any()):
+        raise ValueError("field 't': timestamps not in ascending order")
+    return times
+
+
+def _decode_columns(s: Mapping[str, Any]) -> _Columns:
+    size = s["size"]
+    if not (isinstance(size, int) and size >= 0):
+        raise ValueError(f"field 'size': expected a count, got {size!r}")
+    times = _check_times(_unpack(s, "t", "<f8", size))
+    ok = _unpack(s, "ok", "i1", size)
+    if size and (int(ok.min()) < _NOT_COUNTED or int(ok.max()) > 1):
+        raise ValueError("field 'ok': values must be -1 (not counted), 0 or 1")
+    lengths = _unpack(s, "conv_len", "<i4", size)
+    chars = s["conv"]
+    if not isinstance(chars, str):
+        raise ValueError("field 'conv': expected a string")
+    ends = np.cumsum(np.maximum(lengths, 0)).tolist()
+    if (ends[-1] if ends else 0) != len(chars):
+        raise ValueError(f"field 'conv': {len(chars)} characters, lengths sum to a different total")
+    convs: list[str | None] = [
+        None if n < 0 else chars[e - n : e] for n, e in zip(lengths.tolist(), ends, strict=True)
+    ]
+    ok_list: list[int] = ok.tolist()
+    fed = [o != _NOT_COUNTED for o in ok_list]
+    for i in s["fed_uncounted"]:
+        fed[i] = True
+    return _Columns(
+        times=times.tolist(),
+        tasks=_undictionary(s, "task", size),
+        ok=ok_list,
+        convs=convs,
+        revs=_unpack(s, "rev", "<i8", size).tolist(),
+        tags=_undictionary(s, "tag", size),
+        fed=fed,
+    )
+
+
+def _decode_columns_v1(s: Mapping[str, Any]) -> _Columns:
+    """Version 1: one JSON list per column (states written before the columnar format)."""
+    size = len(s["t"])
+    tags = s.get("tag") or [""] * size
+    columns = (s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags)
+    if any(len(col) != size for col in columns):
+        raise ValueError("columns differ in length")
+    return _Columns(
+        times=_check_times(np.asarray(s["t"], dtype=np.float64)).tolist(),
+        tasks=[sys.intern(str(t)) for t in s["task"]],
+        ok=[int(o) for o in s["ok"]],
+        convs=list(s["conv"]),
+        revs=[int(r) for r in s["rev"]],
+        tags=[sys.intern(str(t)) for t in tags],
+        fed=[bool(f) for f in s["fed"]],
+    )
 
 
 def _stale(d: _Decayed, now: float, half_life: float) -> bool:
