@@ -5,6 +5,7 @@ regressed version; the HTML report is written; the process exits 0 and frees its
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -124,3 +125,32 @@ def test_demo_ctrl_c_ends_cleanly(tmp_path: Path) -> None:
     assert not ports_file.exists()
     assert all(port_free(ports[k]) for k in ("grpc_port", "http_port", "metrics_port"))
     assert not any(Path(f"/proc/{child}").exists() for child in children)
+
+
+def test_demo_live_view(tmp_path: Path) -> None:
+    """The live terminal view (rich Live, forced on with TTY_COMPATIBLE=1): the /metrics
+    URL, the report path, and pass@1 / pass^3 with credible intervals per version."""
+    report = tmp_path / "report.html"
+    cmd = [
+        TRACEPASS, "demo", "--duration", "14", "--rate", "8", "--regression-at", "5",
+        "--regression-rate", "0.6", "--grpc-port", "0", "--http-port", "0",
+        "--metrics-port", "0", "--report", str(report),
+    ]  # fmt: skip
+    done = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(TTY_COMPATIBLE="1", COLUMNS="200", LINES="60"),
+    )
+    assert done.returncode == 0, done.stderr
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout)
+    assert re.search(r"metrics\s+http://127\.0\.0\.1:\d+/metrics", screen)
+    assert f"report   {report}" in screen
+    for column in ("pass@1", "pass^3", "pass^3 unbiased", "CUSUM"):
+        assert column in screen
+    # Rows of both versions with a posterior mean and its [lower, upper] interval.
+    interval = r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]"
+    assert re.search(rf"│ 1\.0\s+│ run\s+│.*{interval}", screen)
+    assert re.search(rf"│ 1\.1\s+│ run\s+│.*{interval}", screen)
+    assert "demo finished" in screen
