@@ -317,3 +317,37 @@ def test_sync_and_awaited_paths_give_identical_results(monkeypatch: pytest.Monke
     awaited = [Evaluator().evaluate(c, ref) for c in convs]
     assert [r.model_dump() for r in plain] == [r.model_dump() for r in awaited]
     assert {r.outcome for r in plain} >= {Outcome.ERROR, Outcome.INCOMPLETE}
+
+
+def test_single_tool_use_is_reported_for_configured_names() -> None:
+    from tracepass.evaluator.models import (
+        Conversation,
+        ExpectedTool,
+        Reference,
+        ReferenceTurn,
+        ToolCall,
+        Turn,
+    )
+    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
+    ref = Reference(
+        id="r",
+        turns=(
+            ReferenceTurn(query="q1", expected_tools=(ExpectedTool(name="search"),)),
+            ReferenceTurn(query="q2", expected_tools=(ExpectedTool(name="book"),)),
+        ),
+    )
+    conv = Conversation(
+        id="c",
+        turns=(
+            Turn(query="q1", answer="a", tool_calls=(ToolCall(name="search"),)),
+            Turn(query="q2", answer="b", tool_calls=(ToolCall(name="search"),)),
+        ),
+    )
+    result = Evaluator(EvaluationConfig(single_tool_use=("search", "book"))).evaluate(conv, ref)
+    assert result.turns[0].single_tool_use == {"search": True, "book": False}
+    assert result.turns[1].single_tool_use == {"search": True, "book": False}
+    assert result.single_tool_use == {"search": True, "book": False}
+    plain = Evaluator().evaluate(conv, ref)
+    assert plain.single_tool_use is None
+    assert plain.turns[0].single_tool_use is None

@@ -177,6 +177,10 @@ class TurnResult(_Frozen):
     # A custom argument matcher raised or returned garbage: the turn cannot be judged and
     # the conversation's outcome is ERROR (never a silent 0).
     tool_error: str | None = None
+    # Vertex AI's trajectory_single_tool_use, for the tool names listed in
+    # EvaluationConfig.single_tool_use: name → whether the turn called it. None when no
+    # names are configured (the metric needs a name, so it is opt-in).
+    single_tool_use: dict[str, bool] | None = None
 
 
 class ConversationResult(_Frozen):
@@ -189,6 +193,7 @@ class ConversationResult(_Frozen):
     outcome: Outcome
     turns: tuple[TurnResult, ...] = ()
     trajectory: TrajectoryScores | None = None  # over the concatenated turns
+    single_tool_use: dict[str, bool] | None = None  # over the concatenated turns
 
 
 # --------------------------------------------------------------------------- fast construction

@@ -95,6 +95,9 @@ class EvaluationConfig(BaseModel):
     default_grader: str = "contains"
     trajectory_match: Literal["name", "name_and_arguments"] = "name"
     utilization: Literal["auto", "declared", "detected"] = "auto"
+    # Tool names for the single-tool-use trajectory metric (did the turn / conversation
+    # call this tool at all?); empty: the metric is not computed.
+    single_tool_use: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +155,16 @@ def _turn_result(
             "expected_tools": None if rt is None else rt.expected_tools,
             "correct": correct,
             "tool_error": tool_error,
+            "single_tool_use": None,
         },
     )
+
+
+def _single_tool_use(names: tuple[str, ...], calls: Any) -> dict[str, bool] | None:
+    if not names:
+        return None
+    called = {c.name for c in calls}
+    return {name: name in called for name in names}
 
 
 class Evaluator:
@@ -228,6 +239,7 @@ class Evaluator:
                 "outcome": Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
                 "turns": turns,
                 "trajectory": None,
+                "single_tool_use": None,
             },
         )
 
@@ -248,6 +260,7 @@ class Evaluator:
         weights = self._weights
         tool_threshold = cfg.tool_threshold
         utilization = cfg.utilization
+        single_names = cfg.single_tool_use
         by_args = self._by_args
         conv_names: list[str] = []
         turns_matched = 0  # Σ per-turn matched counts (name mode)
@@ -340,6 +353,7 @@ class Evaluator:
                         "expected_tools": rt.expected_tools,
                         "correct": correct,
                         "tool_error": tool_error,
+                        "single_tool_use": _single_tool_use(single_names, calls),
                     },
                 )
             )
@@ -381,6 +395,9 @@ class Evaluator:
                 "outcome": outcome,
                 "turns": tuple(results),
                 "trajectory": conv_traj,
+                "single_tool_use": _single_tool_use(
+                    single_names, [c for t in turns for c in t.tool_calls]
+                ),
             },
         )
 
