@@ -1,10 +1,14 @@
 """Probe transport handling against a real aiohttp agent on port 0: transport errors
 (HTTP 503) are retried under a fresh conversation id, giving up is recorded as
-`transport` (not a trial), and HTTP 4xx is the agent's answer, not retried. Evaluations
-come from a small in-memory stand-in for the collector's conversation API."""
+`transport` (not a trial), HTTP 4xx is the agent's answer, not retried; `--concurrency`
+bounds the trials in flight and `--rate` spaces trial starts. Evaluations come from a
+small in-memory stand-in for the collector's conversation API."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -33,11 +37,22 @@ class Agent:
         self.mode = mode
         self.requests: Counter[str] = Counter()
         self.answered: dict[str, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.first_request_at: dict[str, float] = {}
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.json()
         cid = body["conversation_id"]
         self.requests[cid] += 1
+        self.first_request_at.setdefault(cid, time.monotonic())
+        if self.mode == "slow":
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                await asyncio.sleep(0.05)
+            finally:
+                self.in_flight -= 1
         if self.mode == "always-503" or (self.mode == "first-503" and "-r" not in cid):
             return web.json_response({"error": "busy"}, status=503)
         if self.mode == "400":
@@ -79,14 +94,27 @@ async def agent_url(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Agent
         await runner.cleanup()
 
 
-async def _probe(url: str, agent: Agent, retries: int) -> Any:
+async def _probe(
+    url: str,
+    agent: Agent,
+    retries: int,
+    *,
+    trials: int = 2,
+    concurrency: int = 2,
+    rate: float | None = None,
+) -> Any:
     target = HttpTarget(url, timeout_s=10)
     await target.start({})
     try:
         opts = ProbeOptions(
-            trials=2, concurrency=2, retries=retries, backoff_s=0.01, result_timeout_s=2
+            trials=trials,
+            concurrency=concurrency,
+            rate=rate,
+            retries=retries,
+            backoff_s=0.01,
+            result_timeout_s=2,
         )
-        return await run_probe(plan(SETS, 2), target, FakeCollector(agent), opts, run_id="t")
+        return await run_probe(plan(SETS, trials), target, FakeCollector(agent), opts, run_id="t")
     finally:
         await target.close()
 
@@ -125,3 +153,25 @@ async def test_client_error_is_the_answer(agent_url: tuple[Agent, str]) -> None:
         await target.close()
     assert answers == ["[agent error: HTTP 400: " + '{"error": "bad query"}]']
     assert agent.requests["c1"] == 1
+
+
+@pytest.mark.parametrize("agent_url", ["slow"], indirect=True)
+async def test_concurrency_bounds_trials_in_flight(agent_url: tuple[Agent, str]) -> None:
+    agent, url = agent_url
+    run = await _probe(url, agent, retries=0, trials=6, concurrency=3)
+    assert len(run.results) == 12
+    # Each trial plays its turns one after the other: in flight = trials in flight.
+    assert agent.max_in_flight == 3
+
+
+@pytest.mark.parametrize("agent_url", ["ok"], indirect=True)
+async def test_rate_spaces_trial_starts(agent_url: tuple[Agent, str]) -> None:
+    agent, url = agent_url
+    rate = 10.0
+    run = await _probe(url, agent, retries=0, trials=4, concurrency=8, rate=rate)
+    assert len(run.results) == 8
+    # Seen by the agent, so request latency jitters each start a little: 8 starts at
+    # 0.1 s intervals span 0.7 s, and no two come close together.
+    starts = sorted(agent.first_request_at[r.conversation_id] for r in run.results)
+    assert starts[-1] - starts[0] >= 0.7 - 0.05
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.05

@@ -147,3 +147,19 @@ def test_probe_resume_after_interruption(tmp_path: Path) -> None:
     assert before <= set(ids)  # finished trials were kept, not re-run
     assert doc["run"]["run_id"] == header["run_id"]
     assert len(ckpt.read_text().splitlines()) == 1 + N_REFS * 3
+
+
+def test_probe_progress_bar_on_stderr_json_on_stdout() -> None:
+    """With a terminal (forced by TTY_COMPATIBLE=1) the bar draws on stderr; stdout
+    still holds nothing but the JSON document."""
+    done = subprocess.run(
+        [TRACEPASS, "probe", "--references", REFS, "--agent", f"{TRAVEL_AGENT}:answer",
+         "--trials", "1", "--format", "json", "--progress"],
+        capture_output=True, text=True, timeout=240,
+        env=clean_env(TTY_COMPATIBLE="1", COLUMNS="120"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert len(doc["trials"]) == N_REFS
+    assert "probing" in done.stderr
+    assert f"{N_REFS}/{N_REFS}" in done.stderr
