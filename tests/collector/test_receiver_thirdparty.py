@@ -161,9 +161,10 @@ def _check(view: dict[str, Any]) -> None:
     tools = first["tool_correctness"]
     assert (tools["selection"], tools["parameters"], tools["sequence"]) == (1.0, 1.0, 1.0)
     assert first["trajectory"]["exact"] is True
-    # Utilization is the evaluator's call: the tool results ("Sunny in Paris, 21 C",
-    # "5") do not appear verbatim in the answer, so it is 0 and the turn is not correct.
-    assert tools["utilization"] == 0.0
+    # LangChain stringifies tool results: the "5" of the add tool is compared as a number
+    # and found in the answer, so the answer is counted as using the tools.
+    assert tools["utilization"] == 1.0
+    assert tools["correct"] is True
 
 
 @pytest.mark.parametrize("name", ["openinference", "traceloop"])

@@ -322,3 +322,14 @@ def test_in_order_shortcut_for_repeated_tools_equals_full_assignment(
     assert compiled.pure
     full = replace(compiled, unique=None, pure=False)
     assert assign_calls(calls, compiled) == assign_calls(calls, full)
+
+
+def test_numeric_text_results_are_compared_as_numbers() -> None:
+    from tracepass.evaluator.models import ToolCall
+    from tracepass.evaluator.toolcorrectness import detect_utilization
+
+    # LangChain stringifies tool outputs: "5" must be found in the answer as a number.
+    assert detect_utilization("2 + 3 = 5", [ToolCall(name="add", result="5")]) == 1.0
+    assert detect_utilization("It costs $32.40", [ToolCall(name="calc", result="32.4")]) == 1.0
+    assert detect_utilization("2 + 3 = 6", [ToolCall(name="add", result="5")]) == 0.0
+    assert detect_utilization("about 1234 km", [ToolCall(name="d", result="1,234")]) == 1.0

@@ -229,6 +229,19 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?")
 _MAX_LEAVES = 1000
 
 
+def _numeric_text(s: str) -> float | None:
+    """A result that is a number written as text ("5", "-3.5", "1,234"), as LangChain and
+    most HTTP tools return them: compared as a number (so "5" is found in "2 + 3 = 5" and
+    "32.4" in "$32.40"), never as a too-short substring."""
+    if not s or s[0] not in "+-.0123456789" or len(s) > 40:
+        return None
+    try:
+        x = float(s.replace(",", ""))
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
 def _leaves(value: Any, out: list[Any]) -> None:
     if len(out) >= _MAX_LEAVES or value is None or isinstance(value, bool):
         return
@@ -240,7 +253,10 @@ def _leaves(value: Any, out: list[Any]) -> None:
                 return
             except ValueError:
                 pass
-        if len(s) >= 3:  # "a", "ok", "no": far too likely to appear by chance
+        number = _numeric_text(s)
+        if number is not None:
+            out.append(number)
+        elif len(s) >= 3:  # "a", "ok", "no": far too likely to appear by chance
             out.append(s)
         return
     if isinstance(value, int | float):
@@ -270,7 +286,10 @@ def detect_utilization(answer: str | None, calls: Sequence[ToolCall]) -> float |
             if type(r) is str and len(leaves) < _MAX_LEAVES:  # the usual result: inline
                 s = r.strip()
                 if s[:1] not in ("{", "["):
-                    if len(s) >= 3:
+                    number = _numeric_text(s)
+                    if number is not None:
+                        leaves.append(number)
+                    elif len(s) >= 3:
                         leaves.append(s)
                     continue
             _leaves(r, leaves)
