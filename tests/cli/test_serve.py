@@ -138,3 +138,30 @@ async def test_rolling_windows_persist_off_the_loop_and_restore(tmp_path: Path) 
     fast = [w for w in after[0].windows if w.window == "fast"]
     assert fast
     assert fast[0].n == pytest.approx(12, rel=0.01)
+
+
+def broken_judge() -> Any:
+    raise RuntimeError("no API key in this test")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("test_serve:broken_judge", "factory raised RuntimeError: no API key in this test"),
+        ("test_serve:nothing_here", "cannot load"),
+        ("test_serve", "expected module:attr"),
+    ],
+)
+def test_bad_judge_in_config_exit_2(tmp_path: Path, spec: str, message: str) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"evaluation:\n  judge: {spec}\nreceiver:\n  grpc_port: 0\n  http_port: 0\n"
+        "metrics:\n  prometheus_port: 0\n"
+        f"state:\n  path: {tmp_path / 's.sqlite'}\n",
+        encoding="utf-8",
+    )
+    res = runner.invoke(
+        app, ["serve", "--config", str(cfg), "--references", str(EXAMPLES / "references")]
+    )
+    assert res.exit_code == 2, res.output
+    assert f"evaluation.judge {spec!r}: {message}" in res.stderr

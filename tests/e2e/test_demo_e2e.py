@@ -16,25 +16,41 @@ from _live_support import TRACEPASS, clean_env, port_free, scrape, select, total
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
-def test_demo_short_run(tmp_path: Path) -> None:
+def _start_demo(
+    tmp_path: Path, *args: str
+) -> tuple[subprocess.Popen[bytes], dict[str, int], Path, Path]:
+    """`tracepass demo ARGS` on free ports in a subprocess; returns once it listens:
+    (process, bound ports, report path, stdout path)."""
     report = tmp_path / "report.html"
     ports_file = tmp_path / "ports.json"
     cmd = [
-        TRACEPASS, "demo", "--duration", "15", "--rate", "8", "--no-live",
+        TRACEPASS, "demo", *args, "--no-live",
         "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0",
-        "--report", str(report), "--ports-file", str(ports_file), "--seed", "3",
+        "--report", str(report), "--ports-file", str(ports_file),
     ]  # fmt: skip
     out_path, err_path = tmp_path / "demo.out", tmp_path / "demo.err"
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=clean_env())
+
+    def listening() -> dict[str, int] | None:
+        if proc.poll() is not None:
+            raise AssertionError(f"demo exited early:\n{err_path.read_text()}")
+        return json.loads(ports_file.read_text()) if ports_file.exists() else None
+
     try:
-
-        def listening() -> dict[str, int] | None:
-            if proc.poll() is not None:
-                raise AssertionError(f"demo exited early:\n{err_path.read_text()}")
-            return json.loads(ports_file.read_text()) if ports_file.exists() else None
-
         ports = wait_until(listening, 120, "the demo to listen")
+    except BaseException:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise
+    return proc, ports, report, out_path
+
+
+def test_demo_short_run(tmp_path: Path) -> None:
+    proc, ports, report, out_path = _start_demo(
+        tmp_path, "--duration", "15", "--rate", "8", "--seed", "3"
+    )
+    try:
         url = f"http://127.0.0.1:{ports['metrics_port']}/metrics"
 
         def both_versions() -> dict[str, list[float]] | None:
@@ -55,7 +71,7 @@ def test_demo_short_run(tmp_path: Path) -> None:
         pow3 = wait_until(both_versions, 120, "pass^3 gauges of both versions")
         # Per reference set: the regressed version is lower on every set both reached.
         assert max(pow3["1.1"]) < min(pow3["1.0"])
-        assert proc.wait(timeout=180) == 0, err_path.read_text()
+        assert proc.wait(timeout=180) == 0, (tmp_path / "demo.err").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -67,7 +83,7 @@ def test_demo_short_run(tmp_path: Path) -> None:
     assert "<html" in html.lower()
     assert "data:image/png;base64" in html
     assert "1.1" in html
-    assert not ports_file.exists()
+    assert not (tmp_path / "ports.json").exists()
     assert all(port_free(ports[k]) for k in ("grpc_port", "http_port", "metrics_port"))
 
 
@@ -87,24 +103,8 @@ def _children(pid: int) -> set[int]:
 def test_demo_ctrl_c_ends_cleanly(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) mid-run: the demo stops within seconds, exits 0, still writes its
     report and leaves no process or listening port behind."""
-    report = tmp_path / "report.html"
-    ports_file = tmp_path / "ports.json"
-    cmd = [
-        TRACEPASS, "demo", "--duration", "600", "--rate", "8", "--no-live",
-        "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0",
-        "--report", str(report), "--ports-file", str(ports_file),
-    ]  # fmt: skip
-    out_path, err_path = tmp_path / "demo.out", tmp_path / "demo.err"
-    with out_path.open("wb") as out, err_path.open("wb") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=clean_env())
+    proc, ports, report, out_path = _start_demo(tmp_path, "--duration", "600", "--rate", "8")
     try:
-
-        def listening() -> dict[str, int] | None:
-            if proc.poll() is not None:
-                raise AssertionError(f"demo exited early:\n{err_path.read_text()}")
-            return json.loads(ports_file.read_text()) if ports_file.exists() else None
-
-        ports = wait_until(listening, 120, "the demo to listen")
         url = f"http://127.0.0.1:{ports['metrics_port']}/metrics"
         wait_until(
             lambda: total(scrape(url), "tracepass_conversations_total") >= 3,
@@ -113,7 +113,7 @@ def test_demo_ctrl_c_ends_cleanly(tmp_path: Path) -> None:
         )
         children = _children(proc.pid)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0, err_path.read_text()
+        assert proc.wait(timeout=60) == 0, (tmp_path / "demo.err").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -122,7 +122,7 @@ def test_demo_ctrl_c_ends_cleanly(tmp_path: Path) -> None:
     assert "demo interrupted" in out
     assert f"report: {report}" in out
     assert report.is_file()
-    assert not ports_file.exists()
+    assert not (tmp_path / "ports.json").exists()
     assert all(port_free(ports[k]) for k in ("grpc_port", "http_port", "metrics_port"))
     assert not any(Path(f"/proc/{child}").exists() for child in children)
 

@@ -74,7 +74,12 @@ def load_judge(spec: str, *, threshold: float, concurrency: int, cache: Any) -> 
 
     model = target if isinstance(target, BaseChatModel) else None
     if model is None and callable(target):
-        made = target()
+        try:
+            made = target()
+        except Exception as exc:  # a broken factory is bad config (exit 2), not a crash
+            raise ConfigError(
+                f"evaluation.judge {spec!r}: factory raised {type(exc).__name__}: {exc}"
+            ) from exc
         model = made if isinstance(made, BaseChatModel) else None
     if model is None:
         raise ConfigError(f"evaluation.judge {spec!r}: not a BaseChatModel or a factory of one")
