@@ -35,7 +35,14 @@ from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import Key, KeySnapshot, RollingAggregator, RollingConfig
 
-__all__ = ["EVENT_NAME", "EvaluationMetrics", "rolling_config", "success_of", "turn_outcome"]
+__all__ = [
+    "EVENT_NAME",
+    "EvaluationMetrics",
+    "result_success",
+    "rolling_config",
+    "success_of",
+    "turn_outcome",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -63,7 +70,7 @@ def rolling_config(config: MetricsConfig) -> RollingConfig:
 def success_of(outcome: Outcome) -> bool | None:
     """What an outcome says about the agent for pass@k: incomplete counts as a failure
     (the user did not get a finished conversation); error (a grader/judge could not
-    decide) is no evidence either way and is left out of n."""
+    decide) and unscored (no reference) are no evidence either way and stay out of n."""
     if outcome is Outcome.PASS:
         return True
     if outcome in (Outcome.FAIL, Outcome.INCOMPLETE):
@@ -71,7 +78,17 @@ def success_of(outcome: Outcome) -> bool | None:
     return None
 
 
+def result_success(result: ConversationResult) -> bool | None:
+    """`success_of` for a whole result: a conversation without a reference is no
+    evidence even when it is `incomplete` (evicted before it finished, so the evaluator
+    reports that rather than `unscored`): there was nothing to score it against."""
+    return None if result.reference_id is None else success_of(result.outcome)
+
+
 def turn_outcome(turn: TurnResult) -> str:
+    """pass | fail | error | unscored. A turn has no verdict without an error only when
+    there is no reference turn to compare it with (a reference-free conversation, or a
+    turn beyond the reference's last): that is `unscored`, not a failure."""
     if turn.correct is True:
         return "pass"
     if turn.correct is False:
@@ -82,7 +99,7 @@ def turn_outcome(turn: TurnResult) -> str:
         or any(g.error for g in turn.graders)
     ):
         return "error"
-    return "incomplete"
+    return "unscored"
 
 
 class EvaluationMetrics:
@@ -198,7 +215,7 @@ class EvaluationMetrics:
             added = self.aggregator.add(
                 key,
                 task=result.reference_id or UNMATCHED_TASK,
-                success=success_of(result.outcome),
+                success=result_success(result),
                 now=now,
                 conversation_id=result.conversation_id,
                 revision=revision,
@@ -249,7 +266,8 @@ class EvaluationMetrics:
             self.turns_superseded.add(int(count), {**labels, "outcome": t_outcome})
 
     def record_judge_call(self, outcome: str) -> None:
-        """outcome: ok | retry | error | cached (the judge's own vocabulary)."""
+        """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the
+        judge's own vocabulary, passed through)."""
         self.judge_calls.add(1, {"outcome": outcome})
 
     # ------------------------------------------------------------------ events
@@ -279,17 +297,20 @@ class EvaluationMetrics:
             if turn.index < len(turns):
                 ctx = _span_context(turns[turn.index].trace_id, turns[turn.index].span_id)
             attrs = {**base, "tracepass.turn.index": turn.index}
-            reasoning = next((g.reasoning for g in turn.graders if g.reasoning), None)
-            self._event(
-                "answer_correctness",
-                turn.answer_score,
-                "error"
-                if turn.answer_correct is None
-                else ("pass" if turn.answer_correct else "fail"),
-                turn.answer_error or reasoning,
-                attrs,
-                ctx,
-            )
+            # Only answers that were graded (or whose grading failed): a turn without
+            # an answer check, or without a reference turn, has no answer verdict.
+            if turn.answer_correct is not None or turn.answer_error is not None:
+                reasoning = next((g.reasoning for g in turn.graders if g.reasoning), None)
+                self._event(
+                    "answer_correctness",
+                    turn.answer_score,
+                    "error"
+                    if turn.answer_correct is None
+                    else ("pass" if turn.answer_correct else "fail"),
+                    turn.answer_error or reasoning,
+                    attrs,
+                    ctx,
+                )
             if turn.tool_correctness is not None:
                 tc = turn.tool_correctness
                 self._event(
@@ -313,9 +334,12 @@ class EvaluationMetrics:
                 )
             self._event("turn_correctness", None, turn_outcome(turn), None, attrs, ctx)
         first = _span_context(turns[0].trace_id, turns[0].span_id) if turns else None
+        # A score only for outcomes that are evidence about the agent (as in the
+        # windows); error and unscored carry their label alone, never a 0.
+        evidence = result_success(result)
         self._event(
             "conversation_correctness",
-            1.0 if result.correct else 0.0,
+            None if evidence is None else float(evidence),
             result.outcome.value,
             None,
             base,
