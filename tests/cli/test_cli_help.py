@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -85,3 +87,26 @@ def test_help_does_not_load_heavy_libraries() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_docs_cli_md_documents_every_command_and_flag() -> None:
+    from typer.main import get_command
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    missing = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            for name, sub in subcommands.items():
+                walk(sub, [*path, name])
+            return
+        if f"tracepass {' '.join(path)}" not in docs and f"`{path[-1]} " not in docs:
+            missing.append(" ".join(path))
+        for param in command.params:
+            for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
+                if opt.startswith("-") and opt != "--help" and opt not in docs:
+                    missing.append(f"{' '.join(path)} {opt}")
+
+    walk(get_command(app), [])
+    assert missing == []
