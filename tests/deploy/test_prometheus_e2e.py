@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "tracepass.rules.yaml"
+DOCS = ROOT / "docs" / "exported-metrics.md"
 REFS = str(ROOT / "examples" / "references")
 AGENT = "travel-assistant"
 VERSION = "1.0"
@@ -251,6 +252,20 @@ class Traffic:
             raise AssertionError(f"agent traffic failed: {self.error}") from self.error
 
 
+def assert_families_documented(metrics_url: str) -> None:
+    """Every metric family the running collector exports is in docs/exported-metrics.md
+    under its exported Prometheus name (with `_total` / `_seconds` as exposed)."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    families = {
+        line.split()[2] for line in text.splitlines() if line.startswith("# TYPE tracepass_")
+    }
+    assert len(families) > 20, families
+    doc = DOCS.read_text(encoding="utf-8")
+    undocumented = sorted(f for f in families if f"`{f}`" not in doc)
+    assert not undocumented, f"not in {DOCS.name}: {undocumented}"
+
+
 def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
     require_tool("prometheus")
     with (
@@ -312,6 +327,7 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
             except AssertionError:
                 empty[title] = queries
         assert not empty, f"panels without data: {json.dumps(empty, indent=1)}"
+        assert_families_documented(s.metrics_url)
         assert not prom.alerts("TracepassPassPowKBelowTarget")
 
         # Phase 2: the agent regresses; the alert must fire for its version.
