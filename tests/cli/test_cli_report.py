@@ -102,3 +102,30 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert _png_size(shot) == (1280, 2000)
     # A blank page compresses to a few KB; charts and tables make it far larger.
     assert shot.stat().st_size > 50_000
+
+
+def test_turns_without_tool_checks_stay_out_of_the_radar() -> None:
+    """A turn whose tools are not checked has a trajectory of nulls: it is not a
+    trajectory score of 0 and must not pull the radar down."""
+    from tracepass.evaluator.models import ConversationResult, Outcome, TurnResult
+
+    unchecked = ConversationResult(
+        conversation_id="u",
+        reference_id="a",
+        agent_name="calc-agent",
+        agent_version="1.0",
+        correct=True,
+        outcome=Outcome.PASS,
+        turns=(
+            TurnResult(
+                index=0, query="hi", answer="hello", answer_score=1.0, answer_correct=True,
+                tool_correctness=None, correct=True,
+            ),
+        ),
+    )  # fmt: skip
+    doc = build_document([conversation("c", "a", True), unchecked], (1,))
+    assert doc["conversations"][1]["turns"][0]["trajectory"]["f1"] is None
+    assert data.trajectory_by_version(doc) == {
+        "calc-agent 1.0": {axis: 1.0 for axis in data.TRAJECTORY_AXES}
+    }
+    assert "<html" in render_report(doc).lower()

@@ -42,3 +42,30 @@ def test_busy_port_falls_back_and_says_so() -> None:
         ports, notes = choose_ports(DemoOptions(grpc_port=port, http_port=0, metrics_port=0))
     assert ports == {"grpc": 0, "http": 0, "metrics": 0}
     assert notes == [f"port {port} (grpc) is busy; using a free port instead"]
+
+
+def test_example_agent_is_deterministic_given_a_seed() -> None:
+    """Same seed → same answers (one RNG per conversation, not per thread or run);
+    the regression knob changes tool arguments and therefore answers."""
+    from tracepass.collector.demo.examples import load_agent
+
+    agent = load_agent(EXAMPLES)
+
+    def play(seed: int, regression: float) -> list[list[tuple[str, str]]]:
+        return [
+            agent.run_conversation(
+                scenario,
+                version="1.0",
+                regression=regression,
+                rng=agent.conversation_rng(seed, f"demo-{i}"),
+                conversation_id=f"c-{seed}-{i}",
+            )
+            for i, scenario in enumerate(agent.SCENARIOS * 3)
+        ]
+
+    first = play(7, 0.5)
+    assert play(7, 0.5) == first
+    assert play(7, 0.0) != play(7, 1.0)
+    # Several tools and multi-turn conversations.
+    assert any(len(s.turns) > 1 for s in agent.SCENARIOS)
+    assert (EXAMPLES / "travel_agent.py").read_text(encoding="utf-8").count("@tool") >= 3
