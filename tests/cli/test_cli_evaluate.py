@@ -230,3 +230,19 @@ def test_bad_judge_spec_exit_2(spec: str, message: str) -> None:
     res = run("--dataset", str(DATASET), "--default-grader", "llm", "--judge", spec)
     assert res.exit_code == 2, res.output
     assert message in res.stderr
+
+
+def test_dataset_adk_eval_result_json_contract() -> None:
+    """An ADK eval-set result (agent outputs included) evaluates without traces."""
+    result = DATASET.parents[1] / "adk" / "home_automation_run1.evalset_result.json"
+    res = run("--dataset", str(result), "--format", "json", "--k", "1")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert_contract(doc, [1])
+    (conv,) = doc["conversations"]
+    assert conv["reference_id"] == "turn_off_then_check"
+    assert len(conv["turns"]) == 2
+    assert conv["turns"][0]["tool_calls"][0]["name"] == "set_device_info"
+    # The recorded run skipped the second turn's tool call: the conversation fails.
+    assert conv["correct"] is False
+    assert doc["summary"]["pass_at_k"]["1"]["plugin"] == 0.0
