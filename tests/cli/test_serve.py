@@ -17,6 +17,7 @@ from tracepass.collector.cli.main import app
 from tracepass.collector.config import CollectorConfig, ConfigError, MetricsConfig, ReceiverConfig
 from tracepass.collector.service import CollectorService, startup_error, with_overrides
 from tracepass.evaluator.models import ConversationResult, Outcome
+from tracepass.evaluator.rolling import StateCapture
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -98,19 +99,22 @@ def _result(cid: str, ok: bool) -> ConversationResult:
     )
 
 
-async def test_rolling_windows_persist_off_the_loop_and_restore(tmp_path: Path) -> None:
-    """The windows are serialized in a worker thread (they can take seconds to encode)
-    and a new service on the same state file restores exactly the same numbers."""
+async def test_rolling_windows_persist_off_the_loop_and_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The windows are encoded in a worker thread (seconds at a million entries) from a
+    copy taken under the lock, and a new service on the same state file restores exactly
+    the same numbers."""
+    threads: list[str] = []
+    original = StateCapture.to_state
+
+    def spying_to_state(self: StateCapture) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(self)
+
+    monkeypatch.setattr(StateCapture, "to_state", spying_to_state)
     service = CollectorService(_config(tmp_path))
     await service.start()
-    threads: list[str] = []
-    original = service.metrics.aggregator.to_state
-
-    def spying_to_state() -> Any:
-        threads.append(threading.current_thread().name)
-        return original()
-
-    service.metrics.aggregator.to_state = spying_to_state
     now = time.time()
     for i in range(12):
         service.metrics.record(_result(f"c{i}", i % 4 != 0), now=now)

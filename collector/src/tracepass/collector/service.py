@@ -36,7 +36,7 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator
+from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, StateCapture
 
 __all__ = ["AGGREGATOR_BLOB", "BoundPorts", "CollectorService", "ResultCallback"]
 
@@ -292,9 +292,12 @@ class CollectorService:
         pipeline, metrics = self.pipeline, self.metrics
         if pipeline is None or pipeline.store is None or metrics is None:
             return
-        # Off the event loop: with a million window entries `to_state` takes seconds and
-        # `json.dumps` several more, during which the receivers would stall.
-        blob = await asyncio.to_thread(_serialize_aggregator, metrics)
+        # A point-in-time copy under the lock every reader and writer of the aggregator
+        # takes (tens of ms at a million entries); encoding it costs far more and runs in
+        # a worker thread, so neither the receivers nor `record` wait for it.
+        with metrics._lock:
+            capture = metrics.aggregator.capture()
+        blob = await asyncio.to_thread(_encode_state, capture)
         await asyncio.wrap_future(pipeline.store.put_blob(AGGREGATOR_BLOB, blob))
 
     async def _persist_loop(self) -> None:
@@ -336,16 +339,10 @@ class CollectorService:
         return [] if self.metrics is None else list(self.metrics.snapshot())
 
 
-def _serialize_aggregator(metrics: Any) -> bytes:
-    """The rolling windows as JSON bytes; runs in a worker thread.
-
-    `to_state` reads the aggregator's live columns, so it runs under the metrics lock
-    that every writer (`record`, on the event loop) and reader (gauge callbacks, on the
-    exporter thread) takes: the loop waits only if a result arrives meanwhile. It returns
-    fresh lists and dicts, so encoding them needs no lock at all."""
-    with metrics._lock:
-        state = metrics.aggregator.to_state()
-    return json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
+def _encode_state(capture: StateCapture) -> bytes:
+    """The captured rolling windows as JSON bytes (in a worker thread: the capture is a
+    copy, so nothing here touches the live aggregator)."""
+    return json.dumps(capture.to_state(), separators=(",", ":"), allow_nan=False).encode()
 
 
 def with_overrides(
