@@ -152,7 +152,7 @@ def broken_judge() -> Any:
     ("spec", "message"),
     [
         ("test_serve:broken_judge", "factory raised RuntimeError: no API key in this test"),
-        ("test_serve:nothing_here", "cannot load"),
+        ("test_serve:nothing_here", "module 'test_serve' has no attribute 'nothing_here'"),
         ("test_serve", "expected module:attr"),
     ],
 )

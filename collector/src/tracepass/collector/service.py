@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import inspect
 import json
 import logging
@@ -33,6 +32,7 @@ from typing import Any
 
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.evaluator.models import ConversationResult
@@ -59,30 +59,12 @@ class BoundPorts:
 def load_judge(spec: str, *, threshold: float, concurrency: int, cache: Any) -> Any:
     """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
     or a zero-argument factory). Errors are `ConfigError`s naming `evaluation.judge`."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"evaluation.judge {spec!r}: expected module:attr")
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"evaluation.judge {spec!r}: cannot load: {exc}") from exc
-    from langchain_core.language_models import BaseChatModel
-
+        model = resolve_chat_model(spec)
+    except JudgeSpecError as exc:
+        raise ConfigError(f"evaluation.judge {exc}") from exc
     from tracepass.evaluator.judge import LLMJudge
 
-    model = target if isinstance(target, BaseChatModel) else None
-    if model is None and callable(target):
-        try:
-            made = target()
-        except Exception as exc:  # a broken factory is bad config (exit 2), not a crash
-            raise ConfigError(
-                f"evaluation.judge {spec!r}: factory raised {type(exc).__name__}: {exc}"
-            ) from exc
-        model = made if isinstance(made, BaseChatModel) else None
-    if model is None:
-        raise ConfigError(f"evaluation.judge {spec!r}: not a BaseChatModel or a factory of one")
     return LLMJudge(model, pass_threshold=threshold, concurrency=concurrency, cache=cache)
 
 
@@ -181,6 +163,9 @@ class CollectorService:
             event_logger=self.telemetry.event_logger(),
             clock=self.clock,
         )
+        if judge is not None:
+            # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
+            judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.receivers = ReceiverServers(self.pipeline, instruments, cfg.receiver, self.pipeline)
         await self.receivers.start()

@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
+from scipy import special
 
 __all__ = [
     "Method",
@@ -234,7 +234,7 @@ class PassKArrays:
 
 
 def _wilson(n: FloatArray, c: FloatArray, level: float) -> tuple[FloatArray, FloatArray]:
-    z = float(stats.norm.ppf(0.5 + level / 2.0))
+    z = float(special.ndtri(0.5 + level / 2.0))
     n_safe = np.where(n > 0, n, 1.0)
     p = c / n_safe
     z2 = z * z

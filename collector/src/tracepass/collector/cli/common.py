@@ -7,9 +7,7 @@ Exit codes (every command): 0 success, 1 a gate failed / regression found,
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
@@ -21,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand
+
+from tracepass.collector.judge_loading import JudgeSpecError, resolve_chat_model
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -154,41 +154,12 @@ def load_json_file(path: Path, what: str) -> Any:
 
 
 def load_chat_model(spec: str) -> Any:
-    """Resolve ``module:attr`` to a langchain-core ``BaseChatModel``: the attribute may be
-    an instance or a zero-argument factory returning one."""
-    from langchain_core.language_models import BaseChatModel
-
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        fail(f"--judge {spec!r}: expected module:attr (e.g. mypkg.judges:make_judge)")
-    # Console scripts do not put the working directory on sys.path; a judge defined in
-    # the user's project (`--judge judges:make`) must import as with `python -m`.
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
+    """Resolve ``module:attr`` to a langchain-core ``BaseChatModel`` (an instance or a
+    zero-argument factory); a bad spec exits 2 with the reason."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        fail(f"--judge {spec!r}: cannot import module {module_name!r}: {exc}")
-    target: Any = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            fail(f"--judge {spec!r}: module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
-    if isinstance(target, BaseChatModel):
-        return target
-    if callable(target):
-        try:
-            made = target()
-        except Exception as exc:
-            fail(f"--judge {spec!r}: factory raised {type(exc).__name__}: {exc}")
-        if isinstance(made, BaseChatModel):
-            return made
-        fail(
-            f"--judge {spec!r}: factory returned {type(made).__name__}, "
-            "expected a langchain-core BaseChatModel"
-        )
-    fail(f"--judge {spec!r}: {type(target).__name__} is not a BaseChatModel or a factory")
+        return resolve_chat_model(spec)
+    except JudgeSpecError as exc:
+        fail(f"--judge {exc}")
 
 
 def fmt_num(value: float | None, digits: int = 3) -> str:

@@ -102,13 +102,13 @@ class DemoState:
     def on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         """Listener: per-version windows over all reference sets (the live view), and
         the latest evaluation of each conversation (the report)."""
-        from tracepass.collector.metrics import success_of
+        from tracepass.collector.metrics import result_success
 
         self.results[result.conversation_id] = result
         self.aggregator.add(
             (result.agent_name or "agent", result.agent_version or "?", ALL_SETS),
             task=result.reference_id or "_unmatched",
-            success=success_of(result.outcome),
+            success=result_success(result),
             now=info.now,
             conversation_id=result.conversation_id,
             revision=info.revision,
