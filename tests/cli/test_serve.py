@@ -169,3 +169,35 @@ def test_bad_judge_in_config_exit_2(tmp_path: Path, spec: str, message: str) -> 
     )
     assert res.exit_code == 2, res.output
     assert f"evaluation.judge {spec!r}: {message}" in res.stderr
+
+
+def good_judge() -> Any:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    return FakeListChatModel(responses=['```json\n{"reasoning": "fine", "score": 0.9}\n```'])
+
+
+async def test_judge_calls_are_counted_on_metrics(tmp_path: Path) -> None:
+    import urllib.request
+
+    config = _config(tmp_path).model_copy(
+        update={
+            "evaluation": CollectorConfig().evaluation.model_copy(
+                update={"judge": "test_serve:good_judge"}
+            )
+        }
+    )
+    service = CollectorService(config)
+    await service.start()
+    try:
+        judge = service.pipeline.evaluator.judge  # type: ignore[union-attr]
+        verdict = await judge.judge("q", "a", "a")
+        assert verdict.error is None
+        body = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(service.metrics_url, timeout=10).read().decode()
+        )
+        line = next(x for x in body.splitlines() if x.startswith("tracepass_judge_calls_total{"))
+        assert 'outcome="ok"' in line
+        assert line.endswith(" 1.0")
+    finally:
+        await service.stop()
