@@ -579,3 +579,12 @@ def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
     text = "- &base {id: a, query: q, expected_answer: fine}\n- <<: *base\n  id: b\n"
     (rs,) = load_reference_sets([write(tmp_path, "m.yaml", text)])
     assert [(r.id, r.turns[0].query) for r in rs.references] == [("a", "q"), ("b", "q")]
+
+
+def test_unknown_block_field_is_reported_on_its_key_line(tmp_path: Path) -> None:
+    from tracepass.evaluator.references import ReferenceLoadError, load_reference_sets
+
+    path = tmp_path / "r.yaml"
+    path.write_text("name: s\nreferences:\n  - id: a\n    turnz:\n      - query: hi\n")
+    with pytest.raises(ReferenceLoadError, match=r"r\.yaml:4: references\[0\]\.turnz"):
+        load_reference_sets([path])

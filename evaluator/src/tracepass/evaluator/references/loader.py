@@ -56,7 +56,9 @@ def iter_reference_files(paths: Sequence[Path | str]) -> Iterable[Path]:
 
 
 def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
-    """Field path → 1-based line of its value, from PyYAML's node tree."""
+    """Field path → 1-based line, from PyYAML's node tree: the key's line for mapping
+    entries (a block value starts on the next line, but the user looks for the key),
+    the item's line for sequence items."""
     out: dict[tuple[str | int, ...], int] = {}
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -65,7 +67,7 @@ def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())] if root is not None else []
     while stack:
         node, path = stack.pop()
-        out[path] = node.start_mark.line + 1
+        out.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             for k, v in node.value:
                 key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
