@@ -212,7 +212,15 @@ def normalize_request(
                 elif (kind := get(_TL_KIND)) is not None:
                     convention = traceloop.fill(kind, rec, attrs)
                 elif (operation := get(_OPERATION)) is not None:
-                    convention = genai.fill(operation, rec, attrs)
+                    # genai.fill, with its two common cases first and inline.
+                    if operation == "execute_tool":
+                        genai.fill_tool(rec, attrs)
+                        convention = genai.CONVENTION
+                    elif operation == "invoke_agent":
+                        genai.fill_turn(rec, attrs)
+                        convention = genai.CONVENTION
+                    else:
+                        convention = genai.fill(operation, rec, attrs)
                 elif genai.is_legacy_model(attrs):
                     genai.fill_model(rec, attrs)
                     convention = genai.CONVENTION

@@ -55,15 +55,16 @@ def fill_turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text_in(get(OUTPUT_MESSAGES))
 
 
-def fill_tool(
-    rec: SpanRecord, attrs: dict[str, Any], *, raw_args: Any = None, raw_result: Any = None
-) -> None:
-    """A tool record from the semconv attributes; `raw_args`/`raw_result` replace the
-    semconv arguments/result when another convention carries them elsewhere."""
+def fill_tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
+    """A tool record from the semconv attributes."""
+    fill_tool_from(rec, attrs, attrs.get(TOOL_ARGUMENTS), attrs.get(TOOL_RESULT))
+
+
+def fill_tool_from(rec: SpanRecord, attrs: dict[str, Any], args: Any, result: Any) -> None:
+    """A tool record whose raw arguments/result are `args`/`result` (another convention
+    may carry them elsewhere); name and call id from the semconv attributes."""
     rec.kind = _TOOL
     get = attrs.get
-    args = get(TOOL_ARGUMENTS) if raw_args is None else raw_args
-    result = get(TOOL_RESULT) if raw_result is None else raw_result
     call_id = get(TOOL_CALL_ID)
     if call_id.__class__ is not str or not call_id:
         call_id = as_str(call_id) or tool_call_id_from_result(result)

@@ -217,9 +217,15 @@ def _last_text_raw(items: list[Any], role: str) -> str | None:
         # Semconv messages (`{"role", "parts"}`) are read in place: only the text of the
         # message that matches is built, no `Message` per item.
         if item.__class__ is dict and (parts := item.get("parts")).__class__ is list:
-            if _semconv_role(item) == role:
-                return _parts_text(parts)
-            continue
+            raw = item.get("role")
+            if raw != role and _semconv_role(item) != role:
+                continue
+            if len(parts) == 1:  # the usual single text part, without the general loop
+                part = parts[0]
+                if part.__class__ is dict and part.get("type") == "text":
+                    content = part.get("content")
+                    return content if isinstance(content, str) else None
+            return _parts_text(parts)
         msg = parse_message(item, with_calls=False)
         if msg is not None and msg.role == role:
             return msg.text
@@ -237,10 +243,15 @@ def output_text_in(value: Any) -> str | None:
     texts: list[str] = []
     for item in decoded:
         if item.__class__ is dict and (parts := item.get("parts")).__class__ is list:
-            if _semconv_role(item) in (ASSISTANT, ""):
-                text = _parts_text(parts)
-                if text:
-                    texts.append(text)
+            if item.get("role") == ASSISTANT or _semconv_role(item) in (ASSISTANT, ""):
+                if len(parts) == 1 and (part := parts[0]).__class__ is dict:
+                    text = part.get("content") if part.get("type") == "text" else None
+                    if text and isinstance(text, str):
+                        texts.append(text)
+                else:
+                    text = _parts_text(parts)
+                    if text:
+                        texts.append(text)
             continue
         msg = parse_message(item, with_calls=False)
         if msg is not None and msg.role in (ASSISTANT, "") and msg.text:

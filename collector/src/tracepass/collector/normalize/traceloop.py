@@ -77,7 +77,12 @@ def _turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
 def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     raw_in = attrs.get(ENTITY_INPUT)
     raw_out = attrs.get(ENTITY_OUTPUT)
-    genai.fill_tool(rec, attrs, raw_args=raw_in, raw_result=raw_out)
+    genai.fill_tool_from(
+        rec,
+        attrs,
+        attrs.get(genai.TOOL_ARGUMENTS) if raw_in is None else raw_in,
+        attrs.get(genai.TOOL_RESULT) if raw_out is None else raw_out,
+    )
     decorated = _decorator_arguments(raw_in) if raw_in is not None else None
     if decorated is not None:
         rec.tool_arguments = decorated
