@@ -15,24 +15,21 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field
 
-from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, Verdict
-from tracepass.evaluator.graders.text import Normalization, normalize, normalizer
+from tracepass.evaluator.graders.base import GradeInput, Grader, Verdict
+from tracepass.evaluator.graders.text import NormalizingOptions, normalize, normalizer
 
 _SPLIT = re.compile(r"[;|\n]")
 _KW_CACHE_LIMIT = 4096
 _MISS = object()
 
 
-class ContainsOptions(GraderOptions):
+class ContainsOptions(NormalizingOptions):
     keywords: tuple[str, ...] | None = Field(default=None, min_length=1)
     mode: Literal["all", "any"] = "all"
     split_expected: bool = False
     # Match keywords only at word boundaries ("cat" does not match "concatenate").
     whole_words: bool = False
-    nfkc: bool = True
-    casefold: bool = True
-    strip_punctuation: bool = False
-    whitespace: bool = True
+    casefold: bool = True  # keywords match regardless of case
 
 
 class ContainsGrader(Grader[ContainsOptions]):
@@ -43,12 +40,7 @@ class ContainsGrader(Grader[ContainsOptions]):
 
     def __init__(self, options: ContainsOptions) -> None:
         super().__init__(options)
-        self._norm = Normalization(
-            nfkc=options.nfkc,
-            casefold=options.casefold,
-            strip_punctuation=options.strip_punctuation,
-            whitespace=options.whitespace,
-        )
+        self._norm = options.normalization()
         self._normalize = normalizer(self._norm)
         self._kw_cache: dict[str | None, _Keywords | None] = {}
 

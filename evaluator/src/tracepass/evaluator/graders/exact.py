@@ -6,18 +6,14 @@ from typing import NamedTuple
 
 from pydantic import Field
 
-from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, Verdict
-from tracepass.evaluator.graders.text import Normalization, normalize, normalizer
+from tracepass.evaluator.graders.base import GradeInput, Grader, Verdict
+from tracepass.evaluator.graders.text import NormalizingOptions, normalize, normalizer
 
 
-class ExactOptions(GraderOptions):
+class ExactOptions(NormalizingOptions):
     # `expected` overrides the turn's expected_answer (e.g. to grade against a short
     # canonical form while expected_answer keeps the full prose for the judge).
     expected: str | None = None
-    nfkc: bool = True
-    casefold: bool = False
-    strip_punctuation: bool = False
-    whitespace: bool = True
     # Extra accepted answers, any of which counts as a match.
     alternatives: tuple[str, ...] = Field(default=())
 
@@ -30,12 +26,7 @@ class ExactGrader(Grader[ExactOptions]):
 
     def __init__(self, options: ExactOptions) -> None:
         super().__init__(options)
-        self._norm = Normalization(
-            nfkc=options.nfkc,
-            casefold=options.casefold,
-            strip_punctuation=options.strip_punctuation,
-            whitespace=options.whitespace,
-        )
+        self._norm = options.normalization()
         self._normalize = normalizer(self._norm)
         self._targets: dict[str | None, _Targets | None] = {}
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
+from tracepass.evaluator.graders.base import GraderOptions
+
 
 class Normalization(BaseModel):
     """Normalization switches; each grader chooses its own defaults."""
@@ -25,6 +27,25 @@ class Normalization(BaseModel):
     casefold: bool = False
     strip_punctuation: bool = False
     whitespace: bool = True
+
+
+class NormalizingOptions(GraderOptions):
+    """Grader options that carry the normalization switches, so every string grader
+    spells them (and validates them) the same way; a grader changes a default by
+    redeclaring the field."""
+
+    nfkc: bool = True
+    casefold: bool = False
+    strip_punctuation: bool = False
+    whitespace: bool = True
+
+    def normalization(self) -> Normalization:
+        return Normalization(
+            nfkc=self.nfkc,
+            casefold=self.casefold,
+            strip_punctuation=self.strip_punctuation,
+            whitespace=self.whitespace,
+        )
 
 
 def _is_punct(ch: str) -> bool:
