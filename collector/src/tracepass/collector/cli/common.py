@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -130,6 +130,18 @@ def write_text(text: str, output: Path | None) -> None:
     except OSError as exc:
         fail(f"{output}: cannot write: {exc.strerror or exc}")
     stderr_console().print(f"wrote {escape(str(output))}", highlight=False)
+
+
+def emit_json_or_table(
+    data: Any, *, as_json: bool, output: Path | None, print_table: Callable[[], None]
+) -> None:
+    """The output convention of the commands with a table view: JSON to ``output`` (or
+    stdout) when JSON is asked for; otherwise the table on stdout, with the JSON also
+    saved to ``output`` when one is named, so a run can be both read and kept."""
+    if as_json or output is not None:
+        write_text(dump_json(data), output)
+    if not as_json:
+        print_table()
 
 
 def dump_json(data: Any) -> str:

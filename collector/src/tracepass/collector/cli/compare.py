@@ -13,7 +13,7 @@ from rich.table import Table
 from tracepass.collector.cli.common import (
     EXIT_GATE,
     OutputFormat,
-    dump_json,
+    emit_json_or_table,
     fail,
     fmt_delta,
     fmt_num,
@@ -21,7 +21,6 @@ from tracepass.collector.cli.common import (
     load_json_file,
     plain,
     stdout_console,
-    write_text,
 )
 
 EPILOG = """\
@@ -109,13 +108,12 @@ def compare(
             "items": [r.as_json() for r in judged],
         }
 
-    if output_format is OutputFormat.JSON:
-        write_text(dump_json(result), output)
-    elif output is not None:
-        write_text(dump_json(result), output)
-        _print_table(result)
-    else:
-        _print_table(result)
+    emit_json_or_table(
+        result,
+        as_json=output_format is OutputFormat.JSON,
+        output=output,
+        print_table=lambda: _print_table(result),
+    )
     if fail_on_regression and result["regressions"]:
         raise typer.Exit(EXIT_GATE)
 

@@ -10,10 +10,9 @@ from rich.table import Table
 
 from tracepass.collector.cli.common import (
     OutputFormat,
-    dump_json,
+    emit_json_or_table,
     plain,
     stdout_console,
-    write_text,
 )
 
 if TYPE_CHECKING:
@@ -69,11 +68,12 @@ def conversations(
     from tracepass.collector.views import conversation_json
 
     convs = sources.conversations_from_otlp(files, conversation_id_key or ())
-    if output_format is OutputFormat.JSON or output is not None:
-        write_text(dump_json({"conversations": [conversation_json(c) for c in convs]}), output)
-        if output_format is OutputFormat.JSON:
-            return
-    print_table(convs)
+    emit_json_or_table(
+        {"conversations": [conversation_json(c) for c in convs]},
+        as_json=output_format is OutputFormat.JSON,
+        output=output,
+        print_table=lambda: print_table(convs),
+    )
 
 
 def print_table(convs: list[Conversation]) -> None:

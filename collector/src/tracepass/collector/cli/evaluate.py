@@ -19,6 +19,7 @@ from tracepass.collector.cli.common import (
     EXIT_GATE,
     MultiValueCommand,
     dump_json,
+    emit_json_or_table,
     fail,
     fmt_num,
     load_chat_model,
@@ -263,9 +264,9 @@ def evaluate(
         else:
             write_text(html, output)
     else:
-        if output is not None:
-            write_text(dump_json(document), output)
-        print_summary(document)
+        emit_json_or_table(
+            document, as_json=False, output=output, print_table=lambda: print_summary(document)
+        )
     _report_gates(outcomes)
     if any(not o.passed for o in outcomes):
         raise typer.Exit(EXIT_GATE)

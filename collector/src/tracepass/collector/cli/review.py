@@ -10,13 +10,12 @@ from rich.table import Table
 
 from tracepass.collector.cli.common import (
     OutputFormat,
-    dump_json,
+    emit_json_or_table,
     fail,
     fmt_num,
     load_json_file,
     stderr_console,
     stdout_console,
-    write_text,
 )
 
 review_app = typer.Typer(
@@ -135,12 +134,12 @@ def import_(
     data["population"] = (
         None if population is None else {"judged": population[0], "judge_passed": population[1]}
     )
-    if output_format is OutputFormat.JSON:
-        write_text(dump_json(data), output)
-        return
-    if output is not None:
-        write_text(dump_json(data), output)
-    _print(data)
+    emit_json_or_table(
+        data,
+        as_json=output_format is OutputFormat.JSON,
+        output=output,
+        print_table=lambda: _print(data),
+    )
 
 
 def _print(data: dict[str, Any]) -> None:
