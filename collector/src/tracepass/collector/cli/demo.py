@@ -146,31 +146,25 @@ def _console() -> Any:
 async def _run(options: Any) -> Any:
     from rich.live import Live
 
+    from tracepass.collector.cli.serve import (
+        listening_event,
+        startup_errors_reported,
+        write_ports_file,
+    )
     from tracepass.collector.demo import view
     from tracepass.collector.demo.runner import run_demo
-    from tracepass.collector.service import startup_error
 
     console = _console()
     last_line = [0.0]
 
     def on_listening(service: Any) -> None:
-        ports = service.ports
-        info = {
-            "event": "listening",
-            "grpc_port": ports.grpc,
-            "http_port": ports.http,
-            "metrics_port": ports.metrics,
-            "metrics_url": service.metrics_url,
-            "report": str(options.report),
-        }
+        info = listening_event(service, report=str(options.report))
         if options.ports_file is not None:
-            from tracepass.collector.cli.serve import write_ports_file
-
             write_ports_file(options.ports_file, info)
         if not options.live:
             print(json.dumps(info), flush=True)
 
-    try:
+    with startup_errors_reported(options.ports_file):
         if options.live:
             with Live(console=console, refresh_per_second=4, transient=False) as live:
                 outcome = await run_demo(
@@ -190,12 +184,4 @@ async def _run(options: Any) -> Any:
                     print(view.status_line(state), flush=True)
 
             outcome = await run_demo(options, plain, on_listening)
-    except Exception as exc:
-        message = startup_error(exc)
-        if message is None:
-            raise
-        fail(message)
-    finally:
-        if options.ports_file is not None:
-            options.ports_file.unlink(missing_ok=True)
     return outcome

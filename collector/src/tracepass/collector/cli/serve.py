@@ -8,7 +8,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -53,6 +54,39 @@ def write_ports_file(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def listening_event(service: Any, **extra: Any) -> dict[str, Any]:
+    """The `listening` line (and ports file) both `serve` and `demo` announce: scripts and
+    tests read the bound ports from it, so its keys must stay the same in both."""
+    ports = service.ports
+    return {
+        "event": "listening",
+        "grpc_port": ports.grpc,
+        "http_port": ports.http,
+        "metrics_port": ports.metrics,
+        "metrics_url": service.metrics_url,
+        **extra,
+    }
+
+
+@contextmanager
+def startup_errors_reported(ports_file: Path | None) -> Iterator[None]:
+    """Turn a known start-up failure (busy port, unreadable state...) into a precise
+    exit-2 error instead of a traceback, and remove the ports file however the run ends
+    so a poller never reads the ports of a collector that is gone."""
+    from tracepass.collector.service import startup_error
+
+    try:
+        yield
+    except Exception as exc:
+        message = startup_error(exc)
+        if message is None:
+            raise
+        fail(message)
+    finally:
+        if ports_file is not None:
+            ports_file.unlink(missing_ok=True)
 
 
 async def run_until_signal(
@@ -151,7 +185,7 @@ def serve(
 ) -> None:
     """Run the collector: OTLP receivers, conversation assembly, evaluation, /metrics."""
     from tracepass.collector.config import ConfigError, load_config
-    from tracepass.collector.service import CollectorService, startup_error, with_overrides
+    from tracepass.collector.service import CollectorService, with_overrides
 
     if log_level.lower() not in LOG_LEVELS:
         fail(f"--log-level {log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
@@ -184,14 +218,7 @@ def serve(
 
     def announce() -> None:
         ports = service.ports
-        info = {
-            "event": "listening",
-            "grpc_port": ports.grpc,
-            "http_port": ports.http,
-            "metrics_port": ports.metrics,
-            "metrics_url": service.metrics_url,
-            "pid": os.getpid(),
-        }
+        info = listening_event(service, pid=os.getpid())
         if ports_file is not None:
             write_ports_file(ports_file, info)
         sys.stdout.write(json.dumps(info) + "\n")
@@ -202,14 +229,6 @@ def serve(
             highlight=False,
         )
 
-    try:
+    with startup_errors_reported(ports_file):
         asyncio.run(run_until_signal(service, announce))
-    except Exception as exc:
-        message = startup_error(exc)
-        if message is None:
-            raise
-        fail(message)
-    finally:
-        if ports_file is not None:
-            ports_file.unlink(missing_ok=True)
     console.print("tracepass collector stopped", highlight=False)
