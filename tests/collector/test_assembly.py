@@ -286,6 +286,24 @@ def test_max_spans_per_conversation_drops_extra_and_marks_incomplete() -> None:
     assert not done.complete
 
 
+def test_outcome_routes_every_record_and_marks_dropped_ones() -> None:
+    # The request log stores `keys` as each record's routing: aligned with the batch,
+    # None exactly for what was dropped, duplicates keeping their key.
+    asm, _, _ = make(max_spans_per_conversation=3)
+    batch = turn_records(1, 10, "a", "q", "x", ["t1", "t2", "t3"], t0=0)
+    out = asm.add(batch)
+    assert out.records == batch
+    assert [k is None for k in out.keys] == [False, False, False, True]
+    assert set(out.keys[:3]) == {"a"}
+    assert out.any_held
+    again = asm.add(batch[:2])
+    assert again.keys == ["a", "a"]
+    assert again.duplicate_at == (0, 1)
+    assert again.accepted == []
+    assert again.held == [("a", r) for r in batch[:2]]
+    assert again.any_held
+
+
 def test_offline_assembly_completes_everything_at_end_of_input() -> None:
     recs = [*two_turn_conversation("x"), *turn_records(5, 500, None, "solo", "ok", [], t0=0)]
     random.Random(1).shuffle(recs)

@@ -300,3 +300,19 @@ async def test_background_loop_completes_by_deadline(tmp_path: Path) -> None:
     await asyncio.wait_for(done.wait(), timeout=10)
     assert results[0].reason == "idle"
     await p.stop()
+
+
+def test_tune_gc_raises_the_young_threshold_and_never_lowers_it() -> None:
+    import gc
+
+    from tracepass.collector.pipeline import tune_gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, before[1], before[2])
+        tune_gc(5_000)
+        assert gc.get_threshold() == (5_000, before[1], before[2])
+        tune_gc(1_000)  # never lowered
+        assert gc.get_threshold()[0] == 5_000
+    finally:
+        gc.set_threshold(*before)

@@ -117,7 +117,8 @@ class AddOutcome:
 
     @property
     def any_held(self) -> bool:
-        return self.duplicates > 0 or any(k is not None for k in self.keys)
+        # Only dropped records have no key (duplicates keep theirs).
+        return len(self.keys) > self.dropped
 
 
 @dataclass(eq=False, slots=True)
