@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracepass.evaluator.models import ReferenceTurn, ToolCall, ToolCorrectness, construct_unchecked
-from tracepass.evaluator.toolcorrectness import EPSILON
+from tracepass.evaluator.models import ReferenceTurn, ToolCall, ToolCorrectness
+from tracepass.evaluator.toolcorrectness import make_tool_correctness
 
 __all__ = ["fair_forge_parameter_credit", "fair_forge_tool_correctness"]
 
@@ -55,7 +55,6 @@ def fair_forge_tool_correctness(
     expected = turn.expected_tools
     if expected is None or (not expected and not calls):
         return None
-    w_sel, w_par, w_seq, w_util = weights
     if expected and not calls:
         s = p = q = u = 0.0
     else:
@@ -93,15 +92,4 @@ def fair_forge_tool_correctness(
         p = sum(params) / len(params) if params else 0.0
         q = (sum(steps) / len(steps) if steps else 0.0) if turn.tool_sequence_matters else 1.0
         u = 1.0 if declared else 0.0
-    overall = w_sel * s + w_par * p + w_seq * q + w_util * u
-    return construct_unchecked(
-        ToolCorrectness,
-        dict(
-            selection=s,
-            parameters=p,
-            sequence=q,
-            utilization=u,
-            overall=overall,
-            correct=overall >= tool_threshold - EPSILON,
-        ),
-    )
+    return make_tool_correctness(s, p, q, u, weights, tool_threshold)

@@ -50,6 +50,7 @@ __all__ = [
     "compile_turn",
     "detect_utilization",
     "lis_length",
+    "make_tool_correctness",
     "normalize_weights",
     "score_turn",
     "tool_correctness",
@@ -336,9 +337,13 @@ _interned: dict[tuple[float, ...], ToolCorrectness] = {}
 _INTERN_LIMIT = 4096
 
 
-def _make(
+def make_tool_correctness(
     s: float, p: float, q: float, u: float, w: tuple[float, float, float, float], thr: float
 ) -> ToolCorrectness:
+    """The ToolCorrectness of four dimension scores (selection, parameters, sequence,
+    utilization): `overall` is their `w`-weighted sum as given (callers normalize the
+    weights or not, per their definition) and `correct` is `overall >= thr` within
+    EPSILON. Shared by every profile so they agree on how a result is assembled."""
     # Results are frozen value objects and take few distinct values (1.0 / 0.5 / 0.0 …),
     # so equal ones are shared rather than rebuilt on every turn. The four dimensions
     # are never -0.0 (ratios of non-negative counts and sums started at int 0), so float
@@ -402,7 +407,7 @@ def score_turn(
     if n_e == 0 or n_a == 0:
         if n_e == 0 and n_a == 0:
             return None, 0
-        return _make(0.0, 0.0, 0.0, 0.0, weights, tool_threshold), 0
+        return make_tool_correctness(0.0, 0.0, 0.0, 0.0, weights, tool_threshold), 0
     pairs = assign_calls(calls, turn)
     p = len(pairs)
     selection = p / (n_a + n_e - p)
@@ -414,4 +419,4 @@ def score_turn(
     else:
         sequence = 1.0
     util = _utilization(utilization, declared, answer, calls)
-    return _make(selection, parameters, sequence, util, weights, tool_threshold), p
+    return make_tool_correctness(selection, parameters, sequence, util, weights, tool_threshold), p
