@@ -411,13 +411,12 @@ class Evaluator:
         except Exception as exc:  # grading reports errors itself; this is a backstop
             return TurnAnswer(None, None, f"{type(exc).__name__}: {exc}", ())
 
-    async def aevaluate(
-        self,
-        conversation: Conversation,
-        reference: Reference | None,
-        *,
-        reference_set: str | None = None,
-    ) -> ConversationResult:
+    def _evaluate_without_loop(
+        self, conversation: Conversation, reference: Reference | None, reference_set: str | None
+    ) -> ConversationResult | _CompiledReference:
+        """What both entry points try first, with plain calls: the reference-free result,
+        or the whole result when every grader is loop-free. Otherwise the compiled
+        reference, whose answers must be graded on an event loop."""
         if reference is None:
             return self._reference_free(conversation, reference_set)
         cref = self._compile(reference)
@@ -426,6 +425,18 @@ class Evaluator:
                 return self._score(conversation, cref, reference_set, None)
             except NeedsEventLoop:
                 pass  # a custom grader promised not to await, and did
+        return cref
+
+    async def aevaluate(
+        self,
+        conversation: Conversation,
+        reference: Reference | None,
+        *,
+        reference_set: str | None = None,
+    ) -> ConversationResult:
+        cref = self._evaluate_without_loop(conversation, reference, reference_set)
+        if not isinstance(cref, _CompiledReference):
+            return cref
         turns = conversation.turns
         paired = min(len(turns), len(cref.turns))
         pending = [
@@ -453,14 +464,9 @@ class Evaluator:
         """Synchronous wrapper. With loop-free graders only (exact, contains, regex, …)
         everything runs as plain calls — no coroutine, no event loop; otherwise
         `asyncio.run`. Inside a running loop use `aevaluate`."""
-        if reference is None:
-            return self._reference_free(conversation, reference_set)
-        cref = self._compile(reference)
-        if not cref.needs_loop:
-            try:
-                return self._score(conversation, cref, reference_set, None)
-            except NeedsEventLoop:
-                pass  # a custom grader promised not to await, and did
+        done = self._evaluate_without_loop(conversation, reference, reference_set)
+        if not isinstance(done, _CompiledReference):
+            return done
         try:
             asyncio.get_running_loop()
         except RuntimeError:
