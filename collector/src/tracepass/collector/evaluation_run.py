@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracepass.collector.gates import point_estimate
@@ -117,33 +117,32 @@ def passk_blocks(
     return at, pw, used
 
 
+def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterator[Any]:
+    """Every turn's `key`, skipping nulls: a turn the check did not apply to (no expected
+    tools, no expected answer) carries null and counts in neither numerator nor total."""
+    for conv in conversations:
+        for turn in conv.get("turns") or []:
+            value = turn.get(key)
+            if value is not None:
+                yield value
+
+
 def _tool_block(conversations: Sequence[Mapping[str, Any]], level: float) -> dict[str, Any]:
     sums = dict.fromkeys(TOOL_DIMENSIONS, 0.0)
     turns = correct = 0
-    for conv in conversations:
-        for turn in conv.get("turns") or []:
-            tc = turn.get("tool_correctness")
-            if tc is None:
-                continue
-            turns += 1
-            correct += int(bool(tc.get("correct")))
-            for dim in TOOL_DIMENSIONS:
-                sums[dim] += float(tc.get(dim) or 0.0)
+    for tc in _turn_values(conversations, "tool_correctness"):
+        turns += 1
+        correct += int(bool(tc.get("correct")))
+        for dim in TOOL_DIMENSIONS:
+            sums[dim] += float(tc.get(dim) or 0.0)
     block = proportion(turns, correct, level)
     block.update({dim: (sums[dim] / turns if turns else None) for dim in TOOL_DIMENSIONS})
     return block
 
 
 def _answer_block(conversations: Sequence[Mapping[str, Any]], level: float) -> dict[str, Any]:
-    n = c = 0
-    for conv in conversations:
-        for turn in conv.get("turns") or []:
-            verdict = turn.get("answer_correct")
-            if verdict is None:
-                continue
-            n += 1
-            c += int(bool(verdict))
-    return proportion(n, c, level)
+    verdicts = [bool(v) for v in _turn_values(conversations, "answer_correct")]
+    return proportion(len(verdicts), sum(verdicts), level)
 
 
 def readiness_verdict(groups: Sequence[tuple[int, int]], level: float = 0.95) -> dict[str, Any]:
