@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracepass.collector.normalize import pyrepr
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.collector.normalize.jsonvalue import NOT_JSON, SCAN_ERRORS, loads, scan_once
 
 RAW_KEY = "_raw"
 
@@ -51,12 +51,17 @@ def coerce_arguments(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if value.__class__ is str:
-        parsed = loads(value)
-        # Fast path, the usual case: a JSON object that is no LangChain wrapper (those
-        # always carry `input_str` or `inputs`, see `_unwrap_langchain`).
-        if parsed.__class__ is dict and "input_str" not in parsed and "inputs" not in parsed:
-            return parsed
-        return _coerce_text(value, parsed)
+        # Fast path, the usual case: text that is exactly one JSON object and no
+        # LangChain wrapper (those always carry `input_str` or `inputs`, see
+        # `_unwrap_langchain`); anything else takes the general path below.
+        if value[:1] == "{":
+            try:
+                parsed, end = scan_once(value, 0)
+            except SCAN_ERRORS:
+                end = -1
+            if end == len(value) and "input_str" not in parsed and "inputs" not in parsed:
+                return parsed  # type: ignore[no-any-return]
+        return _coerce_text(value, loads(value))
     if isinstance(value, dict):
         unwrapped = _unwrap_langchain(value)
         return unwrapped if unwrapped is not None else value
@@ -94,6 +99,20 @@ def _langchain_tool_message_content(obj: dict[str, Any]) -> tuple[bool, Any]:
 def coerce_result(value: Any) -> Any:
     """Tool result: JSON decoded when possible, LangChain ToolMessage / callback wrapper
     (`{"output": …, "kwargs": …}`) reduced to the message content, else the raw value."""
+    if value.__class__ is str and value[:1] == "{":
+        # Fast path: exactly one JSON object that can be neither a callback wrapper nor
+        # a ToolMessage (those need `output`, `lc` or `type`, see below).
+        try:
+            parsed, end = scan_once(value, 0)
+        except SCAN_ERRORS:
+            end = -1
+        if (
+            end == len(value)
+            and "output" not in parsed
+            and "lc" not in parsed
+            and "type" not in parsed
+        ):
+            return parsed
     if isinstance(value, str):
         parsed = loads(value)
         if parsed is NOT_JSON:

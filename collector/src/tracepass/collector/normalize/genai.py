@@ -56,8 +56,19 @@ def fill_turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
 
 
 def fill_tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
-    """A tool record from the semconv attributes."""
-    fill_tool_from(rec, attrs, attrs.get(TOOL_ARGUMENTS), attrs.get(TOOL_RESULT))
+    """A tool record from the semconv attributes (`fill_tool_from`, inlined: the most
+    common span kind)."""
+    rec.kind = _TOOL
+    get = attrs.get
+    result = get(TOOL_RESULT)
+    call_id = get(TOOL_CALL_ID)
+    if call_id.__class__ is not str or not call_id:
+        call_id = as_str(call_id) or tool_call_id_from_result(result)
+    rec.tool_call_id = call_id
+    name = get(TOOL_NAME)
+    rec.tool_name = name if name.__class__ is str and name else as_str(name)
+    rec.tool_arguments = coerce_arguments(get(TOOL_ARGUMENTS))
+    rec.tool_result = coerce_result(result)
 
 
 def fill_tool_from(rec: SpanRecord, attrs: dict[str, Any], args: Any, result: Any) -> None:

@@ -18,6 +18,10 @@ _decode = _DECODER.decode
 # The C scanner behind `decode`, called directly: `decode` adds two regex whitespace
 # matches and a Python frame per call, which cost more than scanning a small document.
 _scan_once = _DECODER.scan_once  # type: ignore[attr-defined]
+# For callers that inline the common case (text that is exactly one JSON object):
+# `scan_once(text, 0)` → (value, end); raises one of `SCAN_ERRORS` on bad input.
+scan_once = _scan_once
+SCAN_ERRORS = (ValueError, StopIteration, RecursionError)
 
 
 def loads(text: Any) -> Any:
