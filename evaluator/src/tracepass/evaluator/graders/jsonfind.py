@@ -44,24 +44,27 @@ def find_json(
     text: str, markers: tuple[str, str] = ("```json", "```"), *, objects_only: bool = False
 ) -> tuple[bool, Any]:
     """(found, value): the whole text, else between markers, else the first JSON value."""
-    stripped = text.strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        pass
-    else:
-        if not objects_only or isinstance(value, dict):
-            return True, value
+    found = _whole_json(text.strip(), objects_only)
+    if found[0]:
+        return found
     inner = between_markers(text, *markers)
     if inner is not None:
-        try:
-            value = json.loads(inner)
-        except ValueError:
-            pass
-        else:
-            if not objects_only or isinstance(value, dict):
-                return True, value
+        found = _whole_json(inner, objects_only)
+        if found[0]:
+            return found
     return first_json(text, objects_only=objects_only)
+
+
+def _whole_json(text: str, objects_only: bool) -> tuple[bool, Any]:
+    """(found, value) when all of `text` is one JSON document (an object, with
+    `objects_only`)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False, None
+    if objects_only and not isinstance(value, dict):
+        return False, None
+    return True, value
 
 
 def json_equal(a: Any, b: Any) -> bool:
