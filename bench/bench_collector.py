@@ -161,16 +161,25 @@ async def serve_and_measure(
     # another process): spans per CPU second is the one-core rate, and unlike wall time
     # it does not depend on what else the machine is running. It includes the client
     # process start-up wait, so it is a slight underestimate of the rate.
+    store = pipeline.store
+    assert store is not None
     c0 = time.process_time()
+    w0 = store.writer_cpu_s
     elapsed, failures = await loop.run_in_executor(None, out.get)
     cpu = time.process_time() - c0
+    writer = store.writer_cpu_s - w0
     proc.join()
     held = pipeline.assembler.held_spans
     await servers.stop(1.0)
     await pipeline.stop()
     assert held == len(payloads) * SPANS_PER_REQUEST, held
     n = len(payloads) * SPANS_PER_REQUEST
+    WRITER_US.setdefault(durability, []).append(writer / n * 1e6)
     return n / elapsed, n / cpu, failures
+
+
+# Writer-thread CPU microseconds per span of each HTTP run, by durability mode.
+WRITER_US: dict[str, list[float]] = {}
 
 
 async def direct_ingest(
@@ -286,6 +295,13 @@ def main() -> None:
             print(_show(label, med[key], base, (min(table[key]), max(table[key]))))
         cost = 1 - med["http-batch"] / med["http-none"]
         print(f"{'cost of batch durability over HTTP':<42}: {cost:.0%} fewer spans/s than none")
+        if title.startswith("CPU"):
+            per_span = 1e6 / med["http-batch"] - 1e6 / med["http-none"]
+            writer = statistics.median(WRITER_US["batch"])
+            print(
+                f"{'  per span':<42}: {per_span:.1f} us more CPU, of which the SQLite "
+                f"writer thread {writer:.1f} us (serialize + insert + commit)"
+            )
     print("-- each stage alone (CPU time)")
     for key in sorted(k for k in cpu if k.startswith("stage ")):
         print(f"  {key:<40}: {statistics.median(cpu[key]):>9,.0f} spans/s")
