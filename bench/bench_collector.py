@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from opentelemetry.metrics import NoOpMeter
+from opentelemetry.metrics import Meter, NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig, StateConfig
@@ -71,6 +71,21 @@ def payload(k: int) -> bytes:
             attrs.add(key="gen_ai.tool.call.arguments").value.string_value = '{"city":"Paris"}'
             attrs.add(key="gen_ai.tool.call.result").value.string_value = '{"temp":21}'
     return req.SerializeToString()
+
+
+# `--metrics sdk` swaps the no-op meter for a real OpenTelemetry SDK meter provider (with
+# an in-memory reader, standing in for the Prometheus reader of `tracepass serve`): the
+# instrument updates the collector makes then cost what they cost in production.
+METRICS = "noop"
+
+
+def bench_meter() -> Meter:
+    if METRICS == "sdk":
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        return MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("bench")
+    return NoOpMeter("bench")
 
 
 def baseline(payloads: list[bytes]) -> tuple[float, float]:
@@ -134,13 +149,14 @@ async def serve_and_measure(
     payloads: list[bytes], durability: str, concurrency: int, state_dir: Path
 ) -> tuple[float, float, int]:
     """(spans per wall second, spans per collector CPU second, failed requests)."""
-    instruments = CollectorInstruments.create(NoOpMeter("bench"))
+    meter = bench_meter()
+    instruments = CollectorInstruments.create(meter)
     pipeline = Pipeline(
         NullEvaluator(),
         assembly=AssemblyConfig(idle_timeout_s=3600, max_buffered_spans=10_000_000),
         state=StateConfig(path=state_dir / f"{durability}.sqlite", durability=durability),  # type: ignore[arg-type]
         instruments=instruments,
-        meter=NoOpMeter("bench"),
+        meter=meter,
     )
     await pipeline.start()
     servers = ReceiverServers(
@@ -191,8 +207,8 @@ async def direct_ingest(
         NullEvaluator(),
         assembly=AssemblyConfig(idle_timeout_s=3600, max_buffered_spans=10_000_000),
         state=StateConfig(path=state_dir / f"direct-{durability}.sqlite", durability=durability),  # type: ignore[arg-type]
-        instruments=CollectorInstruments.create(NoOpMeter("bench")),
-        meter=NoOpMeter("bench"),
+        instruments=CollectorInstruments.create(meter := bench_meter()),
+        meter=meter,
     )
     await pipeline.start()
     it = iter(payloads)
@@ -227,7 +243,7 @@ def stages(payloads: list[bytes]) -> dict[str, float]:
     out["normalize"] = n / (time.process_time() - t0)
     asm = Assembler(
         AssemblyConfig(idle_timeout_s=3600, max_buffered_spans=10_000_000),
-        CollectorInstruments.create(NoOpMeter("bench")),
+        CollectorInstruments.create(bench_meter()),
     )
     t0 = time.process_time()
     for batch in recs:
@@ -252,7 +268,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--metrics",
+        choices=("noop", "sdk"),
+        default="noop",
+        help="collector instruments: no-op meter (default) or a real OTel SDK meter",
+    )
     args = parser.parse_args()
+    global METRICS
+    METRICS = args.metrics
     # The GC setting `Pipeline.start` applies (process-wide), applied first so the
     # baseline and every collector run measure under the same one.
     tune_gc()
@@ -278,7 +302,7 @@ def main() -> None:
             cpu.setdefault(f"stage {name}", []).append(rate)
     print(
         f"spans per run: {args.requests * SPANS_PER_REQUEST} ({args.requests} requests x 512),"
-        f" median of {args.repeats} repetitions [spread]"
+        f" median of {args.repeats} repetitions [spread], {args.metrics} metrics"
     )
     labels = {
         "baseline": "baseline decode + read attributes",
