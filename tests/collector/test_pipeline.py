@@ -316,3 +316,21 @@ def test_tune_gc_raises_the_young_threshold_and_never_lowers_it() -> None:
         assert gc.get_threshold()[0] == 5_000
     finally:
         gc.set_threshold(*before)
+
+
+async def test_purge_drops_spans_after_retention_then_results_after_their_horizon(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, retention_s=100.0)
+    p = await h.start()
+    await p.ingest_records(conversation())
+    assert await p.process_due() == 1
+    assert p.conversation_view("c1") is not None
+    h.clock.t += 101.0  # past span retention: spans go, the result stays
+    assert await p.purge() > 0
+    assert p.store is not None
+    assert p.store.get_view("c1") is not None
+    h.clock.t += 7 * 86400.0  # past state.results_retention_s (default 7 days)
+    await p.purge()
+    assert p.store.get_view("c1") is None
+    await p.stop()

@@ -60,6 +60,9 @@ class StateConfig(_Section):
     # is acknowledged, many requests per commit.
     durability: Literal["none", "batch"] = "batch"
     batch_max_delay_ms: float = Field(default=5.0, ge=0)
+    # Evaluation results (served by /api/v1/conversations/{id}) are deleted this long after
+    # their spans were purged; 0 keeps them forever. Metrics never read them back.
+    results_retention_s: float = Field(default=7 * 86400.0, ge=0)
 
 
 class MatchingConfig(_Section):

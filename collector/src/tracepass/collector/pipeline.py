@@ -372,11 +372,17 @@ class Pipeline:
                 log.exception("pipeline tick failed")
 
     async def purge(self) -> int:
-        """Delete stored spans of conversations evaluated longer than `retention_s` ago."""
+        """Delete stored spans of conversations evaluated longer than `retention_s` ago,
+        and their results `state.results_retention_s` after that."""
         if self.store is None:
             return 0
-        cutoff = self.clock() - self.assembly_config.retention_s
-        return await self.store.purge(cutoff, keep=self.assembler.open_keys())
+        now = self.clock()
+        cutoff = now - self.assembly_config.retention_s
+        purged = await self.store.purge(cutoff, keep=self.assembler.open_keys())
+        keep_results = self.state_config.results_retention_s if self.state_config else 0.0
+        if keep_results > 0:
+            await self.store.purge_results(cutoff - keep_results)
+        return purged
 
     async def process_due(self, now: float | None = None, *, wait: bool = True) -> int:
         """Hand every conversation that is complete by `now` to evaluation; with `wait`,

@@ -561,6 +561,18 @@ class StateStore:
 
         return await self.run(op)
 
+    async def purge_results(self, evaluated_before: float) -> int:
+        """Delete stored evaluation results whose spans are already purged and which were
+        evaluated before `evaluated_before`: without this the results table grows by
+        every conversation ever seen."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
+            ).rowcount
+
+        return await self.run(op)
+
     # ---------------------------------------------------------------- results
 
     async def put_result(
