@@ -190,6 +190,10 @@ class Assembler:
         self._open_delta = 0  # open_conversations
         self._completed: dict[str, int] = {}  # conversations_completed by reason
         self._revisions = 0
+        # Both gauges exist from the start (at 0): batched deltas that net to zero would
+        # otherwise leave them absent, and an absent series reads as "no data".
+        self.instruments.buffered_spans.add(0)
+        self.instruments.open_conversations.add(0)
 
     def _flush_gauge(self) -> None:
         """Report the instrument updates accumulated since the last flush."""
