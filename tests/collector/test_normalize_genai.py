@@ -305,3 +305,14 @@ def test_agent_version_fallbacks() -> None:
         make_request(*spans, resource={"service.name": "svc", "service.version": "9"})
     )
     assert [r.agent_version for r in records] == ["1", "2", "9"]
+
+
+def test_tool_span_without_operation_name_is_still_a_tool() -> None:
+    span = make_span(
+        "get_weather",
+        {"gen_ai.tool.name": "get_weather", "gen_ai.tool.call.arguments": '{"city": "Oslo"}'},
+    )
+    (rec,), _ = normalize_request(make_request(span))
+    assert rec.kind is RecordKind.TOOL
+    assert rec.tool_name == "get_weather"
+    assert rec.tool_arguments == {"city": "Oslo"}

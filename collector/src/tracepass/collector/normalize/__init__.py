@@ -105,6 +105,7 @@ _END_ATTR = tracepass_conv.END_ATTR
 _OI_KIND = openinference.SPAN_KIND
 _TL_KIND = traceloop.SPAN_KIND
 _OPERATION = genai.OPERATION
+_TOOL_NAME = "gen_ai.tool.name"
 
 
 def normalize_request(
@@ -223,6 +224,10 @@ def normalize_request(
                         convention = genai.fill(operation, rec, attrs)
                 elif genai.is_legacy_model(attrs):
                     genai.fill_model(rec, attrs)
+                    convention = genai.CONVENTION
+                elif get(_TOOL_NAME) is not None:
+                    # Older or hand-rolled GenAI tool spans without gen_ai.operation.name.
+                    genai.fill_tool(rec, attrs)
                     convention = genai.CONVENTION
                 else:
                     convention = ""
