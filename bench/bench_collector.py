@@ -25,9 +25,9 @@ from pathlib import Path
 from opentelemetry.metrics import Meter, NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from _baseline import decode_and_read_attributes
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig, StateConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.anyvalue import attributes_to_dict
 from tracepass.collector.pipeline import Pipeline, tune_gc
 from tracepass.collector.receiver.servers import ReceiverServers
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, Reference
@@ -92,15 +92,7 @@ def baseline(payloads: list[bytes]) -> tuple[float, float]:
     """(spans per wall second, spans per CPU second) of decode + read attributes."""
     t0 = time.perf_counter()
     c0 = time.process_time()
-    n = 0
-    for data in payloads:
-        req = ExportTraceServiceRequest.FromString(data)
-        for rs in req.resource_spans:
-            attributes_to_dict(rs.resource.attributes)
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    attributes_to_dict(span.attributes)
-                    n += 1
+    n = decode_and_read_attributes(payloads)
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 

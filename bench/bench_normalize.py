@@ -21,8 +21,8 @@ from pathlib import Path
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
+from _baseline import decode_and_read_attributes
 from tracepass.collector.normalize import normalize_request
-from tracepass.collector.normalize.anyvalue import attributes_to_dict
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "otlp" / "thirdparty"
 SPANS_PER_REQUEST = 512
@@ -87,16 +87,7 @@ def _payloads(count: int) -> list[bytes]:
 
 
 def baseline(payloads: list[bytes]) -> int:
-    n = 0
-    for data in payloads:
-        req = ExportTraceServiceRequest.FromString(data)
-        for rs in req.resource_spans:
-            attributes_to_dict(rs.resource.attributes)
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    attributes_to_dict(span.attributes)
-                    n += 1
-    return n
+    return decode_and_read_attributes(payloads)
 
 
 def normalized(payloads: list[bytes]) -> int:
