@@ -163,3 +163,30 @@ def test_probe_progress_bar_on_stderr_json_on_stdout() -> None:
     assert len(doc["trials"]) == N_REFS
     assert "probing" in done.stderr
     assert f"{N_REFS}/{N_REFS}" in done.stderr
+
+
+def test_probe_gates_exit_1_on_a_regression_and_0_when_met() -> None:
+    """`--fail-under` on the suite summary, as in `evaluate`: a regressed agent fails the
+    gate (exit 1, the JSON still on stdout with the gate verdicts), a lenient gate passes."""
+    env = clean_env(TRAVEL_AGENT_REGRESSION="0.6", TRAVEL_AGENT_SEED="3")
+    base = [TRACEPASS, "probe", "--references", REFS, "--format", "json", "--no-progress"]
+    args = ["--agent", f"{TRAVEL_AGENT}:answer", "--trials", "3", "--k", "1,3"]
+    failed = subprocess.run(
+        [*base, *args, "--fail-under", "pass_pow_k@3=0.99"],
+        capture_output=True, text=True, env=env, timeout=240,
+    )  # fmt: skip
+    assert failed.returncode == 1, failed.stderr
+    doc = json.loads(failed.stdout)
+    assert doc["gates"][0]["passed"] is False
+    assert "gate FAIL pass_pow_k@3" in failed.stderr
+    passed = subprocess.run(
+        [*base, *args, "--fail-under", "pass_at_k@1=0.01"],
+        capture_output=True, text=True, env=env, timeout=240,
+    )  # fmt: skip
+    assert passed.returncode == 0, passed.stderr
+    bad = subprocess.run(
+        [*base, *args, "--fail-under", "pass_pow_k@7=0.5"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "pass_pow_k@7" in bad.stderr

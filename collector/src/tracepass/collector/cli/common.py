@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand
 
+from tracepass.collector.gates import GateOutcome
 from tracepass.collector.judge_loading import JudgeSpecError, resolve_chat_model
 
 EXIT_OK = 0
@@ -188,3 +189,16 @@ def fmt_delta(value: float | None, digits: int = 3) -> str:
 def plain(value: object) -> Text:
     """User data in a rich table cell: never interpreted as console markup."""
     return Text("" if value is None else str(value))
+
+
+def report_gates(outcomes: list[GateOutcome]) -> None:
+    """One line per gate on stderr (stdout stays clean for JSON)."""
+    if not outcomes:
+        return
+    console = stderr_console()
+    for o in outcomes:
+        mark = "[green]PASS[/]" if o.passed else "[red]FAIL[/]"
+        console.print(
+            f"gate {mark} {o.gate.label} = {fmt_num(o.value)} ({o.estimator}) >= {o.gate.floor:g}",
+            highlight=False,
+        )

@@ -24,6 +24,7 @@ from tracepass.collector.cli.common import (
     fmt_num,
     load_chat_model,
     plain,
+    report_gates,
     stderr_console,
     stdout_console,
     write_text,
@@ -267,7 +268,7 @@ def evaluate(
         emit_json_or_table(
             document, as_json=False, output=output, print_table=lambda: print_summary(document)
         )
-    _report_gates(outcomes)
+    report_gates(outcomes)
     if any(not o.passed for o in outcomes):
         raise typer.Exit(EXIT_GATE)
 
@@ -322,15 +323,3 @@ def print_summary(document: dict[str, Any]) -> None:
                 f"{sum(1 for t in turns if t.get('correct'))}/{len(turns)}",
             )
         console.print(table)
-
-
-def _report_gates(outcomes: list[gates.GateOutcome]) -> None:
-    if not outcomes:
-        return
-    console = stderr_console()
-    for o in outcomes:
-        mark = "[green]PASS[/]" if o.passed else "[red]FAIL[/]"
-        console.print(
-            f"gate {mark} {o.gate.label} = {fmt_num(o.value)} ({o.estimator}) >= {o.gate.floor:g}",
-            highlight=False,
-        )

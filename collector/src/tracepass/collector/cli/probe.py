@@ -17,7 +17,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from tracepass.collector import gates
 from tracepass.collector.cli.common import (
+    EXIT_GATE,
     EXIT_INPUT,
     MultiValueCommand,
     OutputFormat,
@@ -25,6 +27,7 @@ from tracepass.collector.cli.common import (
     fail,
     fmt_num,
     plain,
+    report_gates,
     stderr_console,
     stdout_console,
     write_text,
@@ -43,12 +46,15 @@ Examples:
 
   tracepass probe -r refs/ --agent 'cmd:python my_agent.py' --trials 3 --checkpoint probe.ckpt --resume
 
+  tracepass probe -r refs/ --agent mypkg.bot:answer --trials 5 --fail-under pass_pow_k@3=0.8
+
 TARGET: module:callable or file.py:callable (called once per turn inside
 conversation(reference_id=...)), an HTTP endpoint (POST {query, conversation_id,
 reference_id} -> {answer}), or cmd:COMMAND (one JSON request per stdin line, one JSON
 reply per stdout line). HTTP and cmd agents trace themselves; cmd agents get
 OTEL_EXPORTER_OTLP_ENDPOINT pointing at the collector.
-Exit codes: 0 done, 2 usage or input error, 130 interrupted (resume with --resume).
+Exit codes: 0 done, 1 a --fail-under gate failed, 2 usage or input error,
+130 interrupted (resume with --resume).
 """
 
 
@@ -152,6 +158,20 @@ def probe(
     level: Annotated[
         float, typer.Option("--level", min=0.5, max=0.999, help="Credible interval level.")
     ] = 0.95,
+    fail_under: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-under",
+            help="Gate METRIC=VALUE on the suite summary (repeatable), as in evaluate: "
+            "pass_at_k@K, pass_pow_k@K, conversation_correctness, tool_correctness, "
+            "answer_correctness.",
+            show_default=False,
+        ),
+    ] = None,
+    gate_on: Annotated[
+        gates.GateOn,
+        typer.Option("--gate-on", help="Judge gates on the point estimate or the lower bound."),
+    ] = gates.GateOn.POINT,
 ) -> None:
     """Replay every reference K times against an agent; per-reference pass@k / pass^k."""
     from tracepass.collector.cli import sources
@@ -159,6 +179,10 @@ def probe(
     from tracepass.collector.probe.targets import TargetError, parse_target
 
     ks = _ks(k, trials)
+    try:
+        gate_list = [gates.parse_gate(text, ks) for text in fail_under or []]
+    except gates.GateError as exc:
+        fail(str(exc))
     if resume and checkpoint is None:
         fail("--resume needs --checkpoint PATH")
     sets = sources.reference_sets(references)
@@ -235,10 +259,14 @@ def probe(
         },
         level=level,
     )
+    outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
+    if gate_list:
+        document["gates"] = [o.as_json() for o in outcomes]
     if output_format is OutputFormat.JSON:
         write_text(dump_json(document), output)
     else:
         _print_tables(document, ks, output)
+    report_gates(outcomes)
     if run.interrupted:
         stderr_console().print(
             "[yellow]interrupted[/]"
@@ -246,6 +274,8 @@ def probe(
             highlight=False,
         )
         raise typer.Exit(130)
+    if any(not o.passed for o in outcomes):
+        raise typer.Exit(EXIT_GATE)
 
 
 async def _run(
