@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Annotated, Any, ClassVar, NoReturn
 
 import typer
 from rich.console import Console
@@ -20,12 +20,33 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand
 
-from tracepass.collector.gates import GateOutcome
+from tracepass.collector.gates import GateOn, GateOutcome
 from tracepass.collector.judge_loading import JudgeSpecError, resolve_chat_model
 
 EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
+
+# Option declarations shared by several commands, so a flag means the same everywhere.
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+]
+LevelOption = Annotated[
+    float, typer.Option("--level", min=0.5, max=0.999, help="Credible interval level.")
+]
+FailUnderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail-under",
+        help="Gate METRIC=VALUE (repeatable): pass_at_k@K, pass_pow_k@K, "
+        "conversation_correctness, tool_correctness, answer_correctness.",
+        show_default=False,
+    ),
+]
+GateOnOption = Annotated[
+    GateOn,
+    typer.Option("--gate-on", help="Judge gates on the point estimate or the lower bound."),
+]
 
 
 class OutputFormat(StrEnum):

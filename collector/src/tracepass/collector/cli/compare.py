@@ -13,6 +13,7 @@ from rich.table import Table
 from tracepass.collector.cli.common import (
     EXIT_GATE,
     OutputFormat,
+    OutputOption,
     emit_json_or_table,
     fail,
     fmt_delta,
@@ -52,9 +53,7 @@ def compare(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table (default) or json.")
     ] = OutputFormat.TABLE,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
-    ] = None,
+    output: OutputOption = None,
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 when any reference regressed.")
     ] = False,

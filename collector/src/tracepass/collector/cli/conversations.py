@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tracepass.collector.cli.common import (
     OutputFormat,
+    OutputOption,
     emit_json_or_table,
     plain,
     stdout_console,
@@ -48,9 +49,7 @@ def conversations(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table (default) or json.")
     ] = OutputFormat.TABLE,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
-    ] = None,
+    output: OutputOption = None,
     conversation_id_key: Annotated[
         list[str] | None,
         typer.Option(

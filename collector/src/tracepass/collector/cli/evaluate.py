@@ -17,7 +17,11 @@ from rich.table import Table
 from tracepass.collector import gates
 from tracepass.collector.cli.common import (
     EXIT_GATE,
+    FailUnderOption,
+    GateOnOption,
+    LevelOption,
     MultiValueCommand,
+    OutputOption,
     dump_json,
     emit_json_or_table,
     fail,
@@ -127,26 +131,10 @@ def evaluate(
     output_format: Annotated[
         EvalFormat, typer.Option("--format", help="table, json or html.")
     ] = EvalFormat.TABLE,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
-    ] = None,
-    fail_under: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--fail-under",
-            help="Gate METRIC=VALUE (repeatable): pass_at_k@K, pass_pow_k@K, "
-            "conversation_correctness, tool_correctness, answer_correctness.",
-            show_default=False,
-        ),
-    ] = None,
-    gate_on: Annotated[
-        gates.GateOn,
-        typer.Option("--gate-on", help="Judge gates on the point estimate or the lower bound."),
-    ] = gates.GateOn.POINT,
-    level: Annotated[
-        float,
-        typer.Option("--level", min=0.5, max=0.999, help="Credible interval level."),
-    ] = 0.95,
+    output: OutputOption = None,
+    fail_under: FailUnderOption = None,
+    gate_on: GateOnOption = gates.GateOn.POINT,
+    level: LevelOption = 0.95,
     conversation_id_key: Annotated[
         list[str] | None,
         typer.Option(

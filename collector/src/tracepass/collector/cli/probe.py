@@ -21,8 +21,12 @@ from tracepass.collector import gates
 from tracepass.collector.cli.common import (
     EXIT_GATE,
     EXIT_INPUT,
+    FailUnderOption,
+    GateOnOption,
+    LevelOption,
     MultiValueCommand,
     OutputFormat,
+    OutputOption,
     dump_json,
     fail,
     fmt_num,
@@ -144,9 +148,7 @@ def probe(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table or json.")
     ] = OutputFormat.TABLE,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
-    ] = None,
+    output: OutputOption = None,
     progress: Annotated[
         bool | None,
         typer.Option(
@@ -155,23 +157,9 @@ def probe(
             show_default=False,
         ),
     ] = None,
-    level: Annotated[
-        float, typer.Option("--level", min=0.5, max=0.999, help="Credible interval level.")
-    ] = 0.95,
-    fail_under: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--fail-under",
-            help="Gate METRIC=VALUE on the suite summary (repeatable), as in evaluate: "
-            "pass_at_k@K, pass_pow_k@K, conversation_correctness, tool_correctness, "
-            "answer_correctness.",
-            show_default=False,
-        ),
-    ] = None,
-    gate_on: Annotated[
-        gates.GateOn,
-        typer.Option("--gate-on", help="Judge gates on the point estimate or the lower bound."),
-    ] = gates.GateOn.POINT,
+    level: LevelOption = 0.95,
+    fail_under: FailUnderOption = None,
+    gate_on: GateOnOption = gates.GateOn.POINT,
 ) -> None:
     """Replay every reference K times against an agent; per-reference pass@k / pass^k."""
     from tracepass.collector.cli import sources

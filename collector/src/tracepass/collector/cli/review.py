@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tracepass.collector.cli.common import (
     OutputFormat,
+    OutputOption,
     emit_json_or_table,
     fail,
     fmt_num,
@@ -106,9 +107,7 @@ def import_(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table (default) or json.")
     ] = OutputFormat.TABLE,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
-    ] = None,
+    output: OutputOption = None,
 ) -> None:
     """Measure judge–human agreement from labelled rows.
 
