@@ -182,6 +182,12 @@ class ReceiverCore:
             )
         return result
 
+    def unexpected(self, protocol: Protocol, exc: Exception) -> Refusal:
+        """A failure no refusal was written for (a bug): logged with its traceback,
+        counted as `error` and answered 500 / INTERNAL rather than escaping uncounted."""
+        log.error("unexpected failure on a %s export request", protocol, exc_info=exc)
+        return self.refused(protocol, Refusal("error", f"internal error: {type(exc).__name__}"))
+
     def _refused_spans(self, protocol: Protocol, refusal: Refusal, spans: int) -> Refusal:
         self.instruments.spans_rejected.add(spans, {"reason": refusal.kind})
         return self.refused(protocol, refusal, spans)

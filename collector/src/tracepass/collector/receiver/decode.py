@@ -195,7 +195,16 @@ def _varint(buf: bytes, pos: int, end: int, path: str) -> tuple[int, int]:
             raise _WireError(start, path, "varint longer than 10 bytes")
 
 
-def _walk(buf: bytes, pos: int, end: int, desc: Descriptor | None, path: str) -> None:
+# upb's own decode depth limit: deeper messages are refused by the parser, and the walk
+# stops there too instead of recursing into a RecursionError (a 10,000-deep AnyValue).
+_MAX_DEPTH = 100
+
+
+def _walk(
+    buf: bytes, pos: int, end: int, desc: Descriptor | None, path: str, depth: int = 0
+) -> None:
+    if depth > _MAX_DEPTH:
+        raise _WireError(pos, path, f"messages nested deeper than {_MAX_DEPTH} levels")
     counts: dict[int, int] = {}
     while pos < end:
         tag_at = pos
@@ -226,7 +235,7 @@ def _walk(buf: bytes, pos: int, end: int, desc: Descriptor | None, path: str) ->
                     f"length {length} runs past the end of its container ({end - pos} bytes left)",
                 )
             if field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
-                _walk(buf, pos, pos + length, field.message_type, here)
+                _walk(buf, pos, pos + length, field.message_type, here, depth + 1)
             elif field is not None and field.type == FieldDescriptor.TYPE_STRING:
                 try:
                     buf[pos : pos + length].decode("utf-8")

@@ -92,7 +92,8 @@ class GrpcReceiver:
                 except InvalidPayload as exc:
                     raise Refusal("invalid", str(exc)) from None
                 result = await core.ingest("grpc", request)
-        except Refusal as refusal:
+        except Exception as exc:
+            refusal = exc if isinstance(exc, Refusal) else core.unexpected("grpc", exc)
             core.refused("grpc", refusal)
             # For a message grpc refused, grpc has already sent its own RESOURCE_EXHAUSTED
             # status and this abort only ends the handler.

@@ -114,6 +114,8 @@ class HttpReceiver:
         except Refusal as refusal:
             core.refused("http", refusal)
             return self._error(refusal, as_json)
+        except Exception as exc:  # a decoder bug must still be answered and counted
+            return self._error(core.unexpected("http", exc), as_json)
         response = ExportTraceServiceResponse()
         if result.rejected:
             response.partial_success.rejected_spans = result.rejected

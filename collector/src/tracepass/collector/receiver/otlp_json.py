@@ -37,6 +37,17 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
 _UINT32_MAX = 2**32 - 1
+_MAX_INT_CHARS = 21  # "-9223372036854775808" and "18446744073709551615" are 20
+
+# upb (the protobuf runtime) refuses to decode messages nested deeper than 100 levels,
+# and accepted requests are stored as protobuf and decoded again on recovery: a value
+# nested deeper would be acknowledged, then lost. A kvlist level costs 3 message levels
+# (AnyValue → KeyValueList → KeyValue), an array level 2; the envelope above an
+# attribute value takes up to 7, so the budget below it is 93: 31 kvlist or 46 array
+# levels (tests/collector/test_receiver_json.py checks every place attributes live).
+MAX_VALUE_DEPTH = 93
+_KVLIST_COST = 3
+_ARRAY_COST = 2
 
 
 class OtlpJsonError(ValueError):
@@ -86,6 +97,10 @@ def decode_json_bytes(data: bytes | str) -> ExportTraceServiceRequest:
         ) from None
     except UnicodeDecodeError as exc:
         raise OtlpJsonError(f"body is not UTF-8 (byte {exc.start}): {exc.reason}") from None
+    except RecursionError:
+        raise OtlpJsonError("JSON nested too deeply for the parser") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's 4,300-digit limit
+        raise OtlpJsonError(f"invalid JSON: {exc}") from None
     return decode_json_object(obj)
 
 
@@ -107,10 +122,19 @@ def decode_json_object(obj: Any) -> ExportTraceServiceRequest:
             _resource_spans(rs, out.add())
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend("resourceSpans") from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend("resourceSpans") from None
     return request
 
 
 # --- helpers -------------------------------------------------------------------------
+
+
+def _surrogate() -> OtlpJsonError:
+    """protobuf refuses strings that are not valid Unicode (it raises UnicodeEncodeError
+    on assignment); JSON can spell one as an unpaired `\\ud800` escape. The loops catch
+    that at the innermost level that knows the path, so the valid path costs nothing."""
+    return OtlpJsonError("string contains an unpaired surrogate escape (not valid Unicode)")
 
 
 def _kind(v: Any) -> str:
@@ -172,8 +196,11 @@ def _integer(v: Any, field: str, lo: int, hi: int) -> int:
         n = v
     elif type(v) is str:
         s = v.strip()
-        if not s or not (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
-            raise OtlpJsonError(f"expected an integer, got string {v!r}", field)
+        # isascii(): str.isdigit() also accepts "²" and other digits int() refuses.
+        if not s or not s.isascii() or not (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
+            raise OtlpJsonError(f"expected an integer, got string {v[:40]!r}", field)
+        if len(s) > _MAX_INT_CHARS:  # also keeps int() clear of its 4,300-digit limit
+            raise OtlpJsonError(f"integer of {len(s)} characters out of range [{lo}, {hi}]", field)
         n = int(s)
     elif type(v) is float and v.is_integer():
         n = int(v)
@@ -261,7 +288,7 @@ _ANY_KEYS = frozenset(
 )
 
 
-def _any_value(d: Any, av: AnyValue) -> None:
+def _any_value(d: Any, av: AnyValue, depth: int = 0) -> None:
     if type(d) is not dict:
         raise OtlpJsonError(f"expected an AnyValue object, got {_kind(d)}")
     # Hot path: by far most attribute values are plain strings.
@@ -283,29 +310,41 @@ def _any_value(d: Any, av: AnyValue) -> None:
     elif (f := d.get("doubleValue")) is not None:
         av.double_value = _double(f, "doubleValue")
     elif (arr := d.get("arrayValue")) is not None:
+        depth = _deeper(depth, _ARRAY_COST)
         values = _normalized(_obj(arr, "arrayValue"), _VALUES_KEYS).get("values") or []
         out = av.array_value.values
         av.array_value.SetInParent()
         for i, item in enumerate(_list(values, "arrayValue.values")):
             try:
-                _any_value(item, out.add())
+                _any_value(item, out.add(), depth)
             except OtlpJsonError as exc:
                 raise exc.prepend(f"[{i}]").prepend("arrayValue.values") from None
     elif (kvl := d.get("kvlistValue")) is not None:
+        depth = _deeper(depth, _KVLIST_COST)
         values = _normalized(_obj(kvl, "kvlistValue"), _VALUES_KEYS).get("values") or []
         av.kvlist_value.SetInParent()
-        _attributes(values, av.kvlist_value.values, "kvlistValue.values")
+        _attributes(values, av.kvlist_value.values, "kvlistValue.values", depth)
     elif (raw := d.get("bytesValue")) is not None:
         av.bytes_value = _b64(raw, "bytesValue")
     elif (si := d.get("stringValueStrindex")) is not None:
         av.string_value_strindex = _i32(si, "stringValueStrindex")
 
 
+def _deeper(depth: int, cost: int) -> int:
+    depth += cost
+    if depth > MAX_VALUE_DEPTH:
+        raise OtlpJsonError(
+            "attribute value nested too deeply: at most 31 kvlistValue or 46 arrayValue "
+            "levels (deeper messages cannot be decoded again from storage)"
+        )
+    return depth
+
+
 _VALUES_KEYS = frozenset({"values"})
 _KV_KEYS = frozenset({"key", "value", "keyStrindex"})
 
 
-def _attributes(items: Any, out: Any, field: str) -> None:
+def _attributes(items: Any, out: Any, field: str, depth: int = 0) -> None:
     if type(items) is not list:
         raise OtlpJsonError(f"expected an array, got {_kind(items)}", field)
     for i, kv in enumerate(items):
@@ -331,13 +370,15 @@ def _attributes(items: Any, out: Any, field: str) -> None:
                 msg.key = key
             if value is not None:
                 try:
-                    _any_value(value, msg.value)
+                    _any_value(value, msg.value, depth)
                 except OtlpJsonError as exc:
                     raise exc.prepend("value") from None
             if (ks := kv.get("keyStrindex")) is not None:
                 msg.key_strindex = _i32(ks, "keyStrindex")
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend(field) from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend(field) from None
 
 
 _RESOURCE_KEYS = frozenset({"attributes", "droppedAttributesCount"})
@@ -361,6 +402,8 @@ def _resource_spans(rs: Any, msg: ResourceSpans) -> None:
             _scope_spans(ss, out.add())
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend("scopeSpans") from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend("scopeSpans") from None
 
 
 def _resource(d: dict[str, Any], msg: Resource) -> None:
@@ -406,6 +449,8 @@ def _scope_spans(ss: Any, msg: ScopeSpans) -> None:
             _span(sp, out.add())
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend("spans") from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend("spans") from None
 
 
 _SPAN_KEYS = frozenset(
@@ -470,6 +515,8 @@ def _span(sp: Any, msg: Span) -> None:
                 _event(ev, out.add())
             except OtlpJsonError as exc:
                 raise exc.prepend(f"[{i}]").prepend("events") from None
+            except UnicodeEncodeError:
+                raise _surrogate().prepend(f"[{i}]").prepend("events") from None
     if (v := g("droppedEventsCount")) is not None:
         msg.dropped_events_count = _u32(v, "droppedEventsCount")
     if (v := g("links")) is not None:
@@ -479,6 +526,8 @@ def _span(sp: Any, msg: Span) -> None:
                 _link(ln, out_links.add())
             except OtlpJsonError as exc:
                 raise exc.prepend(f"[{i}]").prepend("links") from None
+            except UnicodeEncodeError:
+                raise _surrogate().prepend(f"[{i}]").prepend("links") from None
     if (v := g("droppedLinksCount")) is not None:
         msg.dropped_links_count = _u32(v, "droppedLinksCount")
     if (v := g("status")) is not None:
