@@ -27,6 +27,38 @@ def between_markers(text: str, start: str, end: str) -> str | None:
     return text[i:j]
 
 
+def last_between_markers(text: str, start: str, end: str) -> str | None:
+    """The text between the LAST `start` marker that has an `end` marker after it and
+    that end marker (for verdicts: what a model says last is its conclusion)."""
+    i = text.rfind(start)
+    while i >= 0:
+        j = text.find(end, i + len(start))
+        if j >= 0:
+            return text[i + len(start) : j]
+        i = text.rfind(start, 0, i)
+    return None
+
+
+def last_json_object(text: str) -> tuple[bool, Any, str]:
+    """(found, value, source text) for the JSON object that ends last in `text`: the
+    decodable object starting at the rightmost `{` that is not nested in a later one."""
+    i = text.rfind("{")
+    best: tuple[int, int] | None = None
+    while i >= 0:
+        try:
+            _, end = _decoder.raw_decode(text, i)
+        except ValueError:
+            pass
+        else:
+            if best is None or end >= best[1]:
+                best = (i, end)  # an enclosing object that ends later (or as late) wins
+        i = text.rfind("{", 0, i)
+    if best is None:
+        return False, None, ""
+    source = text[best[0] : best[1]]
+    return True, json.loads(source), source
+
+
 def first_json(text: str, *, objects_only: bool = False) -> tuple[bool, Any]:
     """(found, value) for the first decodable JSON object/array at a `{` or `[`."""
     openers = "{" if objects_only else "{["
