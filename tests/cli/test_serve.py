@@ -28,7 +28,7 @@ def test_bad_config_field_exit_2(tmp_path: Path) -> None:
     cfg.write_text("receiver:\n  grpc_prot: 1\n")
     res = runner.invoke(app, ["serve", "--config", str(cfg)])
     assert res.exit_code == 2
-    assert f"{cfg}: receiver.grpc_prot" in res.output
+    assert f"{cfg}:2:3: receiver.grpc_prot" in res.output
 
 
 def test_missing_references_exit_2(tmp_path: Path) -> None:

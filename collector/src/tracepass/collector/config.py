@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
 
 class _Section(BaseModel):
@@ -128,20 +129,26 @@ class ConfigError(ValueError):
 
 
 def load_config(path: Path | None) -> CollectorConfig:
+    """The config in `path` (defaults when None). Every error is a `ConfigError` whose
+    lines read `file:line:col: field: message` (syntax errors, duplicate keys, bytes
+    that are not UTF-8, and schema errors alike)."""
     if path is None:
         return CollectorConfig()
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        text = read_text(path)
+        data = parse(text, str(path)) or {}
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{path}:1:1: top level must be a mapping, got {type(data).__name__}")
     try:
         return CollectorConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [
-            f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        ]
-        raise ConfigError("\n".join(lines)) from exc
+        where = locations(text)
+        lines = []
+        for err in exc.errors():
+            pos = locate(where, err["loc"])
+            at = f"{path}:{pos[0]}:{pos[1]}" if pos is not None else str(path)
+            field = ".".join(str(p) for p in err["loc"])
+            lines.append(f"{at}: {field}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None

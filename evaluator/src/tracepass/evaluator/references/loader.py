@@ -22,6 +22,13 @@ from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError
 from tracepass.evaluator.references.fairforge import import_fair_forge, looks_like_fair_forge
 from tracepass.evaluator.references.schema import parse_reference, parse_reference_set
+from tracepass.evaluator.strict_yaml import (
+    StrictLoader,
+    YamlFileError,
+    locations,
+    parse,
+    yaml_error,
+)
 
 __all__ = ["dump_reference_set_yaml", "iter_reference_files", "load_dataset", "load_reference_sets"]
 
@@ -56,27 +63,8 @@ def iter_reference_files(paths: Sequence[Path | str]) -> Iterable[Path]:
 
 
 def _line_map(text: str) -> dict[tuple[str | int, ...], int]:
-    """Field path → 1-based line, from PyYAML's node tree: the key's line for mapping
-    entries (a block value starts on the next line, but the user looks for the key),
-    the item's line for sequence items."""
-    out: dict[tuple[str | int, ...], int] = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return out
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())] if root is not None else []
-    while stack:
-        node, path = stack.pop()
-        out.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
-                out.setdefault((*path, key), k.start_mark.line + 1)
-                stack.append((v, (*path, key)))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                stack.append((v, (*path, i)))
-    return out
+    """Field path → 1-based line (the shared reader's positions, without columns)."""
+    return {path: line for path, (line, _col) in locations(text).items()}
 
 
 def _locate(
@@ -104,34 +92,6 @@ class _DuplicateKey(ValueError):
     the first (a reference whose `expected_tools` vanish is worse than an error)."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing duplicate mapping keys."""
-
-
-def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> Any:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            first = seen.get(key)
-        except TypeError:  # unhashable key: PyYAML reports it itself
-            continue
-        if first is not None:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"duplicate key {key!r} (first on line {first})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:map", _strict_mapping)
-
-
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
@@ -153,21 +113,19 @@ def _parse_text(path: Path, text: str) -> Any:
         except _DuplicateKey:
             # JSON is (nearly) YAML: the strict YAML loader finds the line.
             try:
-                yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
+                yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: safe
             except yaml.YAMLError as exc:
                 raise _yaml_error(name, exc, "invalid JSON") from None
             raise ReferenceLoadError("invalid JSON: duplicate key", file=name) from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
-    except yaml.YAMLError as exc:
-        raise _yaml_error(name, exc, "invalid YAML") from exc
+        return parse(text, name)
+    except YamlFileError as exc:
+        raise ReferenceLoadError(exc.message, file=name, line=exc.line) from exc
 
 
 def _yaml_error(name: str, exc: yaml.YAMLError, what: str) -> ReferenceLoadError:
-    mark = getattr(exc, "problem_mark", None)
-    line = mark.line + 1 if mark is not None else None
-    problem = getattr(exc, "problem", None) or str(exc)
-    return ReferenceLoadError(f"{what}: {problem}", file=name, line=line)
+    err = yaml_error(exc, name, what)
+    return ReferenceLoadError(err.message, file=name, line=err.line)
 
 
 def _is_adk_eval_config(path: Path, data: Any) -> bool:

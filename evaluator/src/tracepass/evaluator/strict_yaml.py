@@ -1,0 +1,151 @@
+"""The one YAML reader for files people write by hand (the collector config, reference
+sets): refuses duplicate keys, and every error is one line `file:line:col: message`.
+
+Why one shared reader: PyYAML's own messages span several lines and name
+`"<unicode string>"` instead of the file; it keeps the last of two equal keys and
+silently drops the first (a config whose `receiver:` section is written twice loses
+half of it); and a file that is not UTF-8 escapes as a `UnicodeDecodeError` traceback.
+Line/column lookup for schema errors (`locations`) is a second pass over PyYAML's node
+tree, paid only when there is an error to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "StrictLoader",
+    "YamlFileError",
+    "locate",
+    "locations",
+    "parse",
+    "read_text",
+    "yaml_error",
+]
+
+Location = tuple[int, int]  # 1-based line and column
+FieldPath = tuple[str | int, ...]
+
+
+class YamlFileError(ValueError):
+    """A file that cannot be read or parsed; `str()` is `file:line:col: message`."""
+
+    def __init__(
+        self, message: str, *, file: str, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        where = file
+        if line is not None:
+            where += f":{line}" + (f":{column}" if column is not None else "")
+        super().__init__(f"{where}: {message}")
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate mapping keys."""
+
+
+def _strict_mapping(loader: StrictLoader, node: yaml.MappingNode) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # unhashable key: PyYAML reports it itself
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {first})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:map", _strict_mapping)
+
+
+def read_text(path: Path) -> str:
+    """The file's text; unreadable or non-UTF-8 files are a `YamlFileError` locating
+    the first bad byte."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise YamlFileError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise YamlFileError(
+            f"not UTF-8: byte 0x{data[exc.start]:02x} ({exc.reason})",
+            file=str(path),
+            line=line,
+            column=column,
+        ) from None
+
+
+def parse(text: str, file: str, what: str = "invalid YAML") -> Any:
+    """`text` parsed with `StrictLoader`; errors as one-line `YamlFileError`s."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: safe
+    except yaml.YAMLError as exc:
+        raise yaml_error(exc, file, what) from None
+
+
+def yaml_error(exc: yaml.YAMLError, file: str, what: str = "invalid YAML") -> YamlFileError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    if problem is None:
+        message = " ".join(str(exc).split())
+    else:
+        message = problem + (f" ({context})" if context else "")
+    return YamlFileError(
+        f"{what}: {message}",
+        file=file,
+        line=mark.line + 1 if mark is not None else None,
+        column=mark.column + 1 if mark is not None else None,
+    )
+
+
+def locations(text: str) -> dict[FieldPath, Location]:
+    """Field path → (line, column) from PyYAML's node tree: the key's position for
+    mapping entries (where the user looks), the item's for sequence items."""
+    out: dict[FieldPath, Location] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return out
+    stack: list[tuple[Any, FieldPath]] = [(root, ())] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        out.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
+                out.setdefault((*path, key), (k.start_mark.line + 1, k.start_mark.column + 1))
+                stack.append((v, (*path, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                stack.append((v, (*path, i)))
+    return out
+
+
+def locate(where: dict[FieldPath, Location], path: Sequence[str | int]) -> Location | None:
+    """The position of `path`, or of its nearest ancestor present in the file (a
+    missing required field points at the section that lacks it)."""
+    p = tuple(path)
+    while p and p not in where:
+        p = p[:-1]
+    return where.get(p)

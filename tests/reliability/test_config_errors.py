@@ -1,0 +1,92 @@
+"""Issue 13 #9: every broken config, run through the real `tracepass serve --config`
+executable, exits 2 with one line naming `file:line:col` — no traceback, no PyYAML
+multi-line `"<unicode string>", line N` message, no silently accepted duplicate key."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+TRACEPASS = Path(sys.executable).parent / "tracepass"
+
+# name → (file content, expected line:col, a fragment of the message)
+BROKEN: dict[str, tuple[bytes, str, str]] = {
+    "bad indentation": (
+        b"receiver:\n  host: 127.0.0.1\n   grpc_port: 1\n",
+        "3:13",
+        "mapping values are not allowed here",
+    ),
+    "unclosed quote": (b'receiver:\n  host: "127.0.0.1\n', "3:1", "found unexpected end"),
+    "unclosed flow sequence": (b"references: [a, b\n", "2:1", "expected ',' or ']'"),
+    "tab indentation": (b"receiver:\n\thost: x\n", "2:1", "found character '\\t'"),
+    "undefined alias": (b"receiver: *nowhere\n", "1:11", "found undefined alias"),
+    "duplicate top-level key": (
+        b"receiver:\n  host: a\nstate:\n  durability: none\nreceiver:\n  grpc_port: 5\n",
+        "5:1",
+        "duplicate key 'receiver' (first on line 1)",
+    ),
+    "duplicate nested key": (
+        b"metrics:\n  prometheus_port: 1\n  prometheus_port: 2\n",
+        "3:3",
+        "duplicate key 'prometheus_port' (first on line 2)",
+    ),
+    "not UTF-8": (b"receiver:\n  host: caf\xe9\n", "2:12", "not UTF-8: byte 0xe9"),
+    "UTF-16": ("receiver: {}\n".encode("utf-16"), "1:1", "not UTF-8: byte 0xff"),
+    "top level is a list": (b"- receiver\n", "1:1", "top level must be a mapping"),
+    "unknown field": (
+        b"receiver:\n  host: a\n  grpc_prot: 1\n",
+        "3:3",
+        "receiver.grpc_prot: Extra inputs are not permitted",
+    ),
+    "wrong type": (
+        b"state:\n  durability: batch\n  batch_max_delay_ms: soon\n",
+        "3:3",
+        "state.batch_max_delay_ms: Input should be a valid number",
+    ),
+    "out of range": (b"metrics:\n  prometheus_port: 70000\n", "2:3", "prometheus_port: Input"),
+    "bad enum": (b"state:\n  durability: sometimes\n", "2:3", "state.durability: Input should"),
+    "missing required field": (
+        b"receiver:\n  tls:\n    cert_file: c.pem\n",
+        "2:3",
+        "receiver.tls.key_file: Field required",
+    ),
+}
+
+
+def _run(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(TRACEPASS), "serve", "--config", str(config), "--grpc-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_each_broken_config_exits_2_with_file_line_col(tmp_path: Path) -> None:
+    procs = {}
+    for i, (name, (content, _, _)) in enumerate(sorted(BROKEN.items())):
+        cfg = tmp_path / f"broken{i}.yaml"
+        cfg.write_bytes(content)
+        procs[name] = (cfg, _run(cfg))  # all at once: each pays the import time once
+    failures = []
+    for name, (cfg, proc) in procs.items():
+        _out, err = proc.communicate(timeout=100)
+        _, position, fragment = BROKEN[name]
+        lines = [line for line in err.splitlines() if line.strip()]
+        ok = (
+            proc.returncode == 2
+            and "Traceback" not in err
+            and "<unicode string>" not in err
+            and len(lines) == 1
+            and re.match(rf"error: {re.escape(str(cfg))}:{position}: ", lines[0]) is not None
+            and fragment in lines[0]
+        )
+        if not ok:
+            failures.append(f"{name}: exit {proc.returncode}, stderr={err!r}")
+    assert not failures, "\n".join(failures)
