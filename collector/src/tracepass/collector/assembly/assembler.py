@@ -30,6 +30,7 @@ from enum import Enum
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.ratelimited_log import RateLimitedLog
 
 from .build import MAX_DEPTH
 
@@ -172,6 +173,7 @@ class Assembler:
         )
         self.max_tombstones = max_tombstones
         self.turn_target = turn_target
+        self._log = RateLimitedLog(log)  # per-span / per-eviction lines flood under overload
         self._convs: dict[str, _Conv] = {}
         self._open: OrderedDict[str, _Conv] = OrderedDict()  # LRU by activity
         self._retained: OrderedDict[str, _Conv] = OrderedDict()  # by closed_at
@@ -298,7 +300,12 @@ class Assembler:
                     self.instruments.spans_dropped.add(1, {"reason": "after_retention"})
                     late += 1
                     dropped += 1
-                    log.info("span %s/%s for closed conversation %s dropped", *_ids(rec), key)
+                    self._log.info(
+                        "after_retention",
+                        "span %s/%s for closed conversation %s dropped",
+                        *_ids(rec),
+                        key,
+                    )
                     continue
                 if skey in conv.records:
                     duplicate_at.append(i)
@@ -313,7 +320,8 @@ class Assembler:
                 conv.truncated = True
                 dropped += 1
                 self.instruments.spans_dropped.add(1, {"reason": "max_spans_per_conversation"})
-                log.warning(
+                self._log.warning(
+                    "max_spans_per_conversation",
                     "conversation %s exceeds %d spans; span %s/%s dropped",
                     key,
                     max_spans,
@@ -383,7 +391,13 @@ class Assembler:
             n = len(orphan.records)
             self.instruments.late_spans.add(n)
             self.instruments.spans_dropped.add(n, {"reason": "after_retention"})
-            log.info("%d spans of trace %s for closed conversation %s dropped", n, trace_id, cid)
+            self._log.info(
+                "after_retention",
+                "%d spans of trace %s for closed conversation %s dropped",
+                n,
+                trace_id,
+                cid,
+            )
             merged.append((trace_id, cid))
             return
         for rec in orphan.records.values():
@@ -629,7 +643,8 @@ class Assembler:
             if conv is not None:
                 n = len(conv.records)
                 self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
-                log.warning(
+                self._log.warning(
+                    "retention_evicted",
                     "memory cap: freed %d spans of evaluated conversation %s early "
                     "(late spans for it will be dropped)",
                     n,
@@ -638,7 +653,8 @@ class Assembler:
                 self._to_tombstone(conv, now)
                 continue
             if not self._evict_lru(keep, "max_buffered_spans"):
-                log.warning(
+                self._log.warning(
+                    "nothing_to_evict",
                     "memory cap: %d spans held + %d incoming > max_buffered_spans=%d and "
                     "nothing left to evict",
                     self._held,
@@ -652,7 +668,8 @@ class Assembler:
         if victim is None:
             return False
         self.instruments.conversations_evicted.add(1, {"reason": reason})
-        log.warning(
+        self._log.warning(
+            reason,
             "%s reached: conversation %s (%d spans) evaluated as incomplete",
             reason,
             victim.key,

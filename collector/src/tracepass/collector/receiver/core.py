@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.ratelimited_log import RateLimitedLog
 from tracepass.collector.receiver.decode import count_spans
 from tracepass.collector.sink import IngestResult, Overloaded, SpanSink
 
@@ -52,27 +53,6 @@ class Refusal(Exception):
         return self.message
 
 
-class _RateLimitedLog:
-    """At most one line per key per interval; the suppressed count rides on the next."""
-
-    def __init__(self, interval_s: float = 10.0) -> None:
-        self._interval = interval_s
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def warning(self, key: str, msg: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._last.get(key, -1e18) < self._interval:
-            self._suppressed[key] = self._suppressed.get(key, 0) + 1
-            return
-        self._last[key] = now
-        n = self._suppressed.pop(key, 0)
-        if n:
-            msg += " (%d similar messages suppressed)"
-            args = (*args, n)
-        log.warning(msg, *args)
-
-
 class ReceiverCore:
     def __init__(
         self, sink: SpanSink, instruments: CollectorInstruments, config: ReceiverConfig
@@ -84,7 +64,7 @@ class ReceiverCore:
         self._draining = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._log = _RateLimitedLog()
+        self._log = RateLimitedLog(log)
         token = config.bearer_token
         self._expected_auth = f"Bearer {token}".encode() if token else None
 
