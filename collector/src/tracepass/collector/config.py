@@ -90,8 +90,11 @@ class WindowConfig(_Section):
 
 class MetricsConfig(_Section):
     prometheus_enabled: bool = True
-    prometheus_host: str = "0.0.0.0"
+    # None: the receivers' host (`receiver.host`, i.e. `--host`).
+    prometheus_host: str | None = None
     prometheus_port: int = Field(default=9464, ge=0, le=65535)
+    # When set, /metrics answers 401 unless `Authorization: Bearer <token>` is sent.
+    bearer_token: str | None = None
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"

@@ -120,7 +120,7 @@ class CollectorService:
 
         cfg = self.config
         ev = cfg.evaluation
-        self.telemetry = build_telemetry(cfg.metrics)
+        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
         judge = None

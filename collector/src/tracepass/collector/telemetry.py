@@ -136,6 +136,7 @@ def build_telemetry(
     resource: Resource | None = None,
     extra_readers: Sequence[MetricReader] = (),
     log_processors: Sequence[LogRecordProcessor] = (),
+    default_host: str = "0.0.0.0",
 ) -> Telemetry:
     """Start the exporters described by `config`. `extra_readers` / `log_processors`
     let callers (and tests) attach more destinations, e.g. in-memory ones."""
@@ -146,14 +147,16 @@ def build_telemetry(
     port: int | None = None
     if config.prometheus_enabled:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry
+
+        from tracepass.collector.metrics_http import serve_metrics
 
         registry = CollectorRegistry()
         readers.append(PrometheusMetricReader(registry=registry))
-        httpd, thread = start_http_server(
-            config.prometheus_port, addr=config.prometheus_host, registry=registry
-        )
-        host, port = config.prometheus_host, int(httpd.server_address[1])
+        # No prometheus_host: the receivers' host (`--host`), never silently all interfaces.
+        host = config.prometheus_host or default_host
+        httpd, thread = serve_metrics(registry, host, config.prometheus_port, config.bearer_token)
+        port = int(httpd.server_address[1])
         _log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
     metrics_endpoint, metrics_protocol = otlp_settings(config, "metrics")
