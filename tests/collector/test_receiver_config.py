@@ -80,7 +80,7 @@ def test_errors_name_file_and_field(tmp_path: Path, text: str, message: str) -> 
     f.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_config(f)
-    assert str(info.value).startswith(f"{f}: ")
+    assert re.match(rf"{re.escape(str(f))}:\d+:\d+: ", str(info.value))
     assert message in str(info.value)
 
 
@@ -91,8 +91,9 @@ def test_every_error_is_reported(tmp_path: Path) -> None:
         load_config(f)
     lines = str(info.value).splitlines()
     assert [line.split(": ")[1] for line in lines] == ["receiver.grpc_port", "receiver.http_port"]
+    assert [line.split(": ")[0] for line in lines] == [f"{f}:2:3", f"{f}:3:3"]
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read config"):
+    with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read"):
         load_config(tmp_path / "missing.yaml")

@@ -35,6 +35,12 @@ class ReceiverConfig(_Section):
     # Concurrent export requests being ingested before answering 429 / RESOURCE_EXHAUSTED.
     max_inflight_requests: int = Field(default=64, gt=0)
     retry_after_s: float = Field(default=1.0, gt=0)
+    # Slow-client defences (OTLP/HTTP; a gRPC message has the body deadline too): open
+    # connections beyond the limit get a 503; a connection must deliver complete request
+    # headers within header_timeout_s, and a body within body_timeout_s (else 408).
+    max_connections: int = Field(default=1024, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=60.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
 

@@ -33,7 +33,14 @@ log = logging.getLogger("tracepass.collector.receiver")
 Protocol = Literal["grpc", "http"]
 # Outcome labels of tracepass_export_requests besides ok / partial.
 RefusalKind = Literal[
-    "invalid", "too_large", "overloaded", "unavailable", "unauthorized", "unsupported", "error"
+    "invalid",
+    "too_large",
+    "overloaded",
+    "unavailable",
+    "unauthorized",
+    "unsupported",
+    "timeout",
+    "error",
 ]
 
 
@@ -86,14 +93,18 @@ class ReceiverCore:
         if not hmac.compare_digest(header.strip().encode(), self._expected_auth):
             raise Refusal("unauthorized", "invalid bearer token")
 
-    @contextmanager
-    def admit(self) -> Iterator[None]:
-        """One slot of the shared in-flight budget, refused (never queued) when full:
-        queuing would only move the overload into memory."""
+    def check_open(self) -> None:
+        """Refuse at once while draining, before a body is read."""
         if self._draining:
             raise Refusal(
                 "unavailable", "receiver is shutting down", retry_after_s=self.config.retry_after_s
             )
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """One slot of the shared in-flight budget, refused (never queued) when full:
+        queuing would only move the overload into memory."""
+        self.check_open()
         if self._inflight >= self.config.max_inflight_requests:
             raise Refusal(
                 "overloaded",

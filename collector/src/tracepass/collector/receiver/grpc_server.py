@@ -14,6 +14,7 @@ a request whose one message never arrives is one grpc refused — counted as `to
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,18 @@ class GrpcReceiver:
         core = self._core
         try:
             core.check_auth(_metadata(context, "authorization"))
+            core.check_open()
+            # The message is received before a slot is taken (a slow sender holds none),
+            # under the same deadline as an HTTP body.
+            timeout_s = self._config.body_timeout_s
+            try:
+                async with asyncio.timeout(timeout_s):
+                    body = await self._one_message(messages)
+            except TimeoutError:
+                raise Refusal(
+                    "timeout", f"request message not received within {timeout_s:g} s"
+                ) from None
             with core.admit():
-                body = await self._one_message(messages)
                 try:
                     request = decode_protobuf(body)
                 except InvalidPayload as exc:

@@ -9,8 +9,10 @@ JSON), as OTLP requires, for successes and failures alike.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -18,6 +20,7 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.connections import ConnectionGuard
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
 from tracepass.collector.receiver.decode import (
     CappedDecompressor,
@@ -37,6 +40,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf", "application/vnd.google.protobuf"})
 _CHUNK = 64 * 1024
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class HttpReceiver:
@@ -52,7 +56,10 @@ class HttpReceiver:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         # aiohttp would otherwise inflate gzip bodies itself, without any size cap.
-        app = web.Application(handler_args={"auto_decompress": False})
+        self.guard = ConnectionGuard(config.max_connections, config.header_timeout_s)
+        app = web.Application(
+            handler_args={"auto_decompress": False}, middlewares=[self._track_requests]
+        )
         app.router.add_post(TRACES_PATH, self._traces)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -69,11 +76,12 @@ class HttpReceiver:
         if tls is not None:
             ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ssl_context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
-        site = web.TCPSite(
+        site = _GuardedSite(
             runner,
             self._config.host,
             self._config.http_port,
             ssl_context=ssl_context,
+            guard=self.guard,
         )
         try:
             await site.start()
@@ -89,6 +97,17 @@ class HttpReceiver:
             await self._runner.cleanup()
             self._runner = None
 
+    @web.middleware
+    async def _track_requests(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        """Tells the guard a request's headers are complete (its handler runs), so the
+        header deadline stops, and re-arms it for the next keep-alive request."""
+        transport = request.transport
+        self.guard.request_started(transport)
+        try:
+            return await handler(request)
+        finally:
+            self.guard.request_finished(transport)
+
     # --- OTLP --------------------------------------------------------------------------
 
     async def _traces(self, request: web.Request) -> web.Response:
@@ -102,8 +121,11 @@ class HttpReceiver:
                     "unsupported",
                     f"unsupported Content-Type {ctype!r} (use {PROTOBUF} or {JSON})",
                 )
+            # The body is read BEFORE a slot is taken: a client trickling its body in
+            # must cost a connection (bounded, with a deadline), never an in-flight slot.
+            core.check_open()
+            body = await self._read_body(request)
             with core.admit():
-                body = await self._read_body(request)
                 try:
                     message = decode_json_bytes(body) if as_json else decode_protobuf(body)
                 except OtlpJsonError as exc:
@@ -113,6 +135,8 @@ class HttpReceiver:
                 result = await core.ingest("http", message)
         except Refusal as refusal:
             core.refused("http", refusal)
+            if refusal.kind == "timeout":
+                return await self._answer_and_hang_up(request, self._error(refusal, as_json))
             return self._error(refusal, as_json)
         except Exception as exc:  # a decoder bug must still be answered and counted
             return self._error(core.unexpected("http", exc), as_json)
@@ -127,17 +151,31 @@ class HttpReceiver:
         length = request.content_length
         if length is not None and length > cap:
             raise Refusal("too_large", f"Content-Length {length} exceeds the limit of {cap} bytes")
+        timeout_s = self._config.body_timeout_s
         try:
             decoder = CappedDecompressor(request.headers.get("Content-Encoding", ""), cap)
-            async for chunk in request.content.iter_chunked(_CHUNK):
-                decoder.feed(chunk)
+            async with asyncio.timeout(timeout_s):
+                async for chunk in request.content.iter_chunked(_CHUNK):
+                    decoder.feed(chunk)
             return decoder.finish()
+        except TimeoutError:
+            raise Refusal("timeout", f"request body not received within {timeout_s:g} s") from None
         except UnsupportedEncoding as exc:
             raise Refusal("unsupported", str(exc)) from None
         except PayloadTooLarge as exc:
             raise Refusal("too_large", str(exc)) from None
         except InvalidPayload as exc:
             raise Refusal("invalid", str(exc)) from None
+
+    @staticmethod
+    async def _answer_and_hang_up(request: web.Request, response: web.Response) -> web.Response:
+        """Send the answer, then close the connection at once: aiohttp would otherwise
+        linger up to 10 s reading the rest of a body that is not coming."""
+        await response.prepare(request)
+        await response.write_eof()
+        if request.transport is not None:
+            request.transport.close()
+        return response
 
     def _error(self, refusal: Refusal, as_json: bool) -> web.Response:
         response = _message_response(HTTP_STATUS[refusal.kind], rpc_status(refusal), as_json)
@@ -146,7 +184,7 @@ class HttpReceiver:
             response.headers["Retry-After"] = retry_after
         if refusal.kind == "unauthorized":
             response.headers["WWW-Authenticate"] = 'Bearer realm="tracepass"'
-        if refusal.kind == "too_large":
+        if refusal.kind in ("too_large", "timeout"):
             # The rest of the body may be unread; do not reuse this connection.
             response.force_close()
         return response
@@ -183,6 +221,36 @@ class HttpReceiver:
                 {"error": f"conversation {conversation_id!r} not found"}, status=404
             )
         return web.Response(body=json.dumps(view, ensure_ascii=False).encode(), content_type=JSON)
+
+
+class _GuardedSite(web.TCPSite):
+    """`TCPSite` whose protocol factory is wrapped by the `ConnectionGuard`."""
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        guard: ConnectionGuard,
+    ) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context)
+        self._guard = guard
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with the runner
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            self._guard.factory(server),
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
 
 
 def _message_response(status: int, message: Message, as_json: bool) -> web.Response:

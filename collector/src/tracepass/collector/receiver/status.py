@@ -25,6 +25,7 @@ HTTP_STATUS: dict[RefusalKind, int] = {
     "too_large": 413,
     "unsupported": 415,
     "overloaded": 429,
+    "timeout": 408,
     "error": 500,
     "unavailable": 503,
 }
@@ -35,6 +36,7 @@ GRPC_CODES: dict[RefusalKind, grpc.StatusCode] = {
     "too_large": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "unsupported": grpc.StatusCode.INVALID_ARGUMENT,
     "overloaded": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "timeout": grpc.StatusCode.DEADLINE_EXCEEDED,
     "error": grpc.StatusCode.INTERNAL,
     "unavailable": grpc.StatusCode.UNAVAILABLE,
 }
@@ -45,6 +47,7 @@ _RPC_CODES: dict[RefusalKind, int] = {
     "too_large": code_pb2.RESOURCE_EXHAUSTED,
     "unsupported": code_pb2.INVALID_ARGUMENT,
     "overloaded": code_pb2.RESOURCE_EXHAUSTED,
+    "timeout": code_pb2.DEADLINE_EXCEEDED,
     "error": code_pb2.INTERNAL,
     "unavailable": code_pb2.UNAVAILABLE,
 }
