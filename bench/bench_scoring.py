@@ -379,7 +379,7 @@ def main() -> None:
         f"(≈ {statistics.median(iters) * 20 / 1e3:.1f} µs/turn at 20 ns/iteration)"
     )
     print(
-        f"vs Fair Forge frequentist path: {FAIR_FORGE_US_PER_TURN:.0f} µs/turn is the published "
+        f"vs Fair Forge frequentist path: {FAIR_FORGE_US_PER_TURN:.0f} µs/turn is the "
         f"published Fair Forge figure, NOT measured here (other machine, other data): "
         f"{FAIR_FORGE_US_PER_TURN / us_turn:.1f}× (target ≥ 50×, i.e. ≤ "
         f"{FAIR_FORGE_US_PER_TURN / 50:.2f} µs/turn)"
