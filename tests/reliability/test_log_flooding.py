@@ -10,7 +10,7 @@ from _pipeline_support import TOOL, Clock, Metrics, rec, turn_records
 
 from tracepass.collector.assembly import Assembler
 from tracepass.collector.config import AssemblyConfig
-from tracepass.collector.ratelimited_log import RateLimitedLog
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 
 def test_evictions_and_drops_log_a_few_lines_with_counts(

@@ -30,7 +30,7 @@ from enum import Enum
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.ratelimited_log import RateLimitedLog
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .build import MAX_DEPTH
 

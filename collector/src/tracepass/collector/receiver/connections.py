@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tracepass.collector.ratelimited_log import RateLimitedLog
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = ["ConnectionGuard"]
 
