@@ -97,6 +97,7 @@ class CollectorService:
         self._judge_cache: Any = None
         self._persist_task: asyncio.Task[None] | None = None
         self._metrics_ready = asyncio.Event()
+        self._journal_applied = 0  # highest window-journal entry in the windows
         self._started = False
         self._stopped = False
         self.evaluated = 0  # evaluations recorded (revisions included)
@@ -165,6 +166,7 @@ class CollectorService:
             event_logger=self.telemetry.event_logger(),
             clock=self.clock,
         )
+        self._replay_window_journal()
         if judge is not None:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
             judge.on_call = self.metrics.record_judge_call
@@ -249,6 +251,8 @@ class CollectorService:
             now=info.now,
             conversation=info.conversation,
         )
+        if info.journal_seq is not None:
+            self._journal_applied = max(self._journal_applied, info.journal_seq)
         self.evaluated += 1
         for listener in self.listeners:
             try:
@@ -281,6 +285,36 @@ class CollectorService:
         log.info("restored rolling windows for %d keys from %s", len(agg), store.path)
         return agg
 
+    def _replay_window_journal(self) -> None:
+        """Evaluations committed after the restored snapshot (up to a crash) go back into
+        the windows from the state file's journal, so the windows equal those of a run
+        that never stopped. Entries this process writes are applied by `_on_result`."""
+        store = self.pipeline.store if self.pipeline is not None else None
+        metrics = self.metrics
+        if store is None or metrics is None:
+            return
+        upto = store.journal_upto(AGGREGATOR_BLOB)
+        self._journal_applied = upto
+        entries = store.window_journal(upto, store.journal_seq_at_open)
+        replayed = bad = 0
+        for entry in entries:
+            try:
+                result = ConversationResult.model_validate_json(entry.result)
+            except ValueError as exc:
+                bad += 1
+                log.error("%s: window journal entry %d unreadable: %s", store.path, entry.seq, exc)
+                continue
+            if metrics.replay(result, revision=entry.revision, now=entry.evaluated_at):
+                replayed += 1
+            self._journal_applied = max(self._journal_applied, entry.seq)
+        if entries:
+            log.info(
+                "rolling windows: %d evaluations replayed from the journal of %s (%d unreadable)",
+                replayed,
+                store.path,
+                bad,
+            )
+
     async def persist(self) -> None:
         """Write the rolling aggregator's state into the state file (no-op if closed)."""
         pipeline, metrics = self.pipeline, self.metrics
@@ -291,8 +325,11 @@ class CollectorService:
         # a worker thread, so neither the receivers nor `record` wait for it.
         with metrics._lock:
             capture = metrics.aggregator.capture()
+            # Every journal entry up to here is in the capture (entries are applied in
+            # commit order); the store drops them with the snapshot, atomically.
+            upto = self._journal_applied
         blob = await asyncio.to_thread(_encode_state, capture)
-        await asyncio.wrap_future(pipeline.store.put_blob(AGGREGATOR_BLOB, blob))
+        await asyncio.wrap_future(pipeline.store.put_blob(AGGREGATOR_BLOB, blob, journal_upto=upto))
 
     async def _persist_loop(self) -> None:
         last = -1

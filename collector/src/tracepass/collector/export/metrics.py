@@ -33,7 +33,13 @@ from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.outcomes import result_success, success_of, turn_outcome
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.readiness import classify
-from tracepass.evaluator.rolling import Key, KeySnapshot, RollingAggregator, RollingConfig
+from tracepass.evaluator.rolling import (
+    AddResult,
+    Key,
+    KeySnapshot,
+    RollingAggregator,
+    RollingConfig,
+)
 
 __all__ = [
     "EVENT_NAME",
@@ -176,20 +182,8 @@ class EvaluationMetrics:
         """Count one evaluation. Returns False when it was ignored (a stale revision:
         one not newer than the revision already recorded for the conversation)."""
         labels = self.labels(result)
-        key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
         turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        tag = json.dumps([result.outcome.value, dict(turn_tally)], separators=(",", ":"))
-        with self._lock:
-            added = self.aggregator.add(
-                key,
-                task=result.reference_id or UNMATCHED_TASK,
-                success=result_success(result),
-                now=now,
-                conversation_id=result.conversation_id,
-                revision=revision,
-                tag=tag,
-            )
-            self._dirty = True  # the next read (service or scrape) sees this result
+        added = self._add_to_windows(result, labels, turn_tally, revision, now)
         if not added.accepted:
             self.ignored.add(1, {"reason": "stale_revision"})
             _log.info(
@@ -220,6 +214,39 @@ class EvaluationMetrics:
         if self._events is not None:
             self._events.emit(result, labels, revision, conversation)
         return True
+
+    def _add_to_windows(
+        self,
+        result: ConversationResult,
+        labels: dict[str, str],
+        turn_tally: Tally[str],
+        revision: int,
+        now: float,
+    ) -> AddResult:
+        key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
+        tag = json.dumps([result.outcome.value, dict(turn_tally)], separators=(",", ":"))
+        with self._lock:
+            added = self.aggregator.add(
+                key,
+                task=result.reference_id or UNMATCHED_TASK,
+                success=result_success(result),
+                now=now,
+                conversation_id=result.conversation_id,
+                revision=revision,
+                tag=tag,
+            )
+            self._dirty = True  # the next read (service or scrape) sees this result
+        return added
+
+    def replay(self, result: ConversationResult, *, revision: int, now: float) -> bool:
+        """Put an evaluation from the state file's window journal back into the windows
+        (crash recovery), exactly as `record` did the first time, without counting it
+        again or emitting its event: the counters and events of a previous process are
+        not this process's. Idempotent: an entry the restored snapshot already holds is
+        a stale revision and changes nothing. Returns whether it changed the windows."""
+        labels = self.labels(result)
+        turn_tally = Tally(turn_outcome(t) for t in result.turns)
+        return self._add_to_windows(result, labels, turn_tally, revision, now).accepted
 
     def _supersede(self, key: Key, tag: str) -> None:
         labels = dict(zip(LABELS, key, strict=True))

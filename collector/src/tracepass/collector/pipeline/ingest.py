@@ -23,7 +23,7 @@ import inspect
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from tracepass.collector.pipeline.scheduling import (
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
 from tracepass.evaluator.models import Conversation
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = ["Pipeline"]
 
@@ -122,6 +123,8 @@ class Pipeline:
             self._evaluate, concurrency=evaluation_concurrency, on_error=self._count_error
         )
         self._results: OrderedDict[str, StoredResult] = OrderedDict()
+        self._retries: set[asyncio.Task[None]] = set()
+        self._log = RateLimitedLog(log)
         self._result_cache_size = result_cache_size
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -179,6 +182,12 @@ class Pipeline:
                 await self._task
             self._task = None
         await self.process_due()
+        if self._retries:
+            # Stop retrying: what could not be stored is re-evaluated from its stored
+            # spans at the next start (its result row never reached the file).
+            for task in list(self._retries):
+                task.cancel()
+            await asyncio.gather(*self._retries, return_exceptions=True)
         if self.store is not None:
             if self.store.durability == "none":
                 rows: list[tuple[str, SpanRecord]] = []
@@ -329,15 +338,22 @@ class Pipeline:
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
         stored = StoredResult(conversation, result, item.revision)
         self._remember(item.key, stored)
+        journal_seq: int | None = None
         if self.store is not None:
-            await self.store.put_result(
-                item.key,
-                revision=item.revision,
-                closed_at=item.closed_at,
-                n_spans=len(item.records),
-                stored=stored,
-                evaluated_at=now,
-            )
+            write = self._result_writer(item, stored, now)
+            try:
+                journal_seq = await write()
+            except StateError as exc:
+                # Disk full or I/O trouble: the evaluation still reaches the windows and
+                # the API now, and its storage is retried in the background until the
+                # disk has room (a crash meanwhile re-evaluates it from the stored spans).
+                self._log.error(
+                    "put_result",
+                    "result of conversation %s not stored, retrying in the background: %s",
+                    item.key,
+                    exc,
+                )
+                self._retry_in_background(item.key, write)
         if self.listener is not None:
             info = ResultInfo(
                 revision=item.revision,
@@ -348,6 +364,7 @@ class Pipeline:
                 reference_set=set_name,
                 match_method=match.method if match is not None else None,
                 conversation=conversation,
+                journal_seq=journal_seq,
             )
             try:
                 ret = self.listener(result, info)
@@ -355,6 +372,46 @@ class Pipeline:
                     await ret
             except Exception:
                 log.exception("result listener failed for conversation %s", item.key)
+
+    def _result_writer(
+        self, item: Completed, stored: StoredResult, now: float
+    ) -> Callable[[], Awaitable[int]]:
+        store = self.store
+        assert store is not None
+
+        def write() -> Awaitable[int]:
+            return store.put_result(
+                item.key,
+                revision=item.revision,
+                closed_at=item.closed_at,
+                n_spans=len(item.records),
+                stored=stored,
+                evaluated_at=now,
+            )
+
+        return write
+
+    def _retry_in_background(self, key: str, write: Callable[[], Awaitable[int]]) -> None:
+        async def retry() -> None:
+            delay = 0.5
+            while not self._stopping:
+                await asyncio.sleep(delay)
+                try:
+                    await write()
+                except StateError:
+                    delay = min(delay * 2, 30.0)
+                    continue
+                log.info("result of conversation %s stored after a retry", key)
+                return
+
+        task = asyncio.create_task(retry(), name=f"tracepass-store-retry-{key}")
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
+
+    @property
+    def unstored_results(self) -> int:
+        """Evaluations whose storage is being retried (disk full)."""
+        return len(self._retries)
 
     def _remember(self, key: str, stored: StoredResult) -> None:
         self._results[key] = stored

@@ -51,6 +51,9 @@ class ResultInfo:
     reference_set: str | None
     match_method: str | None
     conversation: Conversation
+    # The result's entry in the state file's window journal (None: not stored, e.g. no
+    # state file or the disk is full); the windows' snapshot records how far it got.
+    journal_seq: int | None = None
 
 
 ResultListener = Callable[[ConversationResult, ResultInfo], Awaitable[None] | None]

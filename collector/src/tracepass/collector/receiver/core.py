@@ -22,9 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.evaluator.ratelimited_log import RateLimitedLog
 from tracepass.collector.receiver.decode import count_spans
 from tracepass.collector.receiver.sink import IngestResult, Overloaded, SpanSink
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = ["Protocol", "ReceiverCore", "Refusal", "RefusalKind"]
 

@@ -6,9 +6,15 @@ from tracepass.collector.state.codec import (
     encode_record,
     encode_request,
 )
-from tracepass.collector.state.store import StateError, StateStore, StoredConversation
+from tracepass.collector.state.store import (
+    JournalEntry,
+    StateError,
+    StateStore,
+    StoredConversation,
+)
 
 __all__ = [
+    "JournalEntry",
     "StateError",
     "StateStore",
     "StoredConversation",

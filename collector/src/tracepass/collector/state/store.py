@@ -48,8 +48,10 @@ from tracepass.collector.state.codec import (
     encode_result,
     encode_routing,
 )
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+_rate_limited = RateLimitedLog(log)  # a full disk fails every commit
 
 T = TypeVar("T")
 Durability = Literal["none", "batch"]
@@ -93,6 +95,13 @@ CREATE TABLE IF NOT EXISTS request_keys (
     PRIMARY KEY (conv_key, req_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS request_keys_req ON request_keys (req_id);
+CREATE TABLE IF NOT EXISTS window_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    conv_key TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    evaluated_at REAL NOT NULL,
+    result TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS merges (
     seq INTEGER PRIMARY KEY,
     old_key TEXT NOT NULL,
@@ -137,6 +146,21 @@ class StoredConversation:
     evaluated_spans: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One evaluation as the rolling windows received it: `result` is the
+    `ConversationResult` as JSON, `evaluated_at` the `now` it was recorded at."""
+
+    seq: int
+    key: str
+    revision: int
+    evaluated_at: float
+    result: str
+
+
+_JOURNAL_SUFFIX = ":journal_upto"
+
+
 # ------------------------------------------------------------------------ store
 
 _Op = tuple[Callable[[sqlite3.Connection], Any], "concurrent.futures.Future[Any]"]
@@ -162,6 +186,7 @@ class StateStore:
         self._thread: threading.Thread | None = None
         self._reader: sqlite3.Connection | None = None
         self.commits = 0  # transactions committed (for the benchmark's report)
+        self.journal_seq_at_open = 0
         # CPU seconds the writer thread has used (waiting excluded): the part of
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
@@ -204,6 +229,10 @@ class StateStore:
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
         self._reader = self._connect()
+        # Journal entries written by earlier processes end here; later ones are this
+        # process's own (`window_journal` callers replay only the former).
+        row = self._reader.execute("SELECT max(seq) FROM window_log").fetchone()
+        self.journal_seq_at_open = int(row[0] or 0)
         self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
         self._thread.start()
 
@@ -265,7 +294,7 @@ class StateStore:
             conn.execute("COMMIT")
             self.commits += 1
         except sqlite3.Error as exc:
-            log.error("%s: state commit failed: %s", self.path, exc)
+            _rate_limited.error("commit", "%s: state commit failed: %s", self.path, exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             outcomes = [(False, StateError(f"{self.path}: commit failed: {exc}"))] * len(batch)
@@ -495,6 +524,8 @@ class StateStore:
         every conversation ever seen."""
 
         def op(conn: sqlite3.Connection) -> int:
+            # A journal no snapshot ever took up (no metrics attached) must not grow forever.
+            conn.execute("DELETE FROM window_log WHERE evaluated_at < ?", (evaluated_before,))
             return conn.execute(
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
             ).rowcount
@@ -512,21 +543,43 @@ class StateStore:
         n_spans: int,
         stored: StoredResult,
         evaluated_at: float,
-    ) -> None:
+    ) -> int:
         """Store the evaluation as data (`encode_result`), never as an API view, so the API's
-        shape can change without touching the file format."""
+        shape can change without touching the file format. In the same transaction, append
+        it to the window journal (`window_log`): the rolling windows are snapshotted only
+        every few seconds, and the journal is what puts the evaluations since the last
+        snapshot back into them after a crash. Returns the journal sequence number."""
         text = encode_result(stored)
+        journal = stored.result.model_dump_json() if stored.result is not None else None
 
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO results VALUES (?,?,?,?,?,0,?) ON CONFLICT(conv_key) DO UPDATE "
-                "SET revision=excluded.revision, closed_at=excluded.closed_at, "
-                "evaluated_at=excluded.evaluated_at, n_spans=excluded.n_spans, purged=0, "
-                "view=excluded.view WHERE excluded.revision >= results.revision",
-                (key, revision, closed_at, evaluated_at, n_spans, text),
-            )
+        def op(conn: sqlite3.Connection) -> int:
+            # The result and its window-journal entry commit together or not at all (a
+            # savepoint: an op that fails half-way must not leave one without the other).
+            conn.execute("SAVEPOINT put_result")
+            try:
+                conn.execute(
+                    "INSERT INTO results VALUES (?,?,?,?,?,0,?) ON CONFLICT(conv_key) DO UPDATE "
+                    "SET revision=excluded.revision, closed_at=excluded.closed_at, "
+                    "evaluated_at=excluded.evaluated_at, n_spans=excluded.n_spans, purged=0, "
+                    "view=excluded.view WHERE excluded.revision >= results.revision",
+                    (key, revision, closed_at, evaluated_at, n_spans, text),
+                )
+                seq = 0
+                if journal is not None:
+                    cur = conn.execute(
+                        "INSERT INTO window_log (conv_key, revision, evaluated_at, result) "
+                        "VALUES (?,?,?,?)",
+                        (key, revision, evaluated_at, journal),
+                    )
+                    seq = int(cur.lastrowid or 0)
+            except BaseException:
+                conn.execute("ROLLBACK TO put_result")
+                conn.execute("RELEASE put_result")
+                raise
+            conn.execute("RELEASE put_result")
+            return seq
 
-        await self.run(op)
+        return await self.run(op)
 
     def get_result(self, key: str) -> StoredResult | None:
         """The latest stored evaluation of `key`, in either stored format."""
@@ -536,18 +589,49 @@ class StateStore:
             return None
         return decode_result(row[0])
 
+    # ---------------------------------------------------------------- window journal
+
+    def window_journal(self, after: int, upto: int) -> list[JournalEntry]:
+        """Journal entries with `after < seq <= upto`, in commit order (blocking)."""
+        assert self._reader is not None, "open() first"
+        return [
+            JournalEntry(int(seq), key, int(rev), float(at), text)
+            for seq, key, rev, at, text in self._reader.execute(
+                "SELECT seq, conv_key, revision, evaluated_at, result FROM window_log "
+                "WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (after, upto),
+            )
+        ]
+
     # ---------------------------------------------------------------- blobs
 
-    def put_blob(self, key: str, value: bytes) -> concurrent.futures.Future[None]:
-        """Store a snapshot (e.g. the rolling aggregator's state); await or ignore."""
+    def put_blob(
+        self, key: str, value: bytes, *, journal_upto: int | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Store a snapshot (e.g. the rolling aggregator's state); await or ignore. With
+        `journal_upto`, the snapshot includes every window-journal entry up to that
+        sequence number: it is recorded with the snapshot, and those entries are
+        deleted, in the same transaction."""
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO kv VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 (key, value),
             )
+            if journal_upto is not None:
+                conn.execute(
+                    "INSERT INTO kv VALUES (?,?) ON CONFLICT(key) DO UPDATE "
+                    "SET value=excluded.value",
+                    (key + _JOURNAL_SUFFIX, str(journal_upto).encode()),
+                )
+                conn.execute("DELETE FROM window_log WHERE seq <= ?", (journal_upto,))
 
         return self.submit(op)
+
+    def journal_upto(self, key: str) -> int:
+        """The journal sequence number the snapshot `key` includes (0: none)."""
+        blob = self.get_blob(key + _JOURNAL_SUFFIX)
+        return int(blob.decode()) if blob else 0
 
     def get_blob(self, key: str) -> bytes | None:
         assert self._reader is not None, "open() first"

@@ -1,0 +1,107 @@
+"""Issue 13 #3: with the state directory's filesystem full, conversations evaluated
+meanwhile (their spans were stored before the disk filled) still reach the pass@k
+windows at once, and their results are stored once there is room again. Needs a small
+filesystem of its own (a tmpfs mount, so root): skipped with the reason otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _receiver_support import export_with, make_spans
+from _serve import REFERENCES
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from tracepass.collector.config import CollectorConfig
+from tracepass.collector.service import CollectorService
+
+pytestmark = pytest.mark.timeout(120)
+
+CONVERSATIONS = 30
+
+
+@contextlib.contextmanager
+def small_filesystem(mountpoint: Path, size: str = "8m") -> Iterator[Path]:
+    mountpoint.mkdir()
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a small tmpfs for the disk-full test: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs for the disk-full test: {done.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False, timeout=30)
+
+
+def fill(directory: Path) -> Path:
+    """Write a file until the filesystem refuses more (ENOSPC)."""
+    filler = directory / f"filler-{uuid.uuid4().hex}"
+    chunk = b"\0" * 65536
+    with open(filler, "wb", buffering=0) as f, pytest.raises(OSError) as info:
+        while True:
+            f.write(chunk)
+    assert info.value.errno == errno.ENOSPC
+    return filler
+
+
+def _n(service: CollectorService) -> float:
+    return sum(w.n for ks in service.snapshot() for w in ks.windows if w.window == "1h")
+
+
+async def test_evaluations_reach_the_windows_while_the_disk_is_full(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.yaml"
+    refs.write_text(REFERENCES, encoding="utf-8")
+    with small_filesystem(tmp_path / "small") as small:
+        config = CollectorConfig.model_validate(
+            {
+                "references": [str(refs)],
+                "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+                "assembly": {"idle_timeout_s": 1.0, "trace_grace_s": 0.5, "tick_interval_s": 0.1},
+                "state": {"path": str(small / "state.sqlite"), "durability": "batch"},
+                "metrics": {
+                    "prometheus_port": 0,
+                    "windows": [{"name": "1h", "seconds": 3600}],
+                    "min_conversations": 1,
+                },
+            }
+        )
+        service = CollectorService(config)
+        await service.start()
+        try:
+            endpoint = f"{service.endpoint('http')}/v1/traces"
+            spans = [s for i in range(CONVERSATIONS) for s in make_spans(2, f"full-{i}")]
+            exporter = OTLPSpanExporter(endpoint=endpoint, timeout=10)
+            assert await asyncio.to_thread(export_with, exporter, spans) == (
+                SpanExportResult.SUCCESS
+            )
+            filler = fill(small)  # before the idle timeout completes any of them
+            deadline = asyncio.get_running_loop().time() + 30
+            while _n(service) < CONVERSATIONS:
+                assert asyncio.get_running_loop().time() < deadline, _n(service)
+                await asyncio.sleep(0.1)
+            assert service.pipeline is not None
+            assert service.pipeline.unstored_results > 0  # the disk really was full
+            filler.unlink()
+            while service.pipeline.unstored_results:
+                assert asyncio.get_running_loop().time() < deadline + 60
+                await asyncio.sleep(0.2)
+            store = service.pipeline.store
+            assert store is not None
+            assert all(store.get_result(f"full-{i}") is not None for i in range(CONVERSATIONS))
+            assert _n(service) == CONVERSATIONS
+        finally:
+            await service.stop()
