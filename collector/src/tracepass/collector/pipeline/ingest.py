@@ -31,7 +31,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import Meter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.assembly import Assembler, Completed, build_conversation
+from tracepass.collector.assembly import AddOutcome, Assembler, Completed, build_conversation
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
@@ -57,6 +57,10 @@ from tracepass.evaluator.ratelimited_log import RateLimitedLog
 __all__ = ["Pipeline"]
 
 log = logging.getLogger(__name__)
+
+# Requests with more spans than this are normalized off the event loop and assembled in
+# slices of this many records, yielding in between.
+_LARGE_BATCH = 20_000
 
 
 class Pipeline:
@@ -226,9 +230,38 @@ class Pipeline:
                 retry_after_s=0.5,
             )
 
+    def _check_evictions(self, records: list[SpanRecord]) -> None:
+        """Refuse (retryably) a batch whose new conversations would push more open ones
+        out than the evaluation backlog may still take: one request of 200,000 distinct
+        traces would otherwise queue ~190,000 incomplete evaluations past the cap (and
+        hold their memory) while every exporter got 503 for minutes."""
+        asm = self.assembler
+        limit = self.assembly_config.max_open_conversations
+        if asm.open_count + len(records) <= limit:
+            return  # cannot evict, whatever the routing (the common case: no work)
+        new_keys = {k for k in map(asm.route, records) if not asm.is_open(k)}
+        evictions = asm.open_count + len(new_keys) - limit
+        room = self.max_pending_evaluations - (self._chains.inflight + asm.ready_count)
+        if evictions > room:
+            raise Overloaded(
+                f"request opens {len(new_keys)} conversations: {evictions} open ones would be "
+                f"evicted, the evaluation backlog has room for {max(room, 0)} "
+                f"(max_open_conversations={limit})",
+                retry_after_s=1.0,
+            )
+
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         self._check_capacity()
-        records, rejections = self._normalize(request)
+        if sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans) > (
+            _LARGE_BATCH
+        ):
+            # Normalization is pure: a huge request is normalized in a worker thread so
+            # the event loop (other exporters, /healthz) keeps running meanwhile.
+            records, rejections = await asyncio.to_thread(self._normalize, request)
+            self._check_capacity()
+        else:
+            records, rejections = self._normalize(request)
+        self._check_evictions(records)
         return await self._ingest(records, rejections, request)
 
     async def ingest_records(
@@ -236,7 +269,9 @@ class Pipeline:
     ) -> IngestResult:
         """`ingest` for already-normalized records (tests, replay, other front ends)."""
         self._check_capacity()
-        return await self._ingest(list(records), list(rejections))
+        batch = list(records)
+        self._check_evictions(batch)
+        return await self._ingest(batch, list(rejections))
 
     async def _ingest(
         self,
@@ -246,7 +281,10 @@ class Pipeline:
     ) -> IngestResult:
         for rej in rejections:
             self.instruments.spans_rejected.add(1, {"reason": rej.reason})
-        outcome = self.assembler.add(records)
+        if len(records) > _LARGE_BATCH:
+            outcome = await self._add_in_slices(records)
+        else:
+            outcome = self.assembler.add(records)
         if self.assembler.ready_count:
             self._wake.set()
         store = self.store
@@ -269,6 +307,34 @@ class Pipeline:
             first = rejections[0]
             message = f"{len(rejections)} spans rejected; first: {first.message}"
         return IngestResult(accepted=len(records), rejected=len(rejections), message=message)
+
+    async def _add_in_slices(self, records: list[SpanRecord]) -> AddOutcome:
+        """`assembler.add` in slices of `_LARGE_BATCH` records, yielding to the event loop
+        between them (assembly must stay on the loop; 500,000 spans in one go held it for
+        seconds). Equivalent to adding the slices as consecutive requests, which the
+        assembler handles in any split; the outcomes are joined for the state write."""
+        keys: list[str | None] = []
+        merged: list[tuple[str, str]] = []
+        duplicate_at: list[int] = []
+        duplicates = late = dropped = 0
+        for start in range(0, len(records), _LARGE_BATCH):
+            part = self.assembler.add(records[start : start + _LARGE_BATCH])
+            keys.extend(part.keys)
+            merged.extend(part.merged)
+            duplicate_at.extend(start + i for i in part.duplicate_at)
+            duplicates += part.duplicates
+            late += part.late
+            dropped += part.dropped
+            await asyncio.sleep(0)
+        return AddOutcome(
+            records=records,
+            keys=keys,
+            duplicates=duplicates,
+            late=late,
+            dropped=dropped,
+            merged=merged,
+            duplicate_at=tuple(duplicate_at),
+        )
 
     # ------------------------------------------------------------------ completion loop
 
