@@ -123,6 +123,16 @@ class MetricsConfig(_Section):
     emit_evaluation_events: bool = True
 
 
+class LimitsConfig(_Section):
+    # Resident memory cap of the collector process, in MB (the OTel Collector's
+    # memory_limiter is the model). None: no cap. Above soft_limit_ratio of it, export
+    # requests are refused with retryable codes (503 / UNAVAILABLE + Retry-After) before
+    # their bodies are read; above the cap itself, memory is shed as well (evaluated
+    # conversations kept for late spans are freed, a full garbage collection runs).
+    max_memory_mb: float | None = Field(default=None, gt=0)
+    soft_limit_ratio: float = Field(default=0.8, gt=0, lt=1)
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -131,6 +141,7 @@ class CollectorConfig(_Section):
     matching: MatchingConfig = MatchingConfig()
     evaluation: EvaluationSettings = EvaluationSettings()
     metrics: MetricsConfig = MetricsConfig()
+    limits: LimitsConfig = LimitsConfig()
 
 
 class ConfigError(ValueError):

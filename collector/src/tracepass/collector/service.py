@@ -35,6 +35,7 @@ from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, StateCapture
@@ -172,11 +173,19 @@ class CollectorService:
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
+        memory = None
+        if cfg.limits.max_memory_mb is not None:
+            memory = MemoryGuard(
+                cfg.limits.max_memory_mb,
+                cfg.limits.soft_limit_ratio,
+                on_hard=self.pipeline.shed_memory,
+            )
         self.receivers = ReceiverServers(
             self.pipeline,
             instruments,
             cfg.receiver,
             extra_routes=conversation_routes(self.views),
+            memory=memory,
         )
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")

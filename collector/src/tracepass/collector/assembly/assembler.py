@@ -562,6 +562,23 @@ class Assembler:
             conv.state = _State.RETAINED
             self._retained[conv.key] = conv
 
+    def shed_retained(self) -> int:
+        """Free every evaluated conversation kept for late spans (memory pressure): the
+        cheapest memory to give up, since nothing unevaluated is lost (their late spans
+        will be dropped, counted `retention_evicted`). Returns the spans freed."""
+        now = self.clock()
+        freed = 0
+        for conv in list(self._retained.values()):
+            n = len(conv.records)
+            freed += n
+            self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
+            self._to_tombstone(conv, now)
+        if freed:
+            self._log.warning(
+                "memory_shed", "memory limit: freed %d spans of evaluated conversations", freed
+            )
+        return freed
+
     def _to_tombstone(self, conv: _Conv, now: float) -> None:
         self._retained.pop(conv.key, None)
         if conv.state is _State.OPEN:

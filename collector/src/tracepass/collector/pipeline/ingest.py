@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import inspect
 import logging
 import time
@@ -478,6 +479,13 @@ class Pipeline:
     def unstored_results(self) -> int:
         """Evaluations whose storage is being retried (disk full)."""
         return len(self._retries)
+
+    def shed_memory(self) -> None:
+        """Called above `limits.max_memory_mb`: give up what costs nothing acknowledged
+        (evaluated conversations kept for late spans, cached results), then collect."""
+        self.assembler.shed_retained()
+        self._results.clear()
+        gc.collect()
 
     def _remember(self, key: str, stored: StoredResult) -> None:
         self._results[key] = stored

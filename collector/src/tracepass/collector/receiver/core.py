@@ -23,6 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.decode import count_spans
+from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.sink import IngestResult, Overloaded, SpanSink
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -62,9 +63,14 @@ class Refusal(Exception):
 
 class ReceiverCore:
     def __init__(
-        self, sink: SpanSink, instruments: CollectorInstruments, config: ReceiverConfig
+        self,
+        sink: SpanSink,
+        instruments: CollectorInstruments,
+        config: ReceiverConfig,
+        memory: MemoryGuard | None = None,
     ) -> None:
         self.sink = sink
+        self.memory = memory
         self.instruments = instruments
         self.config = config
         self._inflight = 0
@@ -94,10 +100,17 @@ class ReceiverCore:
             raise Refusal("unauthorized", "invalid bearer token")
 
     def check_open(self) -> None:
-        """Refuse at once while draining, before a body is read."""
+        """Refuse at once while draining or above the memory soft limit, before a body
+        is read (reading it is what would cost the memory)."""
         if self._draining:
             raise Refusal(
                 "unavailable", "receiver is shutting down", retry_after_s=self.config.retry_after_s
+            )
+        if self.memory is not None and self.memory.level() != "ok":
+            raise Refusal(
+                "unavailable",
+                f"collector overloaded: {self.memory.describe()}",
+                retry_after_s=self.config.retry_after_s,
             )
 
     @contextmanager

@@ -11,6 +11,7 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.core import ReceiverCore
 from tracepass.collector.receiver.grpc_server import GrpcReceiver
 from tracepass.collector.receiver.http_server import GetRoute, HttpReceiver
+from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.sink import SpanSink
 
 __all__ = ["ReceiverServers"]
@@ -27,9 +28,10 @@ class ReceiverServers:
         instruments: CollectorInstruments,
         config: ReceiverConfig | None = None,
         extra_routes: Sequence[GetRoute] = (),
+        memory: MemoryGuard | None = None,
     ) -> None:
         self.config = config or ReceiverConfig()
-        self.core = ReceiverCore(sink, instruments, self.config)
+        self.core = ReceiverCore(sink, instruments, self.config, memory)
         self._grpc = GrpcReceiver(self.core, self.config) if self.config.grpc_enabled else None
         self._http = (
             HttpReceiver(self.core, self.config, extra_routes) if self.config.http_enabled else None
