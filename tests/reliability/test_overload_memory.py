@@ -28,7 +28,7 @@ def _request(spans: int = 400, traces: int = 20) -> bytes:
     request = ExportTraceServiceRequest()
     out = request.resource_spans.add().scope_spans.add().spans
     padding = os.urandom(300).hex()
-    for t in range(traces):
+    for _ in range(traces):
         trace_id = os.urandom(16)
         for i in range(spans // traces):
             span = out.add()
