@@ -61,6 +61,9 @@ HOSTILE_JSON: dict[str, bytes] = {
     "integer string of 5000 digits": json.dumps(
         _doc({**_IDS, "endTimeUnixNano": "9" * 5000})
     ).encode(),
+    "start time beyond uint64 as a JSON number (found by the fuzz)": json.dumps(
+        _doc({**_IDS, "startTimeUnixNano": 10**400})
+    ).encode(),
     "integer literal of 5000 digits": (
         b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"flags":' + b"7" * 5000 + b"}]}]}]}"
     ),

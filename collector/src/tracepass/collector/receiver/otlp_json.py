@@ -501,9 +501,13 @@ def _span(sp: Any, msg: Span) -> None:
     if (v := g("kind")) is not None:
         msg.kind = _enum(v, "kind", Span.SpanKind.Value)  # type: ignore[assignment]
     if (v := g("startTimeUnixNano")) is not None:
-        msg.start_time_unix_nano = v if type(v) is int and v >= 0 else _u64(v, "startTimeUnixNano")
+        msg.start_time_unix_nano = (
+            v if type(v) is int and 0 <= v <= _UINT64_MAX else _u64(v, "startTimeUnixNano")
+        )
     if (v := g("endTimeUnixNano")) is not None:
-        msg.end_time_unix_nano = v if type(v) is int and v >= 0 else _u64(v, "endTimeUnixNano")
+        msg.end_time_unix_nano = (
+            v if type(v) is int and 0 <= v <= _UINT64_MAX else _u64(v, "endTimeUnixNano")
+        )
     if (v := g("attributes")) is not None:
         _attributes(v, msg.attributes, "attributes")
     if (v := g("droppedAttributesCount")) is not None:
