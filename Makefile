@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench lock clean
+.PHONY: setup demo test lint pytest bench reliability lock clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -40,6 +40,13 @@ pytest: setup
 
 bench: setup
 	$(BIN)/python bench/run_all.py
+
+## The attack of issue 13, long version (docs/reliability.md): 1,000,000 fuzzed inputs,
+## 30 kill -9 during a replay, 10 minutes of overload under a memory cap. The fast
+## version of the same tests runs in `make pytest` (tests/reliability/).
+reliability: setup
+	TRACEPASS_FUZZ_INPUTS=1000000 TRACEPASS_KILLS=30 TRACEPASS_OVERLOAD_S=600 \
+		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
 
 lock: $(UV)
 	$(UV) lock

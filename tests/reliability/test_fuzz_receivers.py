@@ -13,20 +13,20 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+from _fuzz import FuzzInput, inputs
 from _receiver_support import Metrics
-from fuzz import FuzzInput, inputs
 
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-COUNT = int(os.environ.get("TRACEPASS_FUZZ_INPUTS", "20000"))
+COUNT = int(os.environ.get("TRACEPASS_FUZZ_INPUTS", "20000"))  # `make reliability`: 10**6
 SEED = int(os.environ.get("TRACEPASS_FUZZ_SEED", "13"))
 BATCH = 48
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240 + COUNT // 100)]
 
 HTTP_OUTCOME = {200: "ok", 400: "invalid", 413: "too_large", 415: "unsupported", 503: "unavailable"}
 GRPC_OUTCOME = {

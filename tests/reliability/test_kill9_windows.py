@@ -6,6 +6,7 @@ retrying what was not acknowledged."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -17,10 +18,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+KILLS = int(os.environ.get("TRACEPASS_KILLS", "3"))  # `make reliability`: 30
+CONVERSATIONS = max(60, 10 * KILLS)
 
-CONVERSATIONS = 60
-KILLS = 3
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240 + 40 * KILLS)]
 
 
 def _conversations() -> list[list[ReadableSpan]]:

@@ -15,10 +15,10 @@ import pytest
 from _serve import Serve, write_config
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
 SENDERS = 8
-SECONDS = 12.0
+SECONDS = float(os.environ.get("TRACEPASS_OVERLOAD_S", "12"))  # `make reliability`: 600
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180 + 2 * SECONDS)]
 HEADROOM_MB = 80
 
 
