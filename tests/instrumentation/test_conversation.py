@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from contextvars import copy_context
 
@@ -198,3 +201,96 @@ def test_threads_need_copied_context(spans: InMemorySpanExporter) -> None:
         t.start()
         t.join(5)
     assert seen == ["threaded"]
+
+
+_OWN_PROVIDER_SCRIPT = """
+import json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tracepass.instrumentation import agent, conversation, tool
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()  # the user's own: no configure(), no install()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+foreign = trace.get_tracer("some.other.library")
+
+@tool
+def lookup(order: str) -> str:
+    return "shipped"
+
+@agent(name="helper")
+def helper(q: str) -> str:
+    return lookup(q)
+
+@agent(name="support")
+def support(q: str) -> str:
+    with foreign.start_as_current_span("http GET"):
+        pass
+    return helper(q)
+
+with conversation("conv-own", reference_id="ref-own", agent_version="3.1"):
+    support("where is 42?")
+print(json.dumps({s.name: dict(s.attributes or {}) for s in exporter.get_finished_spans()}))
+"""
+
+
+def test_decorator_spans_carry_the_ids_on_a_provider_without_the_processor() -> None:
+    """A user's own SDK provider, processor never installed: tracepass's spans stamp the
+    conversation's attributes themselves; other libraries' spans get nothing."""
+    out = subprocess.run(
+        [sys.executable, "-c", _OWN_PROVIDER_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    attrs = json.loads(out.stdout)
+    assert set(attrs) == {
+        "invoke_agent support",
+        "invoke_agent helper",
+        "execute_tool lookup",
+        "http GET",
+        "tracepass.conversation.end",
+    }
+    stamped = {
+        "gen_ai.conversation.id": "conv-own",
+        "tracepass.reference.id": "ref-own",
+        "tracepass.agent.version": "3.1",
+    }
+    for name in (
+        "invoke_agent support",
+        "invoke_agent helper",
+        "execute_tool lookup",
+        "tracepass.conversation.end",
+    ):
+        assert {k: attrs[name].get(k) for k in stamped} == stamped, name
+    assert attrs["tracepass.conversation.end"]["tracepass.conversation.turns"] == 1
+    assert not set(stamped) & set(attrs["http GET"])
+
+
+def test_decorator_spans_carry_the_ids_with_the_processor_too(
+    spans: InMemorySpanExporter,
+) -> None:
+    """Same spans and attributes when the processor is installed (configure / install):
+    the decorators' own stamping and the processor's agree."""
+
+    @tool
+    def lookup(order: str) -> str:
+        return "shipped"
+
+    @agent(name="support")
+    def support(q: str) -> str:
+        return lookup(q)
+
+    with conversation("conv-both", reference_id="ref-both"):
+        support("where is 42?")
+    finished = spans.get_finished_spans()
+    assert len(finished) == 3
+    for span in finished:
+        assert span.attributes is not None
+        assert span.attributes["gen_ai.conversation.id"] == "conv-both", span.name
+        assert span.attributes["tracepass.reference.id"] == "ref-both", span.name
+        assert "tracepass.agent.version" not in span.attributes
