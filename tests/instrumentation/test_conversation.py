@@ -203,18 +203,23 @@ def test_threads_need_copied_context(spans: InMemorySpanExporter) -> None:
     assert seen == ["threaded"]
 
 
-_OWN_PROVIDER_SCRIPT = """
-import json
+_SETUP_SCRIPT = """
+import json, sys
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tracepass.instrumentation import agent, conversation, tool
+from tracepass.instrumentation import agent, configure, conversation, install, tool
 
 exporter = InMemorySpanExporter()
-provider = TracerProvider()  # the user's own: no configure(), no install()
-provider.add_span_processor(SimpleSpanProcessor(exporter))
-trace.set_tracer_provider(provider)
+if sys.argv[1] == "configure":
+    configure(service_name="svc", exporter=exporter, batch=False)
+else:
+    provider = TracerProvider()  # the user's own
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    if sys.argv[1] == "install":
+        install(provider)
 foreign = trace.get_tracer("some.other.library")
 
 @tool
@@ -231,66 +236,35 @@ def support(q: str) -> str:
         pass
     return helper(q)
 
-with conversation("conv-own", reference_id="ref-own", agent_version="3.1"):
+with conversation("conv-1", reference_id="ref-1", agent_version="3.1"):
     support("where is 42?")
 print(json.dumps({s.name: dict(s.attributes or {}) for s in exporter.get_finished_spans()}))
 """
 
 
-def test_decorator_spans_carry_the_ids_on_a_provider_without_the_processor() -> None:
-    """A user's own SDK provider, processor never installed: tracepass's spans stamp the
-    conversation's attributes themselves; other libraries' spans get nothing."""
+@pytest.mark.parametrize("setup", ["configure", "install", "own"])
+def test_which_spans_carry_the_conversation_attributes(setup: str) -> None:
+    """docs/instrumentation.md's table, in a fresh interpreter per setup (the global
+    provider can be set once): tracepass's spans stamp the conversation's attributes
+    themselves; other libraries' spans get them only from the installed processor."""
     out = subprocess.run(
-        [sys.executable, "-c", _OWN_PROVIDER_SCRIPT],
+        [sys.executable, "-c", _SETUP_SCRIPT, setup],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
     attrs = json.loads(out.stdout)
-    assert set(attrs) == {
-        "invoke_agent support",
-        "invoke_agent helper",
-        "execute_tool lookup",
-        "http GET",
-        "tracepass.conversation.end",
-    }
+    ours = ["invoke_agent support", "invoke_agent helper", "execute_tool lookup"]
+    ours.append("tracepass.conversation.end")
+    assert set(attrs) == {*ours, "http GET"}
     stamped = {
-        "gen_ai.conversation.id": "conv-own",
-        "tracepass.reference.id": "ref-own",
+        "gen_ai.conversation.id": "conv-1",
+        "tracepass.reference.id": "ref-1",
         "tracepass.agent.version": "3.1",
     }
-    for name in (
-        "invoke_agent support",
-        "invoke_agent helper",
-        "execute_tool lookup",
-        "tracepass.conversation.end",
-    ):
+    for name in ours:
         assert {k: attrs[name].get(k) for k in stamped} == stamped, name
     assert attrs["tracepass.conversation.end"]["tracepass.conversation.turns"] == 1
-    assert not set(stamped) & set(attrs["http GET"])
-
-
-def test_decorator_spans_carry_the_ids_with_the_processor_too(
-    spans: InMemorySpanExporter,
-) -> None:
-    """Same spans and attributes when the processor is installed (configure / install):
-    the decorators' own stamping and the processor's agree."""
-
-    @tool
-    def lookup(order: str) -> str:
-        return "shipped"
-
-    @agent(name="support")
-    def support(q: str) -> str:
-        return lookup(q)
-
-    with conversation("conv-both", reference_id="ref-both"):
-        support("where is 42?")
-    finished = spans.get_finished_spans()
-    assert len(finished) == 3
-    for span in finished:
-        assert span.attributes is not None
-        assert span.attributes["gen_ai.conversation.id"] == "conv-both", span.name
-        assert span.attributes["tracepass.reference.id"] == "ref-both", span.name
-        assert "tracepass.agent.version" not in span.attributes
+    foreign = {k: attrs["http GET"].get(k) for k in stamped}
+    assert foreign == (dict.fromkeys(stamped) if setup == "own" else stamped)
