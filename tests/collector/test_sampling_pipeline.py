@@ -1,0 +1,123 @@
+"""Sampling in the pipeline: the evaluated conversations are exactly those the documented
+formula keeps, sampled-out spans never reach the state file, and rules that need the
+agent decide at completion (discarding what was buffered)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+from _pipeline_support import Clock, Metrics, StubEvaluator, end_marker, turn_records
+
+from tracepass.collector.config import AssemblyConfig, SamplingConfig, StateConfig
+from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.pipeline import Pipeline
+from tracepass.collector.pipeline.sampling import ConversationSampler
+from tracepass.evaluator.models import ReferenceSet
+
+
+def _formula(conversation_id: str, rate: float, seed: str) -> bool:
+    digest = hashlib.sha256(f"{seed}:{conversation_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") < rate * 2**64
+
+
+def _no_references(m: Metrics) -> ReferenceSource:
+    def loader(paths: object) -> list[ReferenceSet]:
+        return []
+
+    return ReferenceSource([], loader=loader, meter=m.meter)
+
+
+def _pipeline(tmp_path: Path, sampling: SamplingConfig) -> tuple[Pipeline, StubEvaluator, Metrics]:
+    metrics = Metrics()
+    evaluator = StubEvaluator()
+    sampler = ConversationSampler(sampling, metrics.instruments, metrics.meter)
+    pipeline = Pipeline(
+        evaluator,
+        assembly=AssemblyConfig(),
+        state=StateConfig(path=tmp_path / "state.sqlite", durability="batch"),
+        reference_source=_no_references(metrics),
+        instruments=metrics.instruments,
+        meter=metrics.meter,
+        clock=Clock(),
+        sampler=sampler,
+    )
+    return pipeline, evaluator, metrics
+
+
+def _conversation(n: int, agent: str = "agent") -> list[SpanRecord]:
+    cid = f"conv-{n}"
+    records = turn_records(2 * n + 1, 1_000 * n + 10, cid, "q?", "a", ["lookup"], t0=1_000)
+    records = [r if r.agent_name is None else _with_agent(r, agent) for r in records]
+    return [*records, end_marker(2 * n + 2, 1_000 * n + 1, cid, 1, t=5_000)]
+
+
+def _with_agent(record: SpanRecord, agent: str) -> SpanRecord:
+    from dataclasses import replace
+
+    return replace(record, agent_name=agent)
+
+
+def _stored_conversation_keys(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        spans = {k for (k,) in conn.execute("SELECT DISTINCT conv_key FROM spans")}
+        linked = {k for (k,) in conn.execute("SELECT DISTINCT conv_key FROM request_keys")}
+    return spans | linked
+
+
+async def test_rate_0_3_evaluates_exactly_the_formula_on_10000_conversations(
+    tmp_path: Path,
+) -> None:
+    pipeline, evaluator, metrics = _pipeline(tmp_path, SamplingConfig(rate=0.3, seed="prod"))
+    await pipeline.start(background=False)
+    ids = [f"conv-{n}" for n in range(10_000)]
+    for start in range(0, 10_000, 500):
+        batch = [r for n in range(start, start + 500) for r in _conversation(n)]
+        await pipeline.ingest_records(batch)
+        await pipeline.process_due()  # as the background loop would: keep the backlog low
+    evaluated = sorted(c.id for c, _, _ in evaluator.calls)
+    expected = sorted(i for i in ids if _formula(i, 0.3, "prod"))
+    assert evaluated == expected
+    # Sampled-out spans were never written: the state file knows only kept conversations.
+    assert _stored_conversation_keys(tmp_path / "state.sqlite") <= set(expected)
+    dropped = len(ids) - len(expected)
+    assert metrics.value("tracepass_spans_dropped", reason="sampled_out") == dropped * 3
+    assert metrics.value("tracepass_sampling_decisions", decision="dropped") == dropped
+    assert metrics.value("tracepass_sampling_decisions", decision="kept") == len(expected)
+    await pipeline.stop()
+
+
+async def test_agent_rule_decides_at_completion_and_discards_buffered_spans(
+    tmp_path: Path,
+) -> None:
+    config = SamplingConfig(rate=1.0, rules=[{"agent_name": "travel-*", "rate": 0.25}])  # type: ignore[list-item]
+    pipeline, evaluator, _ = _pipeline(tmp_path, config)
+    await pipeline.start(background=False)
+    batch = [r for n in range(400) for r in _conversation(n, agent="travel-bot")]
+    batch += [r for n in range(400, 500) for r in _conversation(n, agent="support")]
+    await pipeline.ingest_records(batch)
+    await pipeline.process_due()
+    evaluated = {c.id for c, _, _ in evaluator.calls}
+    travel = {f"conv-{n}" for n in range(400) if _formula(f"conv-{n}", 0.25, "")}
+    assert evaluated == travel | {f"conv-{n}" for n in range(400, 500)}
+    # Dropped-at-completion conversations are discarded from the state file.
+    stored = _stored_conversation_keys(tmp_path / "state.sqlite")
+    assert not (stored & ({f"conv-{n}" for n in range(400)} - travel))
+    await pipeline.stop()
+
+
+async def test_spans_without_their_own_conversation_id_are_not_dropped_on_arrival(
+    tmp_path: Path,
+) -> None:
+    pipeline, evaluator, metrics = _pipeline(tmp_path, SamplingConfig(rate=0.0))
+    await pipeline.start(background=False)
+    # A trace-only conversation: its final decision is taken on its key at completion.
+    records = turn_records(7, 70, None, "q?", "a", ["lookup"], t0=1_000)
+    await pipeline.ingest_records(records)
+    assert metrics.value("tracepass_spans_dropped", reason="sampled_out") == 0
+    await pipeline.process_due(now=10**9)
+    assert evaluator.calls == []
+    assert metrics.value("tracepass_sampling_decisions", decision="dropped") == 1
+    await pipeline.stop()
