@@ -121,3 +121,58 @@ async def test_spans_without_their_own_conversation_id_are_not_dropped_on_arriva
     assert evaluator.calls == []
     assert metrics.value("tracepass_sampling_decisions", decision="dropped") == 1
     await pipeline.stop()
+
+
+def _request(conversations: range) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    req = ExportTraceServiceRequest()
+    spans = req.resource_spans.add().scope_spans.add().spans
+    for n in conversations:
+        for i in range(2):
+            span = spans.add()
+            span.trace_id = (n + 1).to_bytes(16, "big")
+            span.span_id = (2 * n + i + 1).to_bytes(8, "big")
+            span.name = "execute_tool lookup" if i else "invoke_agent bot"
+            span.start_time_unix_nano = 1_000 + i
+            span.end_time_unix_nano = 2_000
+            attrs = span.attributes
+            attrs.add(key="gen_ai.conversation.id").value.string_value = f"conv-{n}"
+            attrs.add(key="gen_ai.operation.name").value.string_value = (
+                "execute_tool" if i else "invoke_agent"
+            )
+            if i:
+                span.parent_span_id = (2 * n + 1).to_bytes(8, "big")
+                attrs.add(key="gen_ai.tool.name").value.string_value = "lookup"
+    return req.SerializeToString()
+
+
+async def test_protobuf_requests_are_prefiltered_before_normalization_and_state(
+    tmp_path: Path,
+) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    pipeline, _, metrics = _pipeline(tmp_path, SamplingConfig(rate=0.3, seed="pb"))
+    await pipeline.start(background=False)
+    result = await pipeline.ingest(ExportTraceServiceRequest.FromString(_request(range(500))))
+    assert result.accepted == 1_000  # sampled-out spans are acknowledged, not refused
+    kept = {f"conv-{n}" for n in range(500) if _formula(f"conv-{n}", 0.3, "pb")}
+    assert metrics.value("tracepass_spans_dropped", reason="sampled_out") == 2 * (500 - len(kept))
+    with sqlite3.connect(tmp_path / "state.sqlite") as conn:
+        blobs = [row[0] for row in conn.execute("SELECT data FROM requests")]
+    stored = set()
+    for blob in blobs:
+        for rs in ExportTraceServiceRequest.FromString(blob).resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    stored.update(
+                        a.value.string_value
+                        for a in span.attributes
+                        if a.key == "gen_ai.conversation.id"
+                    )
+    assert stored == kept
+    await pipeline.stop()

@@ -40,6 +40,7 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
 from tracepass.collector.pipeline.recovery import restore_conversations
@@ -126,6 +127,9 @@ class Pipeline:
         self._results: OrderedDict[str, StoredResult] = OrderedDict()
         self._result_cache_size = result_cache_size
         self.sampler = sampler if sampler is not None and sampler.active else None
+        self._conversation_id_keys = CONVERSATION_ID_KEYS + tuple(
+            self.assembly_config.conversation_id_keys
+        )
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._ready = False
@@ -222,8 +226,19 @@ class Pipeline:
 
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         self._check_capacity()
+        sampled_out = 0
+        if self.sampler is not None:
+            sampled_out = self.sampler.prefilter_request(request, self._conversation_id_keys)
         records, rejections = self._normalize(request)
-        return await self._ingest(records, rejections, request)
+        result = await self._ingest(records, rejections, request)
+        if sampled_out:
+            # Acknowledged like any other span: the client must not retry them.
+            return IngestResult(
+                accepted=result.accepted + sampled_out,
+                rejected=result.rejected,
+                message=result.message,
+            )
+        return result
 
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()

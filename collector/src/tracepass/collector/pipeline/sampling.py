@@ -18,9 +18,10 @@ conversation between "kept" and "dropped".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.config import SamplingConfig
 from tracepass.collector.instruments import CollectorInstruments
@@ -132,6 +133,45 @@ class ConversationSampler:
         if dropped:
             self._instruments.spans_dropped.add(dropped, {"reason": "sampled_out"})
         return kept
+
+    def prefilter_request(self, request: ExportTraceServiceRequest, id_keys: Sequence[str]) -> int:
+        """Remove, before normalization, the spans whose own attributes name a
+        conversation no rule could keep; returns how many were removed.
+
+        Why: normalization is most of a span's ingest cost, and a sampled-out span needs
+        none of it. Only a string value of one of `id_keys` (the normalizer's resolution
+        order) counts, exactly as the normalizer would read it; a span whose id is
+        anything else is left for the normalizer and `filter_arrivals`.
+        """
+        if self.policy.keeps_everything:
+            return 0
+        wanted = frozenset(id_keys)
+        could_keep = self.policy.could_keep
+        removed = 0
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                spans = scope_spans.spans
+                kept = []
+                dropped_here = 0
+                for span in spans:
+                    found: dict[str, str] = {}
+                    for kv in span.attributes:
+                        if kv.key in wanted and kv.value.WhichOneof("value") == "string_value":
+                            found.setdefault(kv.key, kv.value.string_value)
+                    cid = next((found[k] for k in id_keys if found.get(k)), None)
+                    if cid is not None and not could_keep(cid):
+                        dropped_here += 1
+                        if cid not in self._seen_dropped:
+                            self._note_dropped(cid)
+                    else:
+                        kept.append(span)
+                if dropped_here:
+                    del spans[:]
+                    spans.extend(kept)
+                    removed += dropped_here
+        if removed:
+            self._instruments.spans_dropped.add(removed, {"reason": "sampled_out"})
+        return removed
 
     def _note_dropped(self, conversation_id: str) -> None:
         seen = self._seen_dropped
