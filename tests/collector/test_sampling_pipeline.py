@@ -176,3 +176,34 @@ async def test_protobuf_requests_are_prefiltered_before_normalization_and_state(
                     )
     assert stored == kept
     await pipeline.stop()
+
+
+def test_adaptive_share_scales_the_threshold_for_judge_needing_conversations() -> None:
+    from tracepass.evaluator.judge_budget import JudgeBudget
+    from tracepass.evaluator.models import GraderSpec, Reference, ReferenceTurn
+
+    now = [86_400.0 * 10]
+    budget = JudgeBudget(calls_per_day=8_640, clock=lambda: now[0])  # 0.1 call/s
+    metrics = Metrics()
+    sampler = ConversationSampler(
+        SamplingConfig(rate=1.0, adaptive=True), metrics.instruments, metrics.meter, budget=budget
+    )
+    assert sampler.active
+    judged = Reference(
+        id="r",
+        turns=(ReferenceTurn(query="q", expected_answer="a", graders=(GraderSpec(type="llm"),)),),
+    )
+    plain = Reference(id="p", turns=(ReferenceTurn(query="q", expected_answer="a"),))
+    kept_judged = kept_plain = 0
+    for n in range(2_000):
+        now[0] += 1.0  # one judge-needing conversation per second: 10x the allowance
+        kept_judged += sampler.keep_completed(f"j{n}", "a", "1", None, judged)
+        kept_plain += sampler.keep_completed(f"p{n}", "a", "1", None, plain)
+    assert kept_plain == 2_000  # conversations that need no judge are never thinned
+    assert 100 < kept_judged < 400  # ≈ 10 % once the demand estimate settles
+    metrics.collect()
+    effective = [
+        v for a, v in metrics._last["tracepass_sampling_rate"] if a.get("kind") == "effective"
+    ]
+    assert effective
+    assert 0.05 < effective[0] < 0.2
