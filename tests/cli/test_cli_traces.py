@@ -275,3 +275,40 @@ def test_progress_bar_on_a_terminal_keeps_stdout_json(traces: dict[str, Path]) -
     assert proc.returncode == 0, err.decode(errors="replace")
     assert json.loads(out)["summary"]["matched"] == 8
     assert b"evaluating" in err
+
+
+def test_evaluate_sample_rate_keeps_what_the_collector_formula_keeps(
+    traces: dict[str, Path],
+) -> None:
+    import hashlib
+
+    def kept(cid: str) -> bool:
+        digest = hashlib.sha256(f"ci:{cid}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") < 0.5 * 2**64
+
+    every = runner.invoke(
+        app, ["evaluate", str(traces["v2"]), "--references", str(REFS), "--format", "json"]
+    )
+    ids = [c["conversation_id"] for c in json.loads(every.stdout)["conversations"]]
+    res = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(traces["v2"]),
+            "--references",
+            str(REFS),
+            "--format",
+            "json",
+            "--sample-rate",
+            "0.5",
+            "--sample-seed",
+            "ci",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert sorted(c["conversation_id"] for c in doc["conversations"]) == sorted(
+        i for i in ids if kept(i)
+    )
+    assert doc["run"]["sample_rate"] == 0.5
+    assert "sampling:" in res.stderr
