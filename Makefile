@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench reliability lock clean
+.PHONY: setup demo test lint pytest bench reliability lock dist clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -48,8 +48,14 @@ reliability: setup
 	TRACEPASS_FUZZ_INPUTS=1000000 TRACEPASS_KILLS=30 TRACEPASS_OVERLOAD_S=600 \
 		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
 
+## Wheels and sdists of the three distributions in dist/, checked with twine.
+dist: setup
+	rm -rf dist
+	$(UV) build --all-packages --out-dir dist
+	$(BIN)/twine check --strict dist/*
+
 lock: $(UV)
 	$(UV) lock
 
 clean:
-	rm -rf $(VENV) $(TOOLS)
+	rm -rf $(VENV) $(TOOLS) dist

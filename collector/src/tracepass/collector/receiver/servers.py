@@ -27,6 +27,7 @@ class ReceiverServers:
         sink: SpanSink,
         instruments: CollectorInstruments,
         config: ReceiverConfig | None = None,
+        *,
         extra_routes: Sequence[GetRoute] = (),
         memory: MemoryGuard | None = None,
     ) -> None:
