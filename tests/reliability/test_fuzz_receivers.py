@@ -41,9 +41,12 @@ async def _http(session: aiohttp.ClientSession, url: str, item: FuzzInput) -> in
     headers = {"Content-Type": item.content_type}
     if item.encoding:
         headers["Content-Encoding"] = item.encoding
-    async with session.post(url, data=item.body, headers=headers) as resp:
-        await resp.read()
-        return resp.status
+    try:
+        async with session.post(url, data=item.body, headers=headers) as resp:
+            await resp.read()
+            return resp.status
+    except aiohttp.ClientError:
+        return -1  # reported with the input
 
 
 async def _grpc(channel: grpc.aio.Channel, item: FuzzInput) -> grpc.StatusCode:
@@ -123,7 +126,10 @@ async def _send(
         assert isinstance(status, int)
         outcome = HTTP_OUTCOME.get(status)
         if outcome is None:
-            unexpected.append(f"HTTP {status} for {item.content_type} {item.body[:80]!r}")
+            unexpected.append(
+                f"HTTP {status} for {item.content_type!r} {item.encoding!r} "
+                f"{len(item.body)} bytes {item.body[:80]!r}"
+            )
         else:
             seen_http[outcome] += 1
     for item, code in zip(grpc_items, results[len(http_items) :], strict=True):

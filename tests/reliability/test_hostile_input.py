@@ -64,6 +64,9 @@ HOSTILE_JSON: dict[str, bytes] = {
     "start time beyond uint64 as a JSON number (found by the fuzz)": json.dumps(
         _doc({**_IDS, "startTimeUnixNano": 10**400})
     ).encode(),
+    "doubleValue beyond the double range (found by the fuzz)": json.dumps(
+        _doc({**_IDS, "attributes": [{"key": "d", "value": {"doubleValue": 10**400}}]})
+    ).encode(),
     "integer literal of 5000 digits": (
         b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"flags":' + b"7" * 5000 + b"}]}]}]}"
     ),

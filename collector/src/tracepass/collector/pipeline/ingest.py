@@ -421,7 +421,7 @@ class Pipeline:
         match = self.references.catalog.match(conversation)
         if match is None and item.revision == 0:
             self.instruments.conversations_unmatched.add(1)
-            log.info("conversation %s matched no reference", item.key)
+            self._log.info("unmatched", "conversation %s matched no reference", item.key)
         reference = match.reference if match is not None else None
         set_name = match.reference_set if match is not None else None
         if self.sampler is not None and not self.sampler.keep_completed(
@@ -503,7 +503,7 @@ class Pipeline:
                 except StateError:
                     delay = min(delay * 2, 30.0)
                     continue
-                log.info("result of conversation %s stored after a retry", key)
+                self._log.info("stored_after_retry", "result of %s stored after a retry", key)
                 return
 
         task = asyncio.create_task(retry(), name=f"tracepass-store-retry-{key}")

@@ -16,10 +16,12 @@ from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.evaluator.models import Conversation
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = ["Normalizer", "assemble_offline", "assemble_records", "default_normalizer"]
 
 log = logging.getLogger(__name__)
+_rate_limited = RateLimitedLog(log)  # one line per rejection reason per 10 s
 
 Normalizer = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
 
@@ -59,5 +61,7 @@ def assemble_offline(
         recs, rejections = normalize(request)
         records.extend(recs)
         for rej in rejections:
-            log.warning("span %s/%s skipped: %s", rej.trace_id, rej.span_id, rej.message)
+            _rate_limited.warning(
+                rej.reason, "span %s/%s skipped: %s", rej.trace_id, rej.span_id, rej.message
+            )
     return assemble_records(records)

@@ -224,8 +224,15 @@ def _i32(v: Any, field: str) -> int:
 
 
 def _double(v: Any, field: str) -> float:
-    if type(v) is float or type(v) is int:
-        return float(v)
+    if type(v) is float:
+        return v
+    if type(v) is int:
+        try:
+            return float(v)
+        except OverflowError:  # an integer literal beyond the double range
+            raise OtlpJsonError(
+                f"number out of the double range: {str(v)[:40]}...", field
+            ) from None
     if type(v) is str:
         special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(v)
         if special is not None:

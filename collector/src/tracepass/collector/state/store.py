@@ -395,7 +395,13 @@ class StateStore:
                 rec = decode_record(data)
             except (ValueError, TypeError, IndexError) as exc:
                 bad += 1
-                log.error("%s: undecodable span row in %s skipped: %s", self.path, conv_key, exc)
+                _rate_limited.error(
+                    "bad_row",
+                    "%s: undecodable span row in %s skipped: %s",
+                    self.path,
+                    conv_key,
+                    exc,
+                )
                 continue
             groups.setdefault(conv_key, {}).setdefault((rec.trace_id, rec.span_id), rec)
             last[conv_key] = max(last.get(conv_key, 0.0), float(received_at))
@@ -456,7 +462,9 @@ class StateStore:
                     )
             except Exception as exc:  # a bad row must not stop recovery of the others
                 bad += len(index) if isinstance(index, list) else 1
-                log.error("%s: stored request %d skipped: %s", self.path, req_id, exc)
+                _rate_limited.error(
+                    "bad_request", "%s: stored request %d skipped: %s", self.path, req_id, exc
+                )
                 continue
             current = [resolve(k) for k in keys]
             for rec, i in zip(records, index, strict=True):
