@@ -15,7 +15,7 @@ from typing import Any
 from _receiver_support import make_request, to_otlp_json
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-__all__ = ["FuzzInput", "inputs"]
+__all__ = ["FuzzInput", "inputs", "wire_field"]
 
 _WEIRD_STRINGS = [
     "",
@@ -95,17 +95,21 @@ def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
     return bytes(b)
 
 
-def _deep_protobuf(rng: random.Random) -> bytes:
-    def field(number: int, payload: bytes) -> bytes:
-        n = len(payload)
-        varint = bytearray()
-        while True:
-            low, n = n & 0x7F, n >> 7
-            varint.append(low | (0x80 if n else 0))
-            if not n:
-                break
-        return bytes([(number << 3) | 2]) + bytes(varint) + payload
+def wire_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field, written by hand: the protobuf API cannot
+    build messages nested deeper than its own limits."""
+    n = len(payload)
+    varint = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        varint.append(low | (0x80 if n else 0))
+        if not n:
+            break
+    return bytes([(number << 3) | 2]) + bytes(varint) + payload
 
+
+def _deep_protobuf(rng: random.Random) -> bytes:
+    field = wire_field
     value = field(1, b"x")
     for _ in range(rng.choice((30, 49, 99, 101, 500, 3000))):
         value = (

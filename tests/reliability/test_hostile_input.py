@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
+from _fuzz import wire_field
 from _receiver_support import Metrics, RecordingSink
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -120,19 +121,8 @@ def _attribute_doc(where: str, value: dict[str, Any]) -> dict[str, Any]:
 
 
 def _deep_protobuf_any_value(levels: int) -> bytes:
-    """A request whose span attribute is an arrayValue nested `levels` deep, written
-    on the wire by hand (the Python protobuf API cannot build it)."""
-
-    def field(number: int, payload: bytes) -> bytes:
-        length = len(payload)
-        varint = bytearray()
-        while True:
-            low, length = length & 0x7F, length >> 7
-            varint.append(low | (0x80 if length else 0))
-            if not length:
-                break
-        return bytes([(number << 3) | 2]) + bytes(varint) + payload
-
+    """A request whose span attribute is an arrayValue nested `levels` deep."""
+    field = wire_field
     value = field(1, b"leaf")  # AnyValue.string_value
     for _ in range(levels):
         value = field(5, field(1, value))  # AnyValue.array_value → ArrayValue.values
