@@ -61,7 +61,21 @@ BROKEN: dict[str, tuple[bytes, str, str]] = {
 
 def _run(config: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [str(TRACEPASS), "serve", "--config", str(config), "--grpc-port", "0"],
+        [
+            str(TRACEPASS),
+            "serve",
+            "--config",
+            str(config),
+            # An accepted config (a test failure) must not bind fixed ports.
+            "--host",
+            "127.0.0.1",
+            "--grpc-port",
+            "0",
+            "--http-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,10 +87,14 @@ def test_each_broken_config_exits_2_with_file_line_col(tmp_path: Path) -> None:
     for i, (name, (content, _, _)) in enumerate(sorted(BROKEN.items())):
         cfg = tmp_path / f"broken{i}.yaml"
         cfg.write_bytes(content)
-        procs[name] = (cfg, _run(cfg))  # all at once: each pays the import time once
+        procs[name] = (cfg, _run(cfg))  # all at once: the import times overlap
     failures = []
     for name, (cfg, proc) in procs.items():
-        _out, err = proc.communicate(timeout=100)
+        try:
+            _out, err = proc.communicate(timeout=100)
+        except subprocess.TimeoutExpired:  # the config was accepted: a collector is running
+            proc.kill()
+            _out, err = proc.communicate()
         _, position, fragment = BROKEN[name]
         lines = [line for line in err.splitlines() if line.strip()]
         ok = (
