@@ -50,3 +50,24 @@ def test_busy_port_names_the_flag_and_port(
     others = [line for line in lines if not line.startswith("error:") and " INFO " not in line]
     assert len(errors) == 1
     assert others == []
+
+
+def test_second_serve_on_one_state_file_refuses_to_start(tmp_path: Path) -> None:
+    from tracepass.collector.state import StateError, StateStore
+
+    state = tmp_path / "state.sqlite"
+    first = StateStore(state)
+    first.open()
+    try:
+        with pytest.raises(StateError, match="in use by another tracepass process"):
+            StateStore(state).open()
+        args = [TRACEPASS, "serve", "--host", "127.0.0.1", "--state", str(state)]
+        args += ["--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 2
+        assert f"in use by another tracepass process (pid {os.getpid()})" in out.stderr
+    finally:
+        first.close()
+    again = StateStore(state)  # released on close
+    again.open()
+    again.close()
