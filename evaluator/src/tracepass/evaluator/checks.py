@@ -1,0 +1,190 @@
+"""Checks learned from the spans: what every conversation can be held to with no
+reference and no configuration (docs/metrics.md, "Learned checks").
+
+* `unknown_tool`: a call of a tool that was not offered to the model in that turn
+  (offered = the policy's declared tools, else the tools the model-call spans list;
+  skipped when neither says);
+* `arguments_schema`: arguments that violate the tool's declared JSON Schema
+  (validated with `jsonschema`; the failing path and message are kept);
+* `unrecovered_tool_error`: a call that ended in error with no later successful call
+  of the same tool in the same turn;
+* `repeated_call`: the same tool with the same arguments called more than `limit`
+  times in one turn (default `DEFAULT_REPEATED_CALL_LIMIT`).
+
+Schemas come from, in order of precedence: the policy's `tools`, the model-call spans'
+tool definitions, the tool span's own recorded schema (`@tool`). A schema that is not
+valid JSON Schema is skipped (it says nothing about the agent) and logged once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import exceptions as jsonschema_errors
+from jsonschema import validators
+
+from tracepass.evaluator.models import Conversation, PolicyTool, ToolCall, Turn, Violation
+
+__all__ = [
+    "DEFAULT_REPEATED_CALL_LIMIT",
+    "LEARNED_CHECKS",
+    "learned_violations",
+    "schema_problem",
+    "validate_arguments",
+]
+
+log = logging.getLogger(__name__)
+
+LEARNED_CHECKS = ("unknown_tool", "arguments_schema", "unrecovered_tool_error", "repeated_call")
+# Two identical calls are a plausible retry; a third is a loop.
+DEFAULT_REPEATED_CALL_LIMIT = 2
+
+_CACHE_LIMIT = 1024
+_validators: dict[str, Any] = {}  # canonical schema JSON → validator (None: invalid schema)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why `schema` is not a usable JSON Schema (None when it is)."""
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except jsonschema_errors.SchemaError as exc:
+        where = "".join(f"[{p!r}]" for p in exc.path)
+        return f"invalid JSON Schema{(' at ' + where) if where else ''}: {exc.message}"
+    return None
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    key = _canonical(schema)
+    if key in _validators:
+        return _validators[key]
+    problem = schema_problem(schema)
+    validator: Any = None
+    if problem is None:
+        validator = validators.validator_for(schema)(schema)
+    else:
+        log.warning("tool schema skipped (%s): %s", problem, key[:200])
+    if len(_validators) >= _CACHE_LIMIT:
+        _validators.clear()
+    _validators[key] = validator
+    return validator
+
+
+def validate_arguments(
+    arguments: Mapping[str, Any], schema: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """(JSON path, message) of the most relevant schema error, or None when valid (or
+    when the schema itself is unusable)."""
+    validator = _validator(schema)
+    if validator is None:
+        return None
+    if set(arguments) == {"_raw"}:
+        raw = arguments["_raw"]
+        return "$", f"arguments are not a JSON object: {str(raw)[:200]!r}"
+    error = jsonschema_errors.best_match(validator.iter_errors(dict(arguments)))
+    if error is None:
+        return None
+    return error.json_path, error.message
+
+
+def _offered(turn: Turn, declared: Mapping[str, PolicyTool] | None) -> set[str] | None:
+    if declared is not None:
+        return set(declared)
+    if turn.offered_tools is None:
+        return None
+    return {t.name for t in turn.offered_tools}
+
+
+def _schemas(turn: Turn, declared: Mapping[str, PolicyTool] | None) -> dict[str, Any]:
+    out: dict[str, Any] = dict(turn.tool_schemas)
+    for t in turn.offered_tools or ():
+        if t.parameters is not None:
+            out[t.name] = t.parameters
+    for name, tool in (declared or {}).items():
+        if tool.arguments_schema is not None:
+            out[name] = tool.arguments_schema
+    return out
+
+
+def _turn_violations(
+    i: int, turn: Turn, declared: Mapping[str, PolicyTool] | None, repeated_limit: int
+) -> list[Violation]:
+    out: list[Violation] = []
+    calls: tuple[ToolCall, ...] = turn.tool_calls
+    if not calls:
+        return out
+    offered = _offered(turn, declared)
+    schemas = _schemas(turn, declared)
+    seen: dict[tuple[str, str], int] = {}
+    for k, call in enumerate(calls):
+        name = call.name
+        if offered is not None and name not in offered:
+            listed = ", ".join(sorted(offered)) or "none"
+            out.append(
+                Violation(
+                    rule="unknown_tool",
+                    turn=i,
+                    tool_call=k,
+                    message=f"called {name!r}, which was not offered (offered: {listed})",
+                )
+            )
+        schema = schemas.get(name)
+        if isinstance(schema, Mapping):
+            failed = validate_arguments(call.arguments, schema)
+            if failed is not None:
+                path, message = failed
+                out.append(
+                    Violation(
+                        rule="arguments_schema",
+                        turn=i,
+                        tool_call=k,
+                        message=f"{name}: {path}: {message}",
+                        path=path,
+                    )
+                )
+        if call.error is not None and not any(
+            later.name == name and later.error is None for later in calls[k + 1 :]
+        ):
+            out.append(
+                Violation(
+                    rule="unrecovered_tool_error",
+                    turn=i,
+                    tool_call=k,
+                    message=f"{name} failed ({call.error}) and no later call of it succeeded",
+                )
+            )
+        key = (name, _canonical(call.arguments))
+        count = seen.get(key, 0) + 1
+        seen[key] = count
+        if count == repeated_limit + 1:
+            out.append(
+                Violation(
+                    rule="repeated_call",
+                    turn=i,
+                    tool_call=k,
+                    message=(
+                        f"{name} called {count} times with the same arguments "
+                        f"(limit {repeated_limit})"
+                    ),
+                )
+            )
+    return out
+
+
+def learned_violations(
+    conversation: Conversation,
+    *,
+    declared: Mapping[str, PolicyTool] | None = None,
+    repeated_limit: int = DEFAULT_REPEATED_CALL_LIMIT,
+) -> list[list[Violation]]:
+    """The learned checks' violations of each turn (one list per turn, in order)."""
+    return [
+        _turn_violations(i, turn, declared, repeated_limit)
+        for i, turn in enumerate(conversation.turns)
+    ]
