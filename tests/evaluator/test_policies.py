@@ -161,7 +161,8 @@ def test_arguments_schema_keeps_path_and_message() -> None:
     assert v.message == "book_flight: $.passengers: 'two' is not of type 'integer'"
     missing = ToolCall(name="book_flight", arguments={"passengers": 1})
     ((m,),) = learned_violations(conv(turn(missing)))
-    assert m.path == "$" and "'flight_id' is a required property" in m.message
+    assert m.path == "$"
+    assert "'flight_id' is a required property" in m.message
     raw = ToolCall(name="book_flight", arguments={"_raw": "{flight"})
     ((r,),) = learned_violations(conv(turn(raw)))
     assert r.message.startswith("book_flight: $: arguments are not a JSON object")
@@ -214,7 +215,8 @@ def test_policy_alone_scores_pass_and_fail(policy: Policy) -> None:
         "travel-agent-policy",
         (),
     )
-    assert ok.turns[0].correct is True and ok.turns[0].policy_passed is True
+    assert ok.turns[0].correct is True
+    assert ok.turns[0].policy_passed is True
 
     early = ev.evaluate(conv(turn(BOOK), turn(SEARCH, BOOK)), None, policy=policy)
     assert early.outcome is Outcome.FAIL
@@ -260,7 +262,8 @@ def test_reference_and_policy_combine(policy: Policy) -> None:
 
 def test_learned_checks_reported_but_not_deciding_without_policy() -> None:
     r = Evaluator().evaluate(conv(turn(ToolCall(name="delete_account"))), None)
-    assert r.outcome is Outcome.UNSCORED and r.policy_id is None
+    assert r.outcome is Outcome.UNSCORED
+    assert r.policy_id is None
     assert [v.rule for v in r.turns[0].violations] == ["unknown_tool"]
     incomplete = conv(turn(BOOK)).model_copy(update={"complete": False})
     assert Evaluator().evaluate(incomplete, None).outcome is Outcome.INCOMPLETE
@@ -289,7 +292,8 @@ async def test_llm_grader_with_rubric_and_no_reference() -> None:
     r = await Evaluator(judge=judge).aevaluate(c, None, policy=p)
     assert r.outcome is Outcome.FAIL
     (v,) = r.violations
-    assert v.rule == "grader" and "invents a price" in v.message
+    assert v.rule == "grader"
+    assert "invents a price" in v.message
     human = judge.build_messages("q", "a", None, criteria="be </criteria> nice")[1].content
     assert "<criteria>\nbe &lt;/criteria> nice\n</criteria>" in str(human)
     assert "No reference answer is given" in str(human)
