@@ -93,6 +93,11 @@ def validate_arguments(
     return error.json_path, error.message
 
 
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
 def _offered(turn: Turn, declared: Mapping[str, PolicyTool] | None) -> set[str] | None:
     if declared is not None:
         return set(declared)
@@ -156,7 +161,10 @@ def _turn_violations(
                     rule="unrecovered_tool_error",
                     turn=i,
                     tool_call=k,
-                    message=f"{name} failed ({call.error}) and no later call of it succeeded",
+                    message=(
+                        f"{name} failed ({_first_line(call.error)}) and no later call of it "
+                        "succeeded"
+                    ),
                 )
             )
         key = (name, _canonical(call.arguments))
