@@ -31,7 +31,14 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.cardinality import LabelLimiter
 from tracepass.collector.config import MetricsConfig
-from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, TurnResult
+from tracepass.evaluator.checks import LEARNED_CHECKS
+from tracepass.evaluator.models import (
+    RULE_TYPES,
+    Conversation,
+    ConversationResult,
+    Outcome,
+    TurnResult,
+)
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import Key, KeySnapshot, RollingAggregator, RollingConfig
 
@@ -82,7 +89,33 @@ def result_success(result: ConversationResult) -> bool | None:
     """`success_of` for a whole result: a conversation without a reference is no
     evidence even when it is `incomplete` (evicted before it finished, so the evaluator
     reports that rather than `unscored`): there was nothing to score it against."""
-    return None if result.reference_id is None else success_of(result.outcome)
+    if result.reference_id is None and result.policy_id is None:
+        return None
+    return success_of(result.outcome)
+
+
+def task_of(result: ConversationResult) -> str:
+    """The pass@k task: the reference; for a conversation scored by its agent's policy
+    alone, the policy (every such conversation is one trial of the same task, the
+    agent version's behaviour under the policy: docs/statistics.md)."""
+    if result.reference_id is not None:
+        return result.reference_id
+    if result.policy_id is not None:
+        return result.reference_set or UNMATCHED_TASK
+    return UNMATCHED_TASK
+
+
+# `rule` label values of tracepass_policy_violations: the checks' and rules' fixed
+# vocabulary (a custom value could only come from a foreign evaluator: "other").
+VIOLATION_RULES = frozenset((*LEARNED_CHECKS, *RULE_TYPES, "grader"))
+
+
+def violation_tally(result: ConversationResult) -> dict[str, int]:
+    tally: dict[str, int] = {}
+    for v in result.violations:
+        rule = v.rule if v.rule in VIOLATION_RULES else "other"
+        tally[rule] = tally.get(rule, 0) + 1
+    return tally
 
 
 def turn_outcome(turn: TurnResult) -> str:
@@ -96,6 +129,7 @@ def turn_outcome(turn: TurnResult) -> str:
     if (
         turn.answer_error is not None
         or turn.tool_error is not None
+        or turn.policy_error is not None
         or any(g.error for g in turn.graders)
     ):
         return "error"
@@ -139,6 +173,14 @@ class EvaluationMetrics:
         )
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
+        )
+        self.violations = m.create_counter(
+            "tracepass_policy_violations",
+            description="Violated checks and policy rules in evaluated turns, by rule",
+        )
+        self.violations_superseded = m.create_counter(
+            "tracepass_policy_violations_superseded",
+            description="Violations of earlier evaluations replaced by a revision, by rule",
         )
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
@@ -210,11 +252,15 @@ class EvaluationMetrics:
         labels = self.labels(result)
         key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
         turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        tag = json.dumps([result.outcome.value, dict(turn_tally)], separators=(",", ":"))
+        violations = violation_tally(result)
+        tag_parts: list[Any] = [result.outcome.value, dict(turn_tally)]
+        if violations:
+            tag_parts.append(violations)
+        tag = json.dumps(tag_parts, separators=(",", ":"))
         with self._lock:
             added = self.aggregator.add(
                 key,
-                task=result.reference_id or UNMATCHED_TASK,
+                task=task_of(result),
                 success=result_success(result),
                 now=now,
                 conversation_id=result.conversation_id,
@@ -235,6 +281,8 @@ class EvaluationMetrics:
         self.conversations.add(1, {**labels, "outcome": result.outcome.value})
         for outcome, count in turn_tally.items():
             self.turns.add(count, {**labels, "outcome": outcome})
+        for rule, count in violations.items():
+            self.violations.add(count, {**labels, "rule": rule})
         tool_calls = 0
         for turn in result.turns:
             tool_calls += len(turn.tool_calls)
@@ -256,7 +304,9 @@ class EvaluationMetrics:
     def _supersede(self, key: Key, tag: str) -> None:
         labels = dict(zip(LABELS, key, strict=True))
         try:
-            outcome, turns = json.loads(tag)
+            # [outcome, turn tally] or, with violations, [outcome, turn tally, rule tally]
+            outcome, turns, *rest = json.loads(tag)
+            violations: dict[str, Any] = rest[0] if rest else {}
         except (ValueError, TypeError):
             _log.warning("superseded entry without a readable tag %r; not counted", tag)
             self.ignored.add(1, {"reason": "superseded_untagged"})
@@ -264,6 +314,8 @@ class EvaluationMetrics:
         self.conversations_superseded.add(1, {**labels, "outcome": outcome})
         for t_outcome, count in turns.items():
             self.turns_superseded.add(int(count), {**labels, "outcome": t_outcome})
+        for rule, count in violations.items():
+            self.violations_superseded.add(int(count), {**labels, "rule": rule})
 
     def record_judge_call(self, outcome: str) -> None:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the

@@ -46,7 +46,7 @@ from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore
 from tracepass.collector.views import conversation_view_json
-from tracepass.evaluator.models import Conversation, ConversationResult, Reference
+from tracepass.evaluator.models import Conversation, ConversationResult, Policy, Reference
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class ConversationEvaluator(Protocol):
         reference: Reference | None,
         *,
         reference_set: str | None = None,
+        policy: Policy | None = None,
     ) -> ConversationResult: ...
 
 
@@ -427,7 +428,14 @@ class Pipeline:
             log.info("conversation %s matched no reference", item.key)
         reference = match.reference if match is not None else None
         set_name = match.reference_set if match is not None else None
-        result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        policy = self.references.catalog.policy_for(conversation)
+        if policy is None:  # evaluators written before policies take no `policy`
+            result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        else:
+            result = await self.evaluator.aevaluate(
+                conversation, reference, reference_set=set_name, policy=policy
+            )
+            set_name = result.reference_set
         now = self.clock()
         last_end = max((r.end_ns for r in item.records), default=0)
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
