@@ -221,6 +221,7 @@ def evaluate(
         transient=True,
     ) as bar:
         task = bar.add_task("evaluate", total=len(conversations))
+        unscored: list[Any] = []
         results, unmatched = asyncio.run(
             evaluation_run.evaluate_all(
                 conversations,
@@ -228,6 +229,7 @@ def evaluate(
                 evaluator,
                 concurrency=concurrency,
                 on_done=lambda: bar.advance(task),
+                unscored=unscored,
             )
         )
 
@@ -237,6 +239,7 @@ def evaluate(
         unmatched_ids=unmatched,
         level=level,
         metadata={"source": source, "profile": profile.value, "gate_on": gate_on.value},
+        unscored=unscored,
     )
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
@@ -265,7 +268,8 @@ def print_summary(document: dict[str, Any]) -> None:
     console = stdout_console()
     s = document["summary"]
     console.print(
-        f"conversations {s['conversations']} · matched {s['matched']} · unmatched "
+        f"conversations {s['conversations']} · matched {s['matched']} · policy "
+        f"{s.get('policy_scored', 0)} · unmatched "
         f"{s['unmatched']} · correct {s['correct']} · errors {s['errors']} · "
         f"incomplete {s['incomplete']} · tasks {s['tasks']}",
         highlight=False,
@@ -292,6 +296,11 @@ def print_summary(document: dict[str, Any]) -> None:
         + f" · tool-correct turns {tc['correct']}/{tc['n']}",
         highlight=False,
     )
+    if s.get("violations"):
+        console.print(
+            "violations: " + " · ".join(f"{rule} {n}" for rule, n in s["violations"].items()),
+            highlight=False,
+        )
     r = s["readiness"]
     console.print(
         f"readiness: [bold]{r['tier'].replace('_', ' ')}[/] (pass@1 {fmt_num(r['pass_at_1'])}, "
