@@ -116,7 +116,7 @@ def test_show_bad_input_exit_2(tmp_path: Path) -> None:
     empty.write_text("name: e\nreferences: []\n", encoding="utf-8")
     res = runner.invoke(app, ["references", "show", str(empty)])
     assert res.exit_code == 2
-    assert "no references found" in res.stderr
+    assert "no references or policies found" in res.stderr
 
 
 POLICY = """\
