@@ -10,15 +10,18 @@ and then runs the tools the script names through `@tool` functions. Four convers
 * `early`: `book_flight` before any `search_flights` (the policy's order rule);
 * `clean`: search, then a valid booking.
 
-The same spans are also written to OUT (one OTLP protobuf request) for the offline run.
+The same spans can also be written to a file (one OTLP protobuf request) for the
+offline run. Options choose the scripts, how often each runs, the id prefix and the
+agent version (the real-Prometheus test sends clean traffic, then regresses it):
 
-    python _policy_agent.py HTTP_ENDPOINT OUT
+    python _policy_agent.py HTTP_ENDPOINT [--out FILE] [--scripts clean,early]
+                            [--repeat N] [--prefix P] [--version V]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from typing import Any
 
 from opentelemetry import trace
@@ -96,7 +99,7 @@ def model_call(query: str) -> None:
         pass
 
 
-@agent(name=AGENT, version="1.0")
+@agent(name=AGENT)
 def travel_agent(query: str, script: list[tuple[str, dict[str, Any]]]) -> str:
     model_call(query)
     for name, args in script:
@@ -104,18 +107,29 @@ def travel_agent(query: str, script: list[tuple[str, dict[str, Any]]]) -> str:
     return "Done: your trip is sorted."
 
 
-def main(endpoint: str, out: str) -> None:
-    provider = configure(service_name=AGENT, endpoint=endpoint, protocol="http/protobuf")
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("endpoint")
+    parser.add_argument("--out")
+    parser.add_argument("--scripts", default=",".join(SCRIPTS))
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--prefix", default="")
+    parser.add_argument("--version", default="1.0")
+    args = parser.parse_args(argv)
+    provider = configure(service_name=AGENT, endpoint=args.endpoint, protocol="http/protobuf")
     memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    for cid, script in SCRIPTS.items():
-        with conversation(cid):
-            travel_agent("Book me a flight to Lisbon", script)
+    if args.out:
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(args.repeat):
+        for name in args.scripts.split(","):
+            suffix = f"-{i}" if args.repeat > 1 else ""
+            with conversation(f"{args.prefix}{name}{suffix}", agent_version=args.version):
+                travel_agent("Book me a flight to Lisbon", SCRIPTS[name])
     assert force_flush(), "OTLP export did not flush"
-    request = encode_spans(memory.get_finished_spans())
-    with open(out, "wb") as f:
-        f.write(request.SerializeToString())
+    if args.out:
+        with open(args.out, "wb") as f:
+            f.write(encode_spans(memory.get_finished_spans()).SerializeToString())
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main()

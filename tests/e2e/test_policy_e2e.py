@@ -67,7 +67,7 @@ def test_policy_live_and_offline(tmp_path: Path) -> None:
     spans = tmp_path / "spans.binpb"
     with serve(tmp_path, "--references", str(refs), config=config) as s:
         done = subprocess.run(
-            [sys.executable, str(AGENT_SCRIPT), s.http, str(spans)],
+            [sys.executable, str(AGENT_SCRIPT), s.http, "--out", str(spans)],
             capture_output=True,
             text=True,
             env=clean_env(),
