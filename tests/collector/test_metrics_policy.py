@@ -6,7 +6,8 @@ from __future__ import annotations
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from test_metrics import get, scrape, setup
 
-from tracepass.collector.metrics import result_success, task_of
+from tracepass.collector.export.metrics import task_of
+from tracepass.collector.export.outcomes import result_success
 from tracepass.evaluator.models import Conversation, Outcome, Policy, ToolCall, ToolDefinition, Turn
 from tracepass.evaluator.scoring import Evaluator
 
