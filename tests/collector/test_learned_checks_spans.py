@@ -11,13 +11,12 @@ OpenLLMetry shapes are built attribute by attribute, as those conventions spell 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_normalize_basics import make_request, make_span
+from test_normalize_instrumentation import spans_of_script
 
 from tracepass.collector.pipeline import assemble_offline
 from tracepass.evaluator.checks import learned_violations
@@ -227,16 +226,7 @@ open(sys.argv[1], "wb").write(encode_spans(exporter.get_finished_spans()).Serial
 
 
 def test_tracepass_tool_decorator_records_its_schema(tmp_path: Path) -> None:
-    out = tmp_path / "spans.binpb"
-    proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    (conv,) = conversations(ExportTraceServiceRequest.FromString(out.read_bytes()))
+    (conv,) = conversations(spans_of_script(_SCRIPT, tmp_path))
     turn = conv.turns[0]
     assert turn.offered_tools is None  # @tool says what exists, not what was offered
     assert turn.tool_schemas["book_flight"] == {

@@ -9,11 +9,12 @@ Each violation is kept with its rule, turn and tool call.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
@@ -24,6 +25,7 @@ from tracepass.evaluator.models import (
     PolicyRule,
     PolicyTool,
     ReferenceTurn,
+    ToolCall,
     Violation,
 )
 
@@ -234,14 +236,18 @@ class CompiledPolicy:
         ]
 
     async def grade(self, conversation: Conversation) -> list[TurnAnswer | None]:
+        """Every turn's answer by the policy's graders; turns concurrently when a grader
+        waits on I/O (the judge), as reference turns are."""
         grading = self.grading
         if grading is None:
             return [None] * len(conversation.turns)
-        return [
-            await grading.grade(t.query, t.answer, _results(t.tool_calls))
-            for t in conversation.turns
+        pending = [
+            grading.grade(t.query, t.answer, _results(t.tool_calls)) for t in conversation.turns
         ]
+        if grading.needs_loop and len(pending) > 1:
+            return list(await asyncio.gather(*pending))
+        return [await p for p in pending]
 
 
-def _results(calls: Iterable[object]) -> tuple[object, ...]:
-    return tuple(r for c in calls if (r := getattr(c, "result", None)) is not None)
+def _results(calls: Iterable[ToolCall]) -> tuple[Any, ...]:
+    return tuple([c.result for c in calls if c.result is not None])

@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.evaluator.models import ToolDefinition
 
 __all__ = [
     "GENAI_DEFINITIONS",
     "TRACEPASS_PARAMETERS_SCHEMA",
     "genai_definitions",
+    "model_definitions",
     "openinference_definitions",
     "openllmetry_functions",
     "tracepass_tool_definition",
@@ -128,6 +129,6 @@ def tracepass_tool_definition(
     if raw is None or name is None:
         return None
     schema = _schema(raw)
-    if schema is None or schema is NOT_JSON:
+    if schema is None:
         return None
     return (ToolDefinition(name=name, parameters=schema),)
