@@ -44,6 +44,9 @@ DEFAULT_REPEATED_CALL_LIMIT = 2
 
 _CACHE_LIMIT = 1024
 _validators: dict[str, Any] = {}  # canonical schema JSON → validator (None: invalid schema)
+# id(schema) → (the schema object, its validator); the object is kept so an id reused
+# after garbage collection cannot alias another schema.
+_by_identity: dict[int, tuple[Mapping[str, Any], Any]] = {}
 
 
 def _canonical(value: Any) -> str:
@@ -61,18 +64,28 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
 
 
 def _validator(schema: Mapping[str, Any]) -> Any:
+    """The compiled validator of `schema` (None: not valid JSON Schema). Cached by the
+    schema object's identity first (the same definition object serves every call of a
+    conversation), then by its canonical JSON (equal schemas from other spans)."""
+    hit = _by_identity.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
     key = _canonical(schema)
     if key in _validators:
-        return _validators[key]
-    problem = schema_problem(schema)
-    validator: Any = None
-    if problem is None:
-        validator = validators.validator_for(schema)(schema)
+        validator = _validators[key]
     else:
-        log.warning("tool schema skipped (%s): %s", problem, key[:200])
-    if len(_validators) >= _CACHE_LIMIT:
-        _validators.clear()
-    _validators[key] = validator
+        problem = schema_problem(schema)
+        validator = None
+        if problem is None:
+            validator = validators.validator_for(schema)(schema)
+        else:
+            log.warning("tool schema skipped (%s): %s", problem, key[:200])
+        if len(_validators) >= _CACHE_LIMIT:
+            _validators.clear()
+        _validators[key] = validator
+    if len(_by_identity) >= _CACHE_LIMIT:
+        _by_identity.clear()
+    _by_identity[id(schema)] = (schema, validator)
     return validator
 
 
@@ -87,7 +100,10 @@ def validate_arguments(
     if set(arguments) == {"_raw"}:
         raw = arguments["_raw"]
         return "$", f"arguments are not a JSON object: {str(raw)[:200]!r}"
-    error = jsonschema_errors.best_match(validator.iter_errors(dict(arguments)))
+    instance = dict(arguments)
+    if validator.is_valid(instance):  # the common case, without ranking errors
+        return None
+    error = jsonschema_errors.best_match(validator.iter_errors(instance))
     if error is None:
         return None
     return error.json_path, error.message
@@ -124,8 +140,19 @@ def _turn_violations(
     calls: tuple[ToolCall, ...] = turn.tool_calls
     if not calls:
         return out
+    # Only a tool called more than `repeated_limit` times can repeat one call beyond it:
+    # the others never need their arguments serialized.
+    per_name: dict[str, int] = {}
+    any_error = False
+    for call in calls:
+        per_name[call.name] = per_name.get(call.name, 0) + 1
+        if call.error is not None:
+            any_error = True
+    checks_offer = declared is not None or turn.offered_tools is not None or turn.tool_schemas
+    if not checks_offer and not any_error and max(per_name.values()) <= repeated_limit:
+        return out  # nothing declared, nothing failed, nothing repeated: the hot path
     offered = _offered(turn, declared)
-    schemas = _schemas(turn, declared)
+    schemas = _schemas(turn, declared) if checks_offer else {}
     seen: dict[tuple[str, str], int] = {}
     for k, call in enumerate(calls):
         name = call.name
@@ -140,7 +167,7 @@ def _turn_violations(
                 )
             )
         schema = schemas.get(name)
-        if isinstance(schema, Mapping):
+        if schema is not None and isinstance(schema, Mapping):
             failed = validate_arguments(call.arguments, schema)
             if failed is not None:
                 path, message = failed
@@ -167,6 +194,8 @@ def _turn_violations(
                     ),
                 )
             )
+        if per_name[name] <= repeated_limit:
+            continue
         key = (name, _canonical(call.arguments))
         count = seen.get(key, 0) + 1
         seen[key] = count
