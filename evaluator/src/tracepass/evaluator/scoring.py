@@ -21,16 +21,17 @@ Rules (docs/metrics.md has the full table):
   reported per turn; they decide nothing on their own;
 * an agent policy (`policies.py`), when one applies, adds its rules and graders to the
   learned checks: a turn is correct only if it also passes the policy, and the outcome
-  is the worse of the reference's and the policy's (ERROR > INCOMPLETE > FAIL > PASS).
-  Without a reference the policy's verdict is the outcome and the result is labelled
-  reference_set="policy:<id>".
+  is the worse of the reference's and the policy's (no verdict > INCOMPLETE > FAIL >
+  PASS). Without a reference the policy's verdict is the outcome and the result is
+  labelled reference_set="policy:<id>".
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -40,6 +41,7 @@ from tracepass.evaluator.argmatch import ArgumentMatchError
 from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
 from tracepass.evaluator.fairforge import fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
+from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -72,6 +74,9 @@ if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "ToolWeights"]
+
+# What `_grade` returns when the judge budget is spent (compared by identity).
+_BUDGET_SPENT = TurnAnswer(None, None, "judge budget spent", ())
 
 
 class ToolWeights(BaseModel):
@@ -179,7 +184,51 @@ def _turn_result(
     )
 
 
-_SEVERITY = {Outcome.ERROR: 3, Outcome.INCOMPLETE: 2, Outcome.FAIL: 1, Outcome.PASS: 0}
+def _single_tool_use(names: tuple[str, ...], calls: Any) -> dict[str, bool] | None:
+    if not names:
+        return None
+    called = {c.name for c in calls}
+    return {name: name in called for name in names}
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What scoring the turns one by one gathers for the conversation-level verdict."""
+
+    names: list[str] = field(default_factory=list)  # called tool names (name mode)
+    matched: int = 0  # Σ per-turn matched counts (name mode)
+    matched_known: bool = True  # False when a turn could not be matched
+    error: bool = False
+    all_correct: bool = True
+
+
+def _grade_now(grading: TurnGrading, turn: Turn) -> TurnAnswer:
+    """Grade a turn with plain calls (raises `NeedsEventLoop` if a grader awaits)."""
+    tool_results = (
+        tuple([c.result for c in turn.tool_calls if c.result is not None])
+        if grading.uses_tool_results
+        else ()
+    )
+    return grading.grade_sync(turn.query, turn.answer, tool_results)
+
+
+def _outcome(*, error: bool, incomplete: bool, all_correct: bool) -> Outcome:
+    if error:
+        return Outcome.ERROR
+    if incomplete:
+        return Outcome.INCOMPLETE
+    return Outcome.PASS if all_correct else Outcome.FAIL
+
+
+# Which outcome wins when a reference and a policy both judge a conversation: no
+# verdict (error, budget spent) over incomplete over fail over pass.
+_SEVERITY = {
+    Outcome.ERROR: 4,
+    Outcome.SKIPPED_BUDGET: 3,
+    Outcome.INCOMPLETE: 2,
+    Outcome.FAIL: 1,
+    Outcome.PASS: 0,
+}
 
 
 def _worse(a: Outcome, b: Outcome) -> Outcome:
@@ -210,6 +259,8 @@ def _with_policy(
     policy: CompiledPolicy,
     answers: list[TurnAnswer | None],
 ) -> ConversationResult:
+    """`result` (the reference's verdict, or the reference-free one) judged by the
+    policy too: per-turn violations and verdicts, and the combined outcome."""
     verdict = policy.verdict(conversation, answers)
     turns = []
     for i, t in enumerate(result.turns):
@@ -263,13 +314,6 @@ class _Pending:
     policy: CompiledPolicy | None
 
 
-def _single_tool_use(names: tuple[str, ...], calls: Any) -> dict[str, bool] | None:
-    if not names:
-        return None
-    called = {c.name for c in calls}
-    return {name: name in called for name in names}
-
-
 class Evaluator:
     """Scores conversations against references. Reusable and cheap to call; holds a
     small cache of compiled references keyed by identity."""
@@ -287,6 +331,21 @@ class Evaluator:
         self._by_args = cfg.trajectory_match == "name_and_arguments"
         self._compiled: dict[int, _CompiledReference] = {}
         self._policies: dict[int, CompiledPolicy] = {}
+
+    def _compile_policy(self, policy: Policy) -> CompiledPolicy:
+        hit = self._policies.get(id(policy))
+        if hit is not None and hit.policy is policy:
+            return hit
+        compiled = CompiledPolicy(
+            policy,
+            threshold=self.config.threshold,
+            judge=self.judge,
+            repeated_limit=self.config.repeated_call_limit,
+        )
+        if len(self._policies) >= self._CACHE_LIMIT:
+            self._policies.clear()
+        self._policies[id(policy)] = compiled
+        return compiled
 
     # ------------------------------------------------------------------ compile
 
@@ -322,26 +381,22 @@ class Evaluator:
         self._compiled[id(reference)] = compiled
         return compiled
 
-    def _compile_policy(self, policy: Policy) -> CompiledPolicy:
-        hit = self._policies.get(id(policy))
-        if hit is not None and hit.policy is policy:
-            return hit
-        compiled = CompiledPolicy(
-            policy,
-            threshold=self.config.threshold,
-            judge=self.judge,
-            repeated_limit=self.config.repeated_call_limit,
-        )
-        if len(self._policies) >= self._CACHE_LIMIT:
-            self._policies.clear()
-        self._policies[id(policy)] = compiled
-        return compiled
-
     # ------------------------------------------------------------------ scoring
 
     def _reference_free(
         self, conversation: Conversation, reference_set: str | None
     ) -> ConversationResult:
+        outcome = Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE
+        return self._unjudged(conversation, reference_set, outcome, None)
+
+    def _unjudged(
+        self,
+        conversation: Conversation,
+        reference_set: str | None,
+        outcome: Outcome,
+        reference_id: str | None,
+    ) -> ConversationResult:
+        """A result with no scores: no reference, or the judge budget was spent."""
         turns = tuple(
             _turn_result(i, t, None, None, None, None, None, None)
             for i, t in enumerate(conversation.turns)
@@ -350,12 +405,12 @@ class Evaluator:
             ConversationResult,
             {
                 "conversation_id": conversation.id,
-                "reference_id": None,
+                "reference_id": reference_id,
                 "reference_set": reference_set,
                 "agent_name": conversation.agent_name,
                 "agent_version": conversation.agent_version,
                 "correct": False,
-                "outcome": Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
+                "outcome": outcome,
                 "turns": turns,
                 "trajectory": None,
                 "single_tool_use": None,
@@ -374,141 +429,24 @@ class Evaluator:
     ) -> ConversationResult:
         """Score with answers already graded, or (`answers` None) grading each turn on
         the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
-        cfg = self.config
         turns = conversation.turns
         cturns = cref.turns
         n_ref = len(cturns)
-        fair_forge = self._fair_forge
-        weights = self._weights
-        tool_threshold = cfg.tool_threshold
-        utilization = cfg.utilization
-        single_names = cfg.single_tool_use
-        by_args = self._by_args
-        conv_names: list[str] = []
-        turns_matched = 0  # Σ per-turn matched counts (name mode)
-        error = False
-        all_correct = len(turns) == n_ref
+        tally = _Tally()
         results: list[TurnResult] = []
         for i, turn in enumerate(turns):
-            calls = turn.tool_calls
-            if i >= n_ref:
+            if i >= n_ref:  # more turns than the reference: reported, not scored
                 results.append(_turn_result(i, turn, None, None, None, None, None, None))
                 continue
             ct = cturns[i]
-            rt = ct.rt
-            if answers is not None:
-                ans = answers[i]
-            else:
-                grading = ct.grading
-                tool_results = (
-                    tuple([c.result for c in calls if c.result is not None])
-                    if grading.uses_tool_results
-                    else ()
-                )
-                ans = grading.grade_sync(turn.query, turn.answer, tool_results)
-            tc: ToolCorrectness | None = None
-            traj: TrajectoryScores | None = None
-            tool_error: str | None = None
-            compiled_tools = ct.tools
-            if compiled_tools is not None:
-                names = None
-                if not by_args:
-                    names = [c.name for c in calls]
-                    conv_names.extend(names)
-                try:
-                    if fair_forge:
-                        tc = fair_forge_tool_correctness(
-                            calls,
-                            rt,
-                            declared=turn.final_answer_uses_tools,
-                            weights=weights,
-                            tool_threshold=tool_threshold,
-                        )
-                        matched = -1
-                    else:
-                        tc, matched = score_turn(
-                            calls,
-                            compiled_tools,
-                            turn.answer,
-                            turn.final_answer_uses_tools,
-                            weights,
-                            tool_threshold,
-                            utilization,
-                        )
-                    if names is None:
-                        traj = trajectory_scores(
-                            calls, compiled_tools.expected, match="name_and_arguments"
-                        )
-                    else:
-                        if matched < 0:
-                            matched = matched_names(names, ct.counts)
-                        traj = name_trajectory(names, ct.names, matched)
-                        turns_matched += matched
-                except ArgumentMatchError as exc:
-                    tc, traj, tool_error = None, None, str(exc)
-                    turns_matched = -(1 << 30)  # unknown: count the conversation in full
-            correct: bool | None
-            if ans.error is not None or tool_error is not None:
-                error = True
-                correct = None
-            else:
-                answer_ok = True if ans.correct is None else ans.correct
-                correct = answer_ok and (tc is None or tc.correct)
-            if not correct:
-                all_correct = False
-            # every field of TurnResult, in one dict: see models.construct_unchecked
-            results.append(
-                construct_unchecked(
-                    TurnResult,
-                    {
-                        "index": i,
-                        "query": turn.query,
-                        "answer": turn.answer,
-                        "expected_answer": rt.expected_answer,
-                        "answer_score": ans.score,
-                        "answer_correct": ans.correct,
-                        "answer_error": ans.error,
-                        "graders": ans.graders,
-                        "tool_correctness": tc,
-                        "trajectory": traj,
-                        "tool_calls": calls,
-                        "expected_tools": rt.expected_tools,
-                        "correct": correct,
-                        "tool_error": tool_error,
-                        "single_tool_use": _single_tool_use(single_names, calls),
-                        "violations": (),
-                        "policy_passed": None,
-                        "policy_graders": (),
-                        "policy_error": None,
-                    },
-                )
-            )
-
-        conv_traj: TrajectoryScores | None = None
-        if cref.any_checked:
-            if by_args:
-                try:
-                    conv_traj = conversation_trajectory(
-                        turns, cref.reference, match="name_and_arguments"
-                    )
-                except ArgumentMatchError:
-                    error = True
-            else:
-                # Matching across the concatenation finds at least the per-turn matches
-                # and at most min(n_p, n_r); when those bounds meet no recount is needed.
-                bound = min(len(conv_names), len(cref.names))
-                conv_matched = (
-                    bound if turns_matched == bound else matched_names(conv_names, cref.counts)
-                )
-                conv_traj = name_trajectory(conv_names, cref.names, conv_matched)
-        if error:
-            outcome = Outcome.ERROR
-        elif len(turns) < n_ref or not conversation.complete:
-            outcome = Outcome.INCOMPLETE
-        elif all_correct:
-            outcome = Outcome.PASS
-        else:
-            outcome = Outcome.FAIL
+            ans = answers[i] if answers is not None else _grade_now(ct.grading, turn)
+            results.append(self._score_turn(i, turn, ct, ans, tally))
+        conv_traj = self._conversation_trajectory(turns, cref, tally) if cref.any_checked else None
+        outcome = _outcome(
+            error=tally.error,
+            incomplete=len(turns) < n_ref or not conversation.complete,
+            all_correct=tally.all_correct and len(turns) == n_ref,
+        )
         return construct_unchecked(
             ConversationResult,
             {
@@ -522,13 +460,116 @@ class Evaluator:
                 "turns": tuple(results),
                 "trajectory": conv_traj,
                 "single_tool_use": _single_tool_use(
-                    single_names, [c for t in turns for c in t.tool_calls]
+                    self.config.single_tool_use, [c for t in turns for c in t.tool_calls]
                 ),
                 "policy_id": None,
                 "policy_outcome": None,
                 "violations": (),
             },
         )
+
+    def _score_turn(
+        self, i: int, turn: Turn, ct: _CompiledTurn, ans: TurnAnswer, tally: _Tally
+    ) -> TurnResult:
+        """One paired turn: its tools (when the reference checks them) and its verdict."""
+        calls = turn.tool_calls
+        tc: ToolCorrectness | None = None
+        traj: TrajectoryScores | None = None
+        tool_error: str | None = None
+        if ct.tools is not None:
+            try:
+                tc, traj = self._score_tools(turn, ct, ct.tools, tally)
+            except ArgumentMatchError as exc:
+                tool_error = str(exc)
+                tally.matched_known = False  # unknown: count the conversation in full
+        correct: bool | None
+        if ans.error is not None or tool_error is not None:
+            tally.error = True
+            correct = None
+        else:
+            answer_ok = True if ans.correct is None else ans.correct
+            correct = answer_ok and (tc is None or tc.correct)
+        if not correct:
+            tally.all_correct = False
+        rt = ct.rt
+        # every field of TurnResult, in one dict: see models.construct_unchecked
+        return construct_unchecked(
+            TurnResult,
+            {
+                "index": i,
+                "query": turn.query,
+                "answer": turn.answer,
+                "expected_answer": rt.expected_answer,
+                "answer_score": ans.score,
+                "answer_correct": ans.correct,
+                "answer_error": ans.error,
+                "graders": ans.graders,
+                "tool_correctness": tc,
+                "trajectory": traj,
+                "tool_calls": calls,
+                "expected_tools": rt.expected_tools,
+                "correct": correct,
+                "tool_error": tool_error,
+                "single_tool_use": _single_tool_use(self.config.single_tool_use, calls),
+                "violations": (),
+                "policy_passed": None,
+                "policy_graders": (),
+                "policy_error": None,
+            },
+        )
+
+    def _score_tools(
+        self, turn: Turn, ct: _CompiledTurn, compiled: CompiledTurn, tally: _Tally
+    ) -> tuple[ToolCorrectness | None, TrajectoryScores]:
+        """Tool correctness and trajectory of one turn; raises `ArgumentMatchError`."""
+        cfg = self.config
+        calls = turn.tool_calls
+        names = None if self._by_args else [c.name for c in calls]
+        if names is not None:
+            tally.names.extend(names)
+        matched = -1  # unknown until counted
+        if self._fair_forge:
+            tc = fair_forge_tool_correctness(
+                calls,
+                ct.rt,
+                declared=turn.final_answer_uses_tools,
+                weights=self._weights,
+                tool_threshold=cfg.tool_threshold,
+            )
+        else:
+            tc, matched = score_turn(
+                calls,
+                compiled,
+                turn.answer,
+                turn.final_answer_uses_tools,
+                self._weights,
+                cfg.tool_threshold,
+                cfg.utilization,
+            )
+        if names is None:
+            return tc, trajectory_scores(calls, compiled.expected, match="name_and_arguments")
+        if matched < 0:
+            matched = matched_names(names, ct.counts)
+        tally.matched += matched
+        return tc, name_trajectory(names, ct.names, matched)
+
+    def _conversation_trajectory(
+        self, turns: Sequence[Turn], cref: _CompiledReference, tally: _Tally
+    ) -> TrajectoryScores | None:
+        if self._by_args:
+            try:
+                return conversation_trajectory(turns, cref.reference, match="name_and_arguments")
+            except ArgumentMatchError:
+                tally.error = True
+                return None
+        # Matching across the concatenation finds at least the per-turn matches and at
+        # most min(n_p, n_r); when those bounds meet no recount is needed.
+        bound = min(len(tally.names), len(cref.names))
+        if tally.matched_known and tally.matched == bound:
+            conv_matched = bound
+        else:
+            conv_matched = matched_names(tally.names, cref.counts)
+        return name_trajectory(tally.names, cref.names, conv_matched)
 
     async def _grade(
         self, grading: TurnGrading, query: str | None, answer: str | None, results: tuple[Any, ...]
@@ -537,6 +578,8 @@ class Evaluator:
             return await grading.grade(query, answer, results)
         except asyncio.CancelledError:
             raise
+        except JudgeBudgetExhausted:
+            return _BUDGET_SPENT
         except Exception as exc:  # grading reports errors itself; this is a backstop
             return TurnAnswer(None, None, f"{type(exc).__name__}: {exc}", ())
 
@@ -552,7 +595,32 @@ class Evaluator:
                 result,
                 learned_violations(conversation, repeated_limit=self.config.repeated_call_limit),
             )
+        if any(a is _BUDGET_SPENT for a in answers):
+            # The policy's judge could not run: no policy verdict, as for a reference.
+            spent = self._unjudged(
+                conversation,
+                result.reference_set if result.reference_id is not None else None,
+                Outcome.SKIPPED_BUDGET,
+                result.reference_id,
+            )
+            return spent.model_copy(
+                update={
+                    "policy_id": policy.policy.id,
+                    "policy_outcome": Outcome.SKIPPED_BUDGET,
+                    "reference_set": result.reference_set
+                    if result.reference_id is not None
+                    else policy_reference_set(policy.policy),
+                }
+            )
         return _with_policy(conversation, result, policy, answers)
+
+    async def _grade_policy(
+        self, policy: CompiledPolicy, conversation: Conversation
+    ) -> list[TurnAnswer | None]:
+        try:
+            return await policy.grade(conversation)
+        except JudgeBudgetExhausted:
+            return [_BUDGET_SPENT] * len(conversation.turns)
 
     def _evaluate_without_loop(
         self,
@@ -585,6 +653,30 @@ class Evaluator:
                 return _Pending(base, cref, cpol)
         return self._finish(conversation, base, cpol, answers)
 
+    async def _score_on_loop(
+        self, conversation: Conversation, cref: _CompiledReference, reference_set: str | None
+    ) -> ConversationResult:
+        turns = conversation.turns
+        paired = min(len(turns), len(cref.turns))
+        pending = [
+            self._grade(
+                cref.turns[i].grading,
+                turns[i].query,
+                turns[i].answer,
+                tuple([c.result for c in turns[i].tool_calls if c.result is not None]),
+            )
+            for i in range(paired)
+        ]
+        if cref.needs_loop and paired > 1:
+            answers = list(await asyncio.gather(*pending))
+        else:
+            answers = [await p for p in pending]
+        if any(a is _BUDGET_SPENT for a in answers):
+            return self._unjudged(
+                conversation, reference_set, Outcome.SKIPPED_BUDGET, cref.reference.id
+            )
+        return self._score(conversation, cref, reference_set, answers)
+
     async def aevaluate(
         self,
         conversation: Conversation,
@@ -598,26 +690,14 @@ class Evaluator:
             return done
         base = done.base
         if base is None:
-            cref = done.cref
-            assert cref is not None
-            turns = conversation.turns
-            paired = min(len(turns), len(cref.turns))
-            pending = [
-                self._grade(
-                    cref.turns[i].grading,
-                    turns[i].query,
-                    turns[i].answer,
-                    tuple([c.result for c in turns[i].tool_calls if c.result is not None]),
-                )
-                for i in range(paired)
-            ]
-            if cref.needs_loop and paired > 1:
-                answers = list(await asyncio.gather(*pending))
-            else:
-                answers = [await p for p in pending]
-            base = self._score(conversation, cref, reference_set, answers)
-        policy_answers = None if done.policy is None else await done.policy.grade(conversation)
-        return self._finish(conversation, base, done.policy, policy_answers)
+            assert done.cref is not None
+            base = await self._score_on_loop(conversation, done.cref, reference_set)
+            if base.outcome is Outcome.SKIPPED_BUDGET:
+                return base
+        answers = (
+            None if done.policy is None else await self._grade_policy(done.policy, conversation)
+        )
+        return self._finish(conversation, base, done.policy, answers)
 
     def evaluate(
         self,
