@@ -150,7 +150,7 @@ def _turn_violations(
             any_error = True
     checks_offer = declared is not None or turn.offered_tools is not None or turn.tool_schemas
     if not checks_offer and not any_error and max(per_name.values()) <= repeated_limit:
-        return out  # nothing declared, nothing failed, nothing repeated: the hot path
+        return out  # nothing declared, failed or repeated
     offered = _offered(turn, declared)
     schemas = _schemas(turn, declared) if checks_offer else {}
     seen: dict[tuple[str, str], int] = {}
@@ -220,8 +220,25 @@ def learned_violations(
     declared: Mapping[str, PolicyTool] | None = None,
     repeated_limit: int = DEFAULT_REPEATED_CALL_LIMIT,
 ) -> list[list[Violation]]:
-    """The learned checks' violations of each turn (one list per turn, in order)."""
-    return [
-        _turn_violations(i, turn, declared, repeated_limit)
-        for i, turn in enumerate(conversation.turns)
-    ]
+    """The learned checks' violations of each turn (one list per turn, in order).
+
+    Runs on every scored conversation, so the common case is decided inline: a turn
+    with nothing declared, no failed call and at most `repeated_limit` calls can
+    violate nothing."""
+    out: list[list[Violation]] = []
+    for i, turn in enumerate(conversation.turns):
+        calls = turn.tool_calls
+        if (
+            declared is None
+            and len(calls) <= repeated_limit
+            and turn.offered_tools is None
+            and not turn.tool_schemas
+        ):
+            for call in calls:
+                if call.error is not None:
+                    break
+            else:
+                out.append([])
+                continue
+        out.append(_turn_violations(i, turn, declared, repeated_limit))
+    return out
