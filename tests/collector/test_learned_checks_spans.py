@@ -242,3 +242,73 @@ def test_tracepass_tool_decorator_records_its_schema(tmp_path: Path) -> None:
     (v,) = learned_violations(conv)[0]
     assert (v.rule, v.tool_call, v.path) == ("arguments_schema", 0, "$.passengers")
     assert v.message == "book_flight: $.passengers: 'two' is not of type 'integer'"
+
+
+def test_agent_span_definitions_and_tool_span_schema() -> None:
+    """GenAI semconv allows `gen_ai.tool.definitions` on the agent span (Semantic Kernel
+    writes it there); Strands writes each tool's schema as `gen_ai.tool.json_schema`."""
+    turn = make_span(
+        "invoke_agent travel",
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "travel",
+            "gen_ai.tool.definitions": json.dumps([{"name": "book_flight", "parameters": BOOK}]),
+        },
+        span_id=1,
+        start=1_000,
+        end=9_000,
+    )
+    search = make_span(
+        "execute_tool search_flights",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "search_flights",
+            "gen_ai.tool.call.arguments": '{"to": 3}',
+            "gen_ai.tool.json_schema": json.dumps(
+                {"type": "object", "properties": {"to": {"type": "string"}}}
+            ),
+        },
+        span_id=2,
+        parent=1,
+        start=2_000,
+        end=2_100,
+    )
+    (conv,) = conversations(make_request(turn, search))
+    assert [d.name for d in conv.turns[0].offered_tools or ()] == ["book_flight"]
+    assert violations(conv) == [
+        ("unknown_tool", 0, 0, None),
+        ("arguments_schema", 0, 0, "$.to"),
+    ]
+
+
+def test_openinference_tool_list_in_one_attribute() -> None:
+    tools = [{"type": "function", "function": {"name": "book_flight", "parameters": BOOK}}]
+    turn = make_span(
+        "agent",
+        {
+            "openinference.span.kind": "AGENT",
+            "input.value": "book",
+            "input.mime_type": "text/plain",
+        },
+        span_id=1,
+        start=1_000,
+        end=9_000,
+    )
+    llm = make_span(
+        "llm",
+        {"openinference.span.kind": "LLM", "llm.tools": json.dumps(tools)},
+        span_id=2,
+        parent=1,
+        start=1_100,
+        end=1_200,
+    )
+    call = make_span(
+        "search",
+        {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": "{}"},
+        span_id=3,
+        parent=1,
+        start=2_000,
+        end=2_100,
+    )
+    (conv,) = conversations(make_request(turn, llm, call))
+    assert violations(conv) == [("unknown_tool", 0, 0, None)]

@@ -50,12 +50,14 @@ def _tool_call(rec: SpanRecord) -> ToolCall:
     )
 
 
-def _offered_tools(models: list[SpanRecord]) -> tuple[ToolDefinition, ...] | None:
-    """Every tool offered to the turn's model calls (first definition of a name wins);
-    None when no model span said which tools it was offered."""
+def _offered_tools(root: SpanRecord, models: list[SpanRecord]) -> tuple[ToolDefinition, ...] | None:
+    """Every tool offered in the turn: declared on its agent span or to its model calls
+    (first definition of a name wins); None when no span said."""
     found: dict[str, ToolDefinition] = {}
     known = False
-    for m in models:
+    # A TOOL record's definitions are its own schema, not an offer (see _tool_schemas).
+    declaring = (root, *models) if root.kind is not RecordKind.TOOL else models
+    for m in declaring:
         if m.tool_definitions is None:
             continue
         known = True
@@ -102,7 +104,7 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
         span_id=root.span_id,
         start_ns=root.start_ns,
         end_ns=root.end_ns,
-        offered_tools=_offered_tools(models),
+        offered_tools=_offered_tools(root, models),
         tool_schemas=_tool_schemas(tools),
     )
 

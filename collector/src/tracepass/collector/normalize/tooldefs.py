@@ -4,10 +4,15 @@
 * OTel GenAI semconv: `gen_ai.tool.definitions`, a JSON array of
   `{type, name, description, parameters}` (also written by current OpenLLMetry);
 * OpenInference: `llm.tools.N.tool.json_schema`, one JSON object per tool in OpenAI's
-  shape `{type: "function", function: {name, description, parameters}}`;
+  shape `{type: "function", function: {name, description, parameters}}` (some
+  integrations write the whole list as one `llm.tools` JSON array);
 * older OpenLLMetry: `llm.request.functions.N.name|description|parameters`;
 * tracepass's `@tool`: `tracepass.tool.parameters_schema` on the tool span itself (the
-  JSON Schema of the decorated function's parameters).
+  JSON Schema of the decorated function's parameters); Strands writes the same as
+  `gen_ai.tool.json_schema`.
+
+`gen_ai.tool.definitions` is read on agent (`invoke_agent`) spans too, where the GenAI
+semconv also allows it: the tools the agent offers its model in that turn.
 
 Definitions are read leniently (a provider's shape: `function` wrapper, `input_schema`,
 schemas given as JSON text); an entry without a name is skipped. None means the span
@@ -25,6 +30,7 @@ from tracepass.evaluator.models import ToolDefinition
 
 __all__ = [
     "GENAI_DEFINITIONS",
+    "TOOL_JSON_SCHEMA",
     "TRACEPASS_PARAMETERS_SCHEMA",
     "genai_definitions",
     "model_definitions",
@@ -37,6 +43,8 @@ GENAI_DEFINITIONS = "gen_ai.tool.definitions"
 OPENINFERENCE_TOOLS = "llm.tools."
 OPENLLMETRY_FUNCTIONS = "llm.request.functions."
 TRACEPASS_PARAMETERS_SCHEMA = "tracepass.tool.parameters_schema"
+TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"  # Strands' spelling of the same, on tool spans
+OPENINFERENCE_TOOL_LIST = "llm.tools"
 
 _SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema", "json_schema")
 _MAX_TOOLS = 1024  # flattened attributes are numbered: stop at a sane bound
@@ -84,7 +92,9 @@ def genai_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | Non
 
 def openinference_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | None:
     if OPENINFERENCE_TOOLS + "0.tool.json_schema" not in attrs:
-        return None
+        listed = attrs.get(OPENINFERENCE_TOOL_LIST)
+        decoded = None if listed is None else loads(listed)
+        return _collect(decoded) if isinstance(decoded, list | tuple) else None
     items = []
     for i in range(_MAX_TOOLS):
         raw = attrs.get(f"{OPENINFERENCE_TOOLS}{i}.tool.json_schema")
@@ -125,7 +135,10 @@ def model_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | Non
 def tracepass_tool_definition(
     name: str | None, attrs: dict[str, Any]
 ) -> tuple[ToolDefinition, ...] | None:
+    """A tool span's own parameter schema (`@tool`, or Strands' `gen_ai.tool.json_schema`)."""
     raw = attrs.get(TRACEPASS_PARAMETERS_SCHEMA)
+    if raw is None:
+        raw = attrs.get(TOOL_JSON_SCHEMA)
     if raw is None or name is None:
         return None
     schema = _schema(raw)
