@@ -43,12 +43,13 @@ def _run(*args: str | Path, cwd: Path = ROOT) -> str:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     _run(UV, "build", "--all-packages", "--out-dir", out)
-    files = sorted(p.name for p in out.iterdir())
+    built = sorted(p for p in out.iterdir() if p.name.endswith((".whl", ".tar.gz")))
+    files = [p.name for p in built]
     for name in ("tracepass_instrumentation", "tracepass_evaluator", "tracepass_collector"):
         assert any(f.startswith(name) and f.endswith(".whl") for f in files), files
         assert any(f.startswith(name) and f.endswith(".tar.gz") for f in files), files
     twine = Path(sys.executable).with_name("twine")
-    _run(twine, "check", "--strict", *sorted(out.iterdir()))
+    _run(twine, "check", "--strict", *built)
     return out
 
 
