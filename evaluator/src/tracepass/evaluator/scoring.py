@@ -29,7 +29,6 @@ Rules (docs/metrics.md has the full table):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -640,9 +639,11 @@ class Evaluator:
         else:
             cref = self._compile(reference)
             if not cref.needs_loop:
-                # a custom grader may promise not to await, and do it anyway
-                with contextlib.suppress(NeedsEventLoop):
+                # try/except, not contextlib.suppress: no context object on the hot path
+                try:
                     base = self._score(conversation, cref, reference_set, None)
+                except NeedsEventLoop:
+                    base = None  # a custom grader promised not to await, and did
         if base is None or (cpol is not None and cpol.needs_loop):
             return _Pending(base, cref, cpol)
         answers: list[TurnAnswer | None] | None = None
