@@ -34,6 +34,7 @@ from tracepass.collector.config import MetricsConfig
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, TurnResult
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import Key, KeySnapshot, RollingAggregator, RollingConfig
+from tracepass.instrumentation import semconv as sc
 
 __all__ = [
     "EVENT_NAME",
@@ -290,7 +291,7 @@ class EvaluationMetrics:
         if result.agent_version:
             base["gen_ai.agent.version"] = result.agent_version
         if result.reference_id:
-            base["tracepass.reference_id"] = result.reference_id
+            base[sc.REFERENCE_ID] = result.reference_id
         turns = conversation.turns if conversation is not None else ()
         for turn in result.turns:
             ctx = None
