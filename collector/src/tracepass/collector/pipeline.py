@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Meter
@@ -43,6 +43,9 @@ from tracepass.collector.config import (
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize.records import Rejection, SpanRecord
+
+if TYPE_CHECKING:
+    from tracepass.collector.normalize import OtlpRequest
 from tracepass.collector.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore
 from tracepass.collector.views import conversation_view_json
@@ -504,17 +507,25 @@ def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
 
 
 def assemble_offline(
-    requests: Iterable[ExportTraceServiceRequest],
+    requests: Iterable[OtlpRequest],
     *,
     conversation_id_keys: Sequence[str] = (),
     normalizer: Normalizer | None = None,
 ) -> list[Conversation]:
     """Rebuild conversations from OTLP requests read from files (`tracepass
-    conversations` / `tracepass evaluate`). Rejected spans are logged and skipped."""
+    conversations` / `tracepass evaluate`); logs requests carry GenAI events joined to
+    their spans. Rejected spans are logged and skipped."""
+    from tracepass.collector.normalize import normalize_logs_request
+
     normalize = normalizer or default_normalizer(conversation_id_keys)
     records: list[SpanRecord] = []
     for request in requests:
-        recs, rejections = normalize(request)
+        if isinstance(request, ExportTraceServiceRequest):
+            recs, rejections = normalize(request)
+        else:
+            recs, rejections = normalize_logs_request(
+                request, conversation_id_keys=tuple(conversation_id_keys)
+            )
         records.extend(recs)
         for rej in rejections:
             log.warning("span %s/%s skipped: %s", rej.trace_id, rej.span_id, rej.message)

@@ -11,7 +11,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.evaluator.models import Conversation, ToolCall, Turn
+from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
+from tracepass.evaluator.models import Conversation, Turn
+
+from .arguments import tool_calls
+from .events import join_log_events
 
 SpanKey = tuple[str, str]
 
@@ -39,23 +43,12 @@ def top_level_turn(
     return found, parent is None
 
 
-def _tool_call(rec: SpanRecord) -> ToolCall:
-    return ToolCall(
-        name=rec.tool_name or rec.name,
-        arguments=dict(rec.tool_arguments) if rec.tool_arguments is not None else {},
-        result=rec.tool_result,
-        error=rec.error,
-        call_id=rec.tool_call_id,
-        start_ns=rec.start_ns,
-    )
-
-
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     members.sort(key=lambda r: (r.start_ns, r.span_id))
     tools = [r for r in members if r.kind is RecordKind.TOOL]
     models = [r for r in members if r.kind is RecordKind.MODEL]
     if tools:
-        calls = tuple(_tool_call(r) for r in tools)
+        calls = tool_calls(tools, models)
     else:
         # Stacks that emit no tool spans still show the calls the model requested.
         calls = tuple(tc for m in models for tc in m.requested_tool_calls)
@@ -63,6 +56,16 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     if query is None:
         query = next((m.input_text for m in models if m.input_text is not None), None)
     answer = root.output_text
+    if answer is None:
+        # An answer-carrying tool (smolagents `final_answer`): the turn's answer.
+        answer = next(
+            (
+                r.output_text
+                for r in reversed(members)
+                if r.attributes.get(ROLE_ATTR) == ROLE_ANSWER and r.output_text is not None
+            ),
+            None,
+        )
     last_model = max(models, key=lambda r: (r.end_ns, r.start_ns), default=None)
     if answer is None and last_model is not None:
         answer = last_model.output_text
@@ -100,9 +103,10 @@ def build_conversation(
     index: dict[SpanKey, SpanRecord] = {}
     for rec in records:
         index.setdefault((rec.trace_id, rec.span_id), rec)
+    join_log_events(index)
     by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
     for rec in index.values():
-        if rec.kind is not RecordKind.END:
+        if rec.kind is not RecordKind.END and rec.kind is not RecordKind.EVENT:
             by_trace[rec.trace_id].append(rec)
 
     turns: list[Turn] = []

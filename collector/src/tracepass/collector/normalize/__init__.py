@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize import genai_events, traceloop, tracepass_conv
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
+from tracepass.collector.normalize.logs import normalize_logs_request
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.registry import (
     ADAPTERS_ATTR,
@@ -33,12 +35,18 @@ from tracepass.instrumentation import semconv as sc
 __all__ = [
     "CONVENTION_ATTR",
     "CONVERSATION_ID_KEYS",
+    "OtlpRequest",
     "RecordKind",
     "Rejection",
     "SpanRecord",
+    "normalize_any",
+    "normalize_logs_request",
     "normalize_request",
     "resolve_conversation_id",
 ]
+
+# What OTLP files and receivers hand over: trace or logs export requests.
+OtlpRequest = ExportTraceServiceRequest | ExportLogsServiceRequest
 
 # Resolution order of the conversation id (first non-empty wins); then the configured
 # extra keys on the span, then the same extra keys on the resource.
@@ -249,6 +257,15 @@ def normalize_request(
                         kept[key] = value
                 append(rec)
     return records, rejections
+
+
+def normalize_any(
+    request: OtlpRequest, *, conversation_id_keys: Sequence[str] = ()
+) -> tuple[list[SpanRecord], list[Rejection]]:
+    """`normalize_request` for traces, `normalize_logs_request` for logs (GenAI events)."""
+    if isinstance(request, ExportLogsServiceRequest):
+        return normalize_logs_request(request, conversation_id_keys=conversation_id_keys)
+    return normalize_request(request, conversation_id_keys=conversation_id_keys)
 
 
 def _rejection(raw_trace: bytes, raw_span: bytes, raw_parent: bytes) -> Rejection:

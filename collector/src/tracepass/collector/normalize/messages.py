@@ -90,6 +90,7 @@ def make_tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
         error=None,
         call_id=call_id if isinstance(call_id, str) and call_id else None,
         start_ns=None,
+        arguments_source="model_request",
     )
 
 

@@ -1,0 +1,90 @@
+"""Tool-call arguments from the model's request, when the tool span lacks them.
+
+Some stacks record a tool span without arguments, or with a bare string where the tool
+takes named arguments (LangGraph + OpenInference: a single-argument tool's `input.value`
+is `"Paris"`, read as `{"_raw": "Paris"}`), while the model call that issued the call
+recorded the full request (`{"city": "Paris"}`). Within one turn, each such tool record
+is matched to a requested call by tool-call id, else by name and order (the earliest
+unmatched request of that name from a model call that started before the tool), and the
+request's arguments are used; `ToolCall.arguments_source` says where each set came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tracepass.collector.normalize.arguments import RAW_KEY
+from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.normalize.registry import SOURCE_MODEL_REQUEST, source_of
+from tracepass.evaluator.models import ToolCall
+
+# Keys that mean "the span had no named arguments": a raw text and positional values.
+_UNNAMED = frozenset({RAW_KEY, "_args"})
+
+
+def lacks_named_arguments(arguments: dict[str, object] | None) -> bool:
+    return not arguments or arguments.keys() <= _UNNAMED
+
+
+def _texts(call: ToolCall) -> list[str]:
+    return [v if isinstance(v, str) else str(v) for v in call.arguments.values()]
+
+
+def tool_calls(tools: Sequence[SpanRecord], models: Sequence[SpanRecord]) -> tuple[ToolCall, ...]:
+    """The turn's tool calls from its tool records (start order), arguments completed from
+    the model requests where the span had none."""
+    requested: list[tuple[int, ToolCall]] = []  # (model start, request) in model order
+    for model in models:
+        requested.extend((model.start_ns, call) for call in model.requested_tool_calls)
+    used = [False] * len(requested)
+    by_id = {call.call_id: i for i, (_, call) in enumerate(requested) if call.call_id}
+    matches: dict[int, int] = {}
+    # Ids first, for every tool, so an id-matched request is not taken by name earlier.
+    for t, rec in enumerate(tools):
+        i = by_id.get(rec.tool_call_id) if rec.tool_call_id else None
+        if i is not None and not used[i]:
+            used[i] = True
+            matches[t] = i
+    for t, rec in enumerate(tools):
+        if t in matches or not lacks_named_arguments(rec.tool_arguments):
+            continue
+        name = rec.tool_name or rec.name
+        candidates = [
+            i
+            for i, (start, call) in enumerate(requested)
+            if not used[i] and call.name == name and start <= rec.start_ns
+        ]
+        if not candidates:
+            continue
+        # Parallel calls of one tool: the request whose value is the span's bare text.
+        raw = (rec.tool_arguments or {}).get(RAW_KEY)
+        chosen = next(
+            (i for i in candidates if raw is not None and raw in _texts(requested[i][1])),
+            candidates[0],
+        )
+        used[chosen] = True
+        matches[t] = chosen
+    out: list[ToolCall] = []
+    for t, rec in enumerate(tools):
+        arguments = dict(rec.tool_arguments) if rec.tool_arguments is not None else {}
+        source = source_of(rec, "tool_arguments")
+        call_id = rec.tool_call_id
+        i = matches.get(t)
+        if i is not None:
+            request = requested[i][1]
+            if lacks_named_arguments(arguments) and request.arguments:
+                arguments = dict(request.arguments)
+                source = SOURCE_MODEL_REQUEST
+            call_id = call_id or request.call_id
+        out.append(
+            ToolCall(
+                name=rec.tool_name or rec.name,
+                arguments=arguments,
+                result=rec.tool_result,
+                error=rec.error,
+                call_id=call_id,
+                start_ns=rec.start_ns,
+                arguments_source=source,
+            )
+        )
+    return tuple(out)
