@@ -1,4 +1,5 @@
-"""Tool-call arguments from the model's request, when the tool span lacks them.
+"""Tool-call arguments from the model's request (and results from the model's later
+input), when the tool span lacks them.
 
 Some stacks record a tool span without arguments, or with a bare string where the tool
 takes named arguments (LangGraph + OpenInference: a single-argument tool's `input.value`
@@ -7,15 +8,25 @@ recorded the full request (`{"city": "Paris"}`). Within one turn, each such tool
 is matched to a requested call by tool-call id, else by name and order (the earliest
 unmatched request of that name from a model call that started before the tool), and the
 request's arguments are used; `ToolCall.arguments_source` says where each set came from.
+
+Likewise a tool span without a result (ADK with content in log events) gets the
+`tool_call_response` the next model call's input carries for its call id. ADK writes a
+function response as `{"result": value}` for non-dict results and `{"error": text}` for
+a failed call (its span only says `TOOL_ERROR`): a response that is exactly one of those
+is unwrapped to the value, or to the call's error text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracepass.collector.normalize.arguments import RAW_KEY
+from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
 from tracepass.collector.normalize.records import SpanRecord
-from tracepass.collector.normalize.registry import SOURCE_MODEL_REQUEST, source_of
+from tracepass.collector.normalize.registry import (
+    SOURCE_MODEL_REQUEST,
+    TOOL_RESPONSES_ATTR,
+    source_of,
+)
 from tracepass.evaluator.models import ToolCall
 
 # Keys that mean "the span had no named arguments": a raw text and positional values.
@@ -24,6 +35,18 @@ _UNNAMED = frozenset({RAW_KEY, "_args"})
 
 def lacks_named_arguments(arguments: dict[str, object] | None) -> bool:
     return not arguments or arguments.keys() <= _UNNAMED
+
+
+def _unwrap_response(response: object, error: str | None) -> tuple[object, str | None]:
+    """(result, error) of a `tool_call_response`: `{"result": v}` → v; `{"error": text}`
+    → no result, the text as the error (kept if the span's error already says it)."""
+    if isinstance(response, dict) and len(response) == 1:
+        if "result" in response:
+            return coerce_result(response["result"]), error
+        text = response.get("error")
+        if isinstance(text, str):
+            return None, error if error and text in error else text
+    return coerce_result(response), error
 
 
 def _texts(call: ToolCall) -> list[str]:
@@ -64,6 +87,11 @@ def tool_calls(tools: Sequence[SpanRecord], models: Sequence[SpanRecord]) -> tup
         )
         used[chosen] = True
         matches[t] = chosen
+    responses: dict[str, object] = {}
+    for model in models:
+        found = model.attributes.get(TOOL_RESPONSES_ATTR)
+        if isinstance(found, dict):
+            responses.update(found)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
         arguments = dict(rec.tool_arguments) if rec.tool_arguments is not None else {}
@@ -76,12 +104,15 @@ def tool_calls(tools: Sequence[SpanRecord], models: Sequence[SpanRecord]) -> tup
                 arguments = dict(request.arguments)
                 source = SOURCE_MODEL_REQUEST
             call_id = call_id or request.call_id
+        result, error = rec.tool_result, rec.error
+        if result is None and call_id is not None and call_id in responses:
+            result, error = _unwrap_response(responses[call_id], error)
         out.append(
             ToolCall(
                 name=rec.tool_name or rec.name,
                 arguments=arguments,
-                result=rec.tool_result,
-                error=rec.error,
+                result=result,
+                error=error,
                 call_id=call_id,
                 start_ns=rec.start_ns,
                 arguments_source=source,

@@ -28,9 +28,10 @@ from tracepass.collector.normalize.messages import (
     output_text_in,
     parse_messages,
     requested_tool_calls,
+    tool_responses,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.instrumentation import semconv as sc
 
 NAME = "genai"
@@ -111,6 +112,19 @@ def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     )
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
+    if raw_in is not None and (raw_in.__class__ is not str or _RESPONSE_PART in raw_in):
+        note_tool_responses(rec, raw_in)
+
+
+_RESPONSE_PART = '"tool_call_response"'
+
+
+def note_tool_responses(rec: SpanRecord, raw_in: Any) -> None:
+    """Keep the tool results the model's input carries (see `messages.tool_responses`)."""
+    responses = tool_responses(raw_in)
+    if responses:
+        known = rec.attributes.get(TOOL_RESPONSES_ATTR)
+        rec.attributes[TOOL_RESPONSES_ATTR] = {**known, **responses} if known else responses
 
 
 def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:

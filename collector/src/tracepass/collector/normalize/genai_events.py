@@ -40,9 +40,10 @@ from tracepass.collector.normalize.messages import (
     output_text_in,
     parse_messages,
     requested_tool_calls,
+    tool_responses,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import note_source
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, note_source
 from tracepass.evaluator.models import ToolCall
 from tracepass.instrumentation import semconv as sc
 
@@ -211,6 +212,7 @@ def _apply_exchange(rec: SpanRecord, events: Iterable[Event], source: str) -> bo
     query: str | None = None
     answer: str | None = None
     calls: tuple[ToolCall, ...] = ()
+    responses: dict[str, Any] = {}
     for name, fields in events:
         if name == USER_MESSAGE:
             text = message_text(_field(fields, "content", "message"))
@@ -222,6 +224,10 @@ def _apply_exchange(rec: SpanRecord, events: Iterable[Event], source: str) -> bo
             if text is not None:
                 answer = text
             calls += message_tool_calls(message)
+        elif name == TOOL_MESSAGE and rec.kind is RecordKind.MODEL:
+            call_id = as_str(fields.get("id"))
+            if call_id is not None and "content" in fields:
+                responses[call_id] = fields["content"]
         elif name == OPERATION_DETAILS:
             raw_in = fields.get(sc.INPUT_MESSAGES)
             raw_out = fields.get(sc.OUTPUT_MESSAGES)
@@ -229,6 +235,8 @@ def _apply_exchange(rec: SpanRecord, events: Iterable[Event], source: str) -> bo
                 text = last_text_in(raw_in, USER)
                 if text is not None:
                     query = text
+                if rec.kind is RecordKind.MODEL:
+                    responses.update(tool_responses(raw_in))
             if raw_out is not None:
                 text = output_text_in(raw_out)
                 if text is not None:
@@ -246,5 +254,9 @@ def _apply_exchange(rec: SpanRecord, events: Iterable[Event], source: str) -> bo
     if calls and rec.kind is RecordKind.MODEL and not rec.requested_tool_calls:
         rec.requested_tool_calls = calls
         note_source(rec, "requested_tool_calls", source)
+        filled = True
+    if responses:
+        known = rec.attributes.get(TOOL_RESPONSES_ATTR)
+        rec.attributes[TOOL_RESPONSES_ATTR] = {**responses, **known} if known else responses
         filled = True
     return filled

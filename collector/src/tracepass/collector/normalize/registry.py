@@ -40,12 +40,17 @@ ROLE_ATTR: Final = "tracepass.role"
 # as OTHER with the answer in `output_text`; assembly prefers it over model output.
 ROLE_ANSWER: Final = "answer"
 
+# MODEL records: {tool-call id: response} found in the model's input messages, for tool
+# spans that record no result (joined by id in assembly).
+TOOL_RESPONSES_ATTR: Final = "tracepass.tool_responses"
+
 # Values of `tracepass.sources` entries (and of `ToolCall.arguments_source`).
 SOURCE_ATTRIBUTE: Final = "attribute"
 SOURCE_SPAN_EVENT: Final = "span_event"
 SOURCE_LOG: Final = "log"
 SOURCE_ADAPTER: Final = "adapter"
 SOURCE_MODEL_REQUEST: Final = "model_request"
+SOURCE_MODEL_INPUT: Final = "model_input"
 
 # fill(record, attributes, marker value, span) -> convention name, or None to decline.
 Fill = Callable[[SpanRecord, dict[str, Any], Any, Span], str | None]
