@@ -502,6 +502,8 @@ def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
     asm.add(records)
     done = asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)
     convs = [build_conversation(c.key, c.records) for c in done]
+    # Traces where no agent worked (only setup spans) build conversations without turns.
+    convs = [c for c in convs if c.turns]
     convs.sort(key=lambda c: (min((t.start_ns or 0 for t in c.turns), default=0), c.id))
     return convs
 

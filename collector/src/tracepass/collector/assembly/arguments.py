@@ -19,11 +19,13 @@ is unwrapped to the value, or to the call's error text.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import (
     SOURCE_MODEL_REQUEST,
+    TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
     source_of,
 )
@@ -53,9 +55,62 @@ def _texts(call: ToolCall) -> list[str]:
     return [v if isinstance(v, str) else str(v) for v in call.arguments.values()]
 
 
-def tool_calls(tools: Sequence[SpanRecord], models: Sequence[SpanRecord]) -> tuple[ToolCall, ...]:
+@dataclass(slots=True)
+class Responses:
+    """Tool results found outside the tool spans (model inputs, adapters): by call id,
+    and the tool name of each id where known."""
+
+    by_id: dict[str, object] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+
+    def take_by_name(self, name: str, used: set[str]) -> str | None:
+        """The first id of a response for `name` not used yet (calls without ids)."""
+        for call_id, known in self.names.items():
+            if known == name and call_id not in used:
+                used.add(call_id)
+                return call_id
+        return None
+
+
+def responses_of(records: Sequence[SpanRecord]) -> Responses:
+    """Tool results by call id that the records carry (model inputs, adapters)."""
+    out = Responses()
+    for rec in records:
+        found = rec.attributes.get(TOOL_RESPONSES_ATTR)
+        if isinstance(found, dict):
+            out.by_id.update(found)
+        names = rec.attributes.get(TOOL_RESPONSE_NAMES_ATTR)
+        if isinstance(names, dict):
+            out.names.update(names)
+    return out
+
+
+def requested_calls(models: Sequence[SpanRecord], responses: Responses) -> tuple[ToolCall, ...]:
+    """For stacks that emit no tool spans: the calls the models requested, with the
+    results the responses give for their ids (for calls recorded without an id: the
+    responses of that tool name, in order)."""
+    out: list[ToolCall] = []
+    used = {c.call_id for m in models for c in m.requested_tool_calls if c.call_id}
+    for model in models:
+        for call in model.requested_tool_calls:
+            call_id = call.call_id or responses.take_by_name(call.name, used)
+            if call.result is None and call_id is not None and call_id in responses.by_id:
+                result, error = _unwrap_response(responses.by_id[call_id], call.error)
+                call = call.model_copy(
+                    update={"result": result, "error": error, "call_id": call_id}
+                )
+            out.append(call)
+    return tuple(out)
+
+
+def tool_calls(
+    tools: Sequence[SpanRecord],
+    models: Sequence[SpanRecord],
+    responses: Responses | None = None,
+) -> tuple[ToolCall, ...]:
     """The turn's tool calls from its tool records (start order), arguments completed from
-    the model requests where the span had none."""
+    the model requests where the span had none, results from `responses` (by call id)
+    where it had none (default: what the model records carry)."""
     requested: list[tuple[int, ToolCall]] = []  # (model start, request) in model order
     for model in models:
         requested.extend((model.start_ns, call) for call in model.requested_tool_calls)
@@ -87,11 +142,8 @@ def tool_calls(tools: Sequence[SpanRecord], models: Sequence[SpanRecord]) -> tup
         )
         used[chosen] = True
         matches[t] = chosen
-    responses: dict[str, object] = {}
-    for model in models:
-        found = model.attributes.get(TOOL_RESPONSES_ATTR)
-        if isinstance(found, dict):
-            responses.update(found)
+    if responses is None:
+        responses = responses_of(models)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
         arguments = dict(rec.tool_arguments) if rec.tool_arguments is not None else {}
@@ -105,8 +157,8 @@ def tool_calls(tools: Sequence[SpanRecord], models: Sequence[SpanRecord]) -> tup
                 source = SOURCE_MODEL_REQUEST
             call_id = call_id or request.call_id
         result, error = rec.tool_result, rec.error
-        if result is None and call_id is not None and call_id in responses:
-            result, error = _unwrap_response(responses[call_id], error)
+        if result is None and call_id is not None and call_id in responses.by_id:
+            result, error = _unwrap_response(responses.by_id[call_id], error)
         out.append(
             ToolCall(
                 name=rec.tool_name or rec.name,

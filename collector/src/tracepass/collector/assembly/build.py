@@ -14,10 +14,12 @@ from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
 from tracepass.evaluator.models import Conversation, Turn
 
-from .arguments import tool_calls
+from .arguments import requested_calls, responses_of, tool_calls
 from .events import join_log_events
 
 SpanKey = tuple[str, str]
+
+_AGENT_WORK = frozenset({RecordKind.TOOL, RecordKind.MODEL})
 
 # Parent chains longer than this are treated as broken (protects against cycles in
 # malformed input: a span cannot be its own ancestor, but a client can claim it is).
@@ -47,11 +49,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     members.sort(key=lambda r: (r.start_ns, r.span_id))
     tools = [r for r in members if r.kind is RecordKind.TOOL]
     models = [r for r in members if r.kind is RecordKind.MODEL]
-    if tools:
-        calls = tool_calls(tools, models)
-    else:
-        # Stacks that emit no tool spans still show the calls the model requested.
-        calls = tuple(tc for m in models for tc in m.requested_tool_calls)
+    responses = responses_of([root, *members])
+    # Stacks that emit no tool spans still show the calls the model requested.
+    calls = tool_calls(tools, models, responses) if tools else requested_calls(models, responses)
     query = root.input_text
     if query is None:
         query = next((m.input_text for m in models if m.input_text is not None), None)
@@ -99,7 +99,8 @@ def build_conversation(
     conversation_id: str, records: Iterable[SpanRecord], *, complete: bool = True
 ) -> Conversation:
     """Turns = top-level TURN records (agent spans with no agent ancestor), or the trace
-    root for traces without any; each turn owns every span below it."""
+    root for traces without any that hold tool or model calls (a trace of neither is no
+    turn); each turn owns every span below it."""
     index: dict[SpanKey, SpanRecord] = {}
     for rec in records:
         index.setdefault((rec.trace_id, rec.span_id), rec)
@@ -114,6 +115,10 @@ def build_conversation(
     for trace_records in by_trace.values():
         has_turn = any(r.kind is RecordKind.TURN for r in trace_records)
         if not has_turn:
+            if not any(r.kind in _AGENT_WORK for r in trace_records):
+                # Nothing an agent did (e.g. a lone `create_agent` span in its own
+                # trace): not a turn.
+                continue
             root = _trace_root(trace_records, index)
             turn_roots.append(root)
             turns.append(_build_turn(root, list(trace_records)))

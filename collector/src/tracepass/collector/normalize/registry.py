@@ -43,6 +43,9 @@ ROLE_ANSWER: Final = "answer"
 # MODEL records: {tool-call id: response} found in the model's input messages, for tool
 # spans that record no result (joined by id in assembly).
 TOOL_RESPONSES_ATTR: Final = "tracepass.tool_responses"
+# {tool-call id: tool name} of those responses, when known: matches them to requested
+# calls that carry no id (by name, in order).
+TOOL_RESPONSE_NAMES_ATTR: Final = "tracepass.tool_response_names"
 
 # Values of `tracepass.sources` entries (and of `ToolCall.arguments_source`).
 SOURCE_ATTRIBUTE: Final = "attribute"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracepass.collector.normalize import pyrepr
 from tracepass.collector.normalize.arguments import coerce_result
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.records import SpanRecord
@@ -57,3 +58,31 @@ def text_blocks(value: Any) -> str | None:
             return None
         texts.append(block["text"])
     return "\n".join(texts)
+
+
+def string_literal_at(text: str, start: int) -> tuple[str, int] | None:
+    """The Python string literal starting at `text[start]` (a quote) and the index after
+    it; None when there is none. Used to read values out of `repr()` text, parsed by
+    `ast.literal_eval` only (never evaluated)."""
+    if start >= len(text) or text[start] not in "'\"":
+        return None
+    quote = text[start]
+    i = start + 1
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == quote:
+            parsed = pyrepr.literal(text[start : i + 1])
+            return (parsed, i + 1) if isinstance(parsed, str) else None
+        i += 1
+    return None
+
+
+def literal_after(text: str, marker: str, start: int = 0) -> tuple[str, int] | None:
+    """The string literal right after the first `marker` at or after `start`."""
+    at = text.find(marker, start)
+    if at < 0:
+        return None
+    return string_literal_at(text, at + len(marker))
