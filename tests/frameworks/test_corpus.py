@@ -35,6 +35,9 @@ SCENARIOS = sorted(p.name.removesuffix(".expected.json") for p in CORPUS.glob("*
 KNOWN_GAPS: dict[str, str] = {
     "autogen_native": "AutoGen's native spans carry no content (no query, answer, tool "
     "arguments or results on any span or event); only names, call ids and errors",
+    "autogen_openinference": "no span carries the answer: OpenInference's AutoGen agent span "
+    "records no output and it has LLM spans only for autogen-ext's OpenAI clients (queries, "
+    "tool calls, results and errors are recovered)",
     "openai_agents_otel_genai": "the OTel contrib OpenAI Agents instrumentation leaves model "
     "calls to the openai client instrumentation; with a non-OpenAI model no span carries "
     "the query or the answer",

@@ -7,6 +7,7 @@ from the same spans, whatever order they arrived in.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
@@ -45,9 +46,47 @@ def top_level_turn(
     return found, parent is None
 
 
+def _merge_duplicate_tools(tools: list[SpanRecord], members: list[SpanRecord]) -> list[SpanRecord]:
+    """One tool call seen by two instrumentations (AutoGen's native `execute_tool` span
+    inside OpenInference's TOOL span) is one call: a TOOL record below a TOOL record of
+    the same tool name is merged into it, filling only what the outer one lacks."""
+    by_id = {r.span_id: r for r in members}
+    merged: dict[str, SpanRecord] = {}
+    inner: set[str] = set()
+    for rec in tools:
+        parent = rec.parent_span_id
+        steps = 0
+        while parent is not None and steps < MAX_DEPTH:
+            node = by_id.get(parent)
+            if node is None:
+                break
+            if node.kind is RecordKind.TOOL and (node.tool_name or node.name) == (
+                rec.tool_name or rec.name
+            ):
+                outer = merged.get(node.span_id, node)
+                merged[node.span_id] = dataclasses.replace(
+                    outer,
+                    tool_call_id=outer.tool_call_id or rec.tool_call_id,
+                    tool_arguments=outer.tool_arguments or rec.tool_arguments,
+                    tool_result=outer.tool_result
+                    if outer.tool_result is not None
+                    else rec.tool_result,
+                    error=outer.error or rec.error,
+                )
+                inner.add(rec.span_id)
+                break
+            parent = node.parent_span_id
+            steps += 1
+    if not inner:
+        return tools
+    return [merged.get(r.span_id, r) for r in tools if r.span_id not in inner]
+
+
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     members.sort(key=lambda r: (r.start_ns, r.span_id))
     tools = [r for r in members if r.kind is RecordKind.TOOL]
+    if len(tools) > 1:
+        tools = _merge_duplicate_tools(tools, members)
     models = [r for r in members if r.kind is RecordKind.MODEL]
     responses = responses_of([root, *members])
     # Stacks that emit no tool spans still show the calls the model requested.
@@ -69,6 +108,12 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     last_model = max(models, key=lambda r: (r.end_ns, r.start_ns), default=None)
     if answer is None and last_model is not None:
         answer = last_model.output_text
+    nested = [r for r in members if r.kind is RecordKind.TURN]
+    if query is None:
+        # Nested agent spans (another instrumentation's view of the same run).
+        query = next((r.input_text for r in nested if r.input_text is not None), None)
+    if answer is None:
+        answer = next((r.output_text for r in reversed(nested) if r.output_text), None)
     uses_tools = root.final_answer_uses_tools
     if uses_tools is None and last_model is not None:
         uses_tools = last_model.final_answer_uses_tools

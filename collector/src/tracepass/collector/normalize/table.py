@@ -1,7 +1,7 @@
 """The dispatch tables `normalize_request` walks (see `registry` for their shape).
 
 Conventions, in order (first claim wins): tracepass's end marker, OpenInference,
-OpenLLMetry, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
+OpenLLMetry, Haystack's own tracing, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
 come before GenAI because their spans also carry some `gen_ai.*` attributes. GenAI
 content in span events (`genai_events`) is read after whichever convention claimed the
 span, for what its attributes did not give. Framework adapters (`adapters/`) correct the
@@ -10,7 +10,13 @@ result per instrumentation scope.
 
 from __future__ import annotations
 
-from tracepass.collector.normalize import genai, openinference, traceloop, tracepass_conv
+from tracepass.collector.normalize import (
+    genai,
+    haystack_native,
+    openinference,
+    traceloop,
+    tracepass_conv,
+)
 from tracepass.collector.normalize.adapters import ADAPTERS
 from tracepass.collector.normalize.registry import Adapter, Convention
 
@@ -18,6 +24,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     *tracepass_conv.CONVENTIONS,
     *openinference.CONVENTIONS,
     *traceloop.CONVENTIONS,
+    *haystack_native.CONVENTIONS,
     *genai.CONVENTIONS,
 )
 
