@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tracepass.collector.cli.sources import conversations_from_otlp
+from tracepass.collector.app.cli.sources import conversations_from_otlp
 from tracepass.collector.normalize import pyrepr
 from tracepass.evaluator.models import Conversation, ToolCall
 

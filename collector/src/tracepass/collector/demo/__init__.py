@@ -1,1 +1,0 @@
-"""`tracepass demo`: a real collector and the example agent in one process."""

@@ -1,1 +1,0 @@
-"""`tracepass probe`: replay references K times against an agent."""
