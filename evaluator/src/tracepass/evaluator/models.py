@@ -35,6 +35,10 @@ class ToolCall(_Frozen):
     error: str | None = None
     call_id: str | None = None
     start_ns: int | None = None
+    # Where `arguments` were read: "attribute" (the tool span's attributes), "span_event",
+    # "log" (a GenAI event log record), "model_request" (the tool-call request of the model
+    # call that issued it); None when unknown (e.g. imported datasets).
+    arguments_source: str | None = None
 
 
 class Turn(_Frozen):

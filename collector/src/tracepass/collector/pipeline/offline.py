@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
 from opentelemetry.metrics import NoOpMeter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import Assembler, Reason, build_conversation
@@ -41,22 +42,32 @@ def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
     asm.add(records)
     done = asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)
     convs = [build_conversation(c.key, c.records) for c in done]
+    # Traces where no agent worked (only setup spans) build conversations without turns.
+    convs = [c for c in convs if c.turns]
     convs.sort(key=lambda c: (min((t.start_ns or 0 for t in c.turns), default=0), c.id))
     return convs
 
 
 def assemble_offline(
-    requests: Iterable[ExportTraceServiceRequest],
+    requests: Iterable[ExportTraceServiceRequest | ExportLogsServiceRequest],
     *,
     conversation_id_keys: Sequence[str] = (),
     normalizer: Normalizer | None = None,
 ) -> list[Conversation]:
     """Rebuild conversations from OTLP requests read from files (`tracepass
-    conversations` / `tracepass evaluate`). Rejected spans are logged and skipped."""
+    conversations` / `tracepass evaluate`); logs requests carry GenAI events joined to
+    their spans. Rejected spans are logged and skipped."""
+    from tracepass.collector.normalize import normalize_logs_request
+
     normalize = normalizer or default_normalizer(conversation_id_keys)
     records: list[SpanRecord] = []
     for request in requests:
-        recs, rejections = normalize(request)
+        if isinstance(request, ExportLogsServiceRequest):
+            recs, rejections = normalize_logs_request(
+                request, conversation_id_keys=tuple(conversation_id_keys)
+            )
+        else:
+            recs, rejections = normalize(request)
         records.extend(recs)
         for rej in rejections:
             log.warning("span %s/%s skipped: %s", rej.trace_id, rej.span_id, rej.message)
