@@ -66,6 +66,7 @@ _RETAINED = _State.RETAINED
 _TOMBSTONE = _State.TOMBSTONE
 _TURN = RecordKind.TURN
 _END = RecordKind.END
+_EVENT = RecordKind.EVENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,6 +550,7 @@ class Assembler:
             self._retained[conv.key] = conv
 
     def _to_tombstone(self, conv: _Conv, now: float) -> None:
+        self._count_unjoined(conv)
         self._retained.pop(conv.key, None)
         if conv.state is _State.OPEN:
             self._remove_open(conv)
@@ -564,6 +566,20 @@ class Assembler:
         while len(self._tombs) > self.max_tombstones:
             _, old = self._tombs.popitem(last=False)
             self._forget(old)
+
+    def _count_unjoined(self, conv: _Conv) -> None:
+        """GenAI log events (EVENT records) whose span never arrived are given up with
+        the conversation's records: until then (idle timeout, then `retention_s`) a late
+        span would still have joined them, so this is the first moment they are lost."""
+        records = conv.records
+        n = sum(
+            1
+            for r in records.values()
+            if r.kind is _EVENT and (r.trace_id, r.parent_span_id) not in records
+        )
+        if n:
+            self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
+            log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
 
     def _forget(self, conv: _Conv) -> None:
         if self._convs.get(conv.key) is conv:

@@ -2,6 +2,10 @@
 → evaluation → results, as one asyncio component implementing `SpanSink` and
 the queries the conversation API renders (`latest_result`, `open_conversation`).
 
+Logs requests take the same path: their GenAI events become EVENT records
+(`normalize/logs.py`) that are routed, buffered, stored and recovered like spans, and
+joined to their span when the conversation is built, whichever arrived first.
+
 Why it is shaped like this:
 - `ingest` does only bounded work on the event loop (normalize, a dict insert per span)
   and, in `batch` durability, waits for the group commit that makes the spans durable;
@@ -28,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Counter, Meter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import Assembler, Completed, build_conversation
@@ -40,8 +45,13 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
-from tracepass.collector.normalize.records import Rejection, SpanRecord
-from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
+from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.pipeline.offline import (
+    LogsNormalizer,
+    Normalizer,
+    default_logs_normalizer,
+    default_normalizer,
+)
 from tracepass.collector.pipeline.recovery import restore_conversations
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
@@ -49,6 +59,7 @@ from tracepass.collector.pipeline.scheduling import (
     ResultInfo,
     ResultListener,
 )
+from tracepass.collector.receiver.decode import count_log_records
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
 from tracepass.evaluator.models import Conversation
@@ -102,6 +113,7 @@ class Pipeline:
             meter=meter,
         )
         self._normalizer = normalizer
+        self._logs_normalizer: LogsNormalizer | None = None
         self.assembler = Assembler(
             self.assembly_config,
             self.instruments,
@@ -202,6 +214,15 @@ class Pipeline:
             self._normalizer = default_normalizer(self.assembly_config.conversation_id_keys)
         return self._normalizer(request)
 
+    def _normalize_logs(
+        self, request: ExportLogsServiceRequest
+    ) -> tuple[list[SpanRecord], list[Rejection]]:
+        if self._logs_normalizer is None:
+            self._logs_normalizer = default_logs_normalizer(
+                self.assembly_config.conversation_id_keys
+            )
+        return self._logs_normalizer(request)
+
     def _check_capacity(self) -> None:
         if not self._ready:
             raise Overloaded("collector is starting or stopping", retry_after_s=1.0)
@@ -222,6 +243,16 @@ class Pipeline:
         records, rejections = self._normalize(request)
         return await self._ingest(records, rejections, request)
 
+    async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        self._check_capacity()
+        records, rejections = self._normalize_logs(request)
+        ignored = count_log_records(request) - len(records) - len(rejections)
+        if ignored:
+            self.instruments.log_records_ignored.add(ignored)
+        return await self._ingest(
+            records, rejections, request, self.instruments.log_records_rejected, "log records"
+        )
+
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
     ) -> IngestResult:
@@ -233,10 +264,13 @@ class Pipeline:
         self,
         records: list[SpanRecord],
         rejections: Sequence[Rejection],
-        request: ExportTraceServiceRequest | None = None,
+        request: ExportTraceServiceRequest | ExportLogsServiceRequest | None = None,
+        rejected: Counter | None = None,
+        items: str = "spans",
     ) -> IngestResult:
+        rejected = rejected or self.instruments.spans_rejected
         for rej in rejections:
-            self.instruments.spans_rejected.add(1, {"reason": rej.reason})
+            rejected.add(1, {"reason": rej.reason})
         outcome = self.assembler.add(records)
         if self.assembler.ready_count:
             self._wake.set()
@@ -258,7 +292,7 @@ class Pipeline:
         message = ""
         if rejections:
             first = rejections[0]
-            message = f"{len(rejections)} spans rejected; first: {first.message}"
+            message = f"{len(rejections)} {items} rejected; first: {first.message}"
         return IngestResult(accepted=len(records), rejected=len(rejections), message=message)
 
     # ------------------------------------------------------------------ completion loop
@@ -316,6 +350,10 @@ class Pipeline:
         self._eval_errors.add(1)
 
     async def _evaluate(self, item: Completed) -> None:
+        if all(r.kind is RecordKind.EVENT for r in item.records):
+            # Only GenAI log events, their spans not (yet) here: nothing to evaluate. The
+            # assembler keeps them for late spans and counts them when it gives them up.
+            return
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
         if match is None and item.revision == 0:

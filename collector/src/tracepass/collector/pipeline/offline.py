@@ -18,11 +18,20 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.evaluator.models import Conversation
 
-__all__ = ["Normalizer", "assemble_offline", "assemble_records", "default_normalizer"]
+__all__ = [
+    "LogsNormalizer",
+    "Normalizer",
+    "assemble_offline",
+    "assemble_records",
+    "default_logs_normalizer",
+    "default_normalizer",
+]
 
 log = logging.getLogger(__name__)
 
 Normalizer = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
+# Logs requests → EVENT records (GenAI events as log records, joined to spans at build).
+LogsNormalizer = Callable[[ExportLogsServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
 
 
 def default_normalizer(conversation_id_keys: Sequence[str] = ()) -> Normalizer:
@@ -30,6 +39,12 @@ def default_normalizer(conversation_id_keys: Sequence[str] = ()) -> Normalizer:
     from tracepass.collector.normalize import normalize_request
 
     return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys))
+
+
+def default_logs_normalizer(conversation_id_keys: Sequence[str] = ()) -> LogsNormalizer:
+    from tracepass.collector.normalize import normalize_logs_request
+
+    return partial(normalize_logs_request, conversation_id_keys=tuple(conversation_id_keys))
 
 
 def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
@@ -57,15 +72,12 @@ def assemble_offline(
     """Rebuild conversations from OTLP requests read from files (`tracepass
     conversations` / `tracepass evaluate`); logs requests carry GenAI events joined to
     their spans. Rejected spans are logged and skipped."""
-    from tracepass.collector.normalize import normalize_logs_request
-
     normalize = normalizer or default_normalizer(conversation_id_keys)
+    normalize_logs = default_logs_normalizer(conversation_id_keys)
     records: list[SpanRecord] = []
     for request in requests:
         if isinstance(request, ExportLogsServiceRequest):
-            recs, rejections = normalize_logs_request(
-                request, conversation_id_keys=tuple(conversation_id_keys)
-            )
+            recs, rejections = normalize_logs(request)
         else:
             recs, rejections = normalize(request)
         records.extend(recs)

@@ -10,8 +10,7 @@ path only).
 from __future__ import annotations
 
 import zlib
-
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -173,7 +172,7 @@ def decode_message(data: bytes, message_type: type[M]) -> M:
     except DecodeError:
         raise InvalidPayload(
             f"invalid protobuf {message_type.DESCRIPTOR.name}: "
-            + locate_protobuf_error(data, message_type.DESCRIPTOR)
+            + locate_protobuf_error(data, cast(Descriptor, message_type.DESCRIPTOR))
         ) from None
 
 

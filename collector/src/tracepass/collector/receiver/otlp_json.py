@@ -31,7 +31,7 @@ try:  # optional accelerator, not a declared dependency
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["OtlpJsonError", "decode_json_bytes", "decode_json_object"]
+__all__ = ["OtlpJsonError", "decode_json_bytes", "decode_json_object", "parse_json"]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -76,17 +76,21 @@ def _fast_loads(data: bytes | str) -> Any:
     return json.loads(data)
 
 
-def decode_json_bytes(data: bytes | str) -> ExportTraceServiceRequest:
-    """Parse one OTLP/JSON `ExportTraceServiceRequest` (or `TracesData`) document."""
+def parse_json(data: bytes | str) -> Any:
+    """The JSON value of a request body; syntax errors say line and column."""
     try:
-        obj = _fast_loads(data)
+        return _fast_loads(data)
     except json.JSONDecodeError as exc:
         raise OtlpJsonError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     except UnicodeDecodeError as exc:
         raise OtlpJsonError(f"body is not UTF-8 (byte {exc.start}): {exc.reason}") from None
-    return decode_json_object(obj)
+
+
+def decode_json_bytes(data: bytes | str) -> ExportTraceServiceRequest:
+    """Parse one OTLP/JSON `ExportTraceServiceRequest` (or `TracesData`) document."""
+    return decode_json_object(parse_json(data))
 
 
 def decode_json_object(obj: Any) -> ExportTraceServiceRequest:

@@ -30,9 +30,10 @@ from tracepass.collector.receiver.otlp_json import (
     _str,
     _u32,
     _u64,
+    parse_json,
 )
 
-__all__ = ["decode_logs_json_object", "is_logs_document"]
+__all__ = ["decode_logs_json_bytes", "decode_logs_json_object", "is_logs_document"]
 
 _RL_KEYS = frozenset({"resource", "scopeLogs", "schemaUrl"})
 _SL_KEYS = frozenset({"scope", "logRecords", "schemaUrl"})
@@ -56,6 +57,12 @@ _LR_KEYS = frozenset(
 def is_logs_document(obj: Any) -> bool:
     """An `ExportLogsServiceRequest` / `LogsData` document (has `resourceLogs`)."""
     return type(obj) is dict and ("resourceLogs" in obj or "resource_logs" in obj)
+
+
+def decode_logs_json_bytes(data: bytes | str) -> ExportLogsServiceRequest:
+    """Parse one OTLP/JSON `ExportLogsServiceRequest` (or `LogsData`) document (the body
+    of `POST /v1/logs`)."""
+    return decode_logs_json_object(parse_json(data))
 
 
 def decode_logs_json_object(obj: Any) -> ExportLogsServiceRequest:

@@ -27,7 +27,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.decode import count_log_records, count_spans
-from tracepass.collector.receiver.otlp_json import decode_json_bytes, decode_logs_json_bytes
+from tracepass.collector.receiver.otlp_json import decode_json_bytes
+from tracepass.collector.receiver.otlp_json_logs import decode_logs_json_bytes
 from tracepass.collector.receiver.sink import IngestResult, SpanSink
 
 __all__ = ["LOGS", "SIGNALS", "TRACES", "Signal", "SignalName"]
