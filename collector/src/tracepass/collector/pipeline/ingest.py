@@ -174,7 +174,7 @@ class Pipeline:
         assert self.store is not None
         restore_conversations(
             self.assembler,
-            self.store.load(self._normalize),
+            self.store.load(self._normalize, self._normalize_logs),
             now=self.clock(),
             retention_s=self.assembly_config.retention_s,
             source=self.store.path,

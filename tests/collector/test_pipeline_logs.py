@@ -1,0 +1,181 @@
+"""GenAI events sent as OTLP log records, through the real pipeline: joined to their span
+whichever arrives first (also after the conversation was evaluated: a revision), events
+whose span never comes counted when given up, durable like spans (stored logs requests
+replayed on restart, state files of the previous schema upgraded)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from _logs_support import Truth, genai_run, rebuilt
+from _pipeline_support import Harness
+from _receiver_support import export_with
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+    OTLPLogExporter as GrpcLogExporter,
+)
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+    OTLPLogExporter as HttpLogExporter,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.normalize import normalize_logs_request, normalize_request
+from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.state import StateStore
+
+pytestmark = pytest.mark.timeout(120)
+
+IDLE = 60.0
+DATA = Path(__file__).resolve().parents[1] / "data" / "state"
+
+
+def _truths(h: Harness) -> list[list[Truth]]:
+    return [rebuilt(conv.turns) for conv, _, _ in h.evaluator.calls]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+@pytest.mark.parametrize("logs_first", [True, False], ids=["logs-first", "traces-first"])
+async def test_real_exporters_events_join_their_spans_whichever_arrives_first(
+    protocol: str, logs_first: bool
+) -> None:
+    h = Harness(None, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    run = genai_run("conv-ordered")
+    config = ReceiverConfig(host="127.0.0.1", grpc_port=0, http_port=0)
+    async with ReceiverServers(pipeline, h.metrics.instruments, config) as servers:
+        span_exporter: SpanExporter
+        log_exporter: LogRecordExporter
+        if protocol == "grpc":
+            at = f"127.0.0.1:{servers.grpc_port}"
+            span_exporter = GrpcSpanExporter(endpoint=at, insecure=True)
+            log_exporter = GrpcLogExporter(endpoint=at, insecure=True)
+        else:
+            at = f"http://127.0.0.1:{servers.http_port}"
+            span_exporter = HttpSpanExporter(endpoint=f"{at}/v1/traces")
+            log_exporter = HttpLogExporter(endpoint=f"{at}/v1/logs")
+
+        async def send_logs() -> None:
+            result = await asyncio.to_thread(export_with, log_exporter, run.logs)  # type: ignore[arg-type]
+            assert result == LogRecordExportResult.SUCCESS
+
+        async def send_spans() -> None:
+            result = await asyncio.to_thread(export_with, span_exporter, run.spans)
+            assert result == SpanExportResult.SUCCESS
+
+        for send in (send_logs, send_spans) if logs_first else (send_spans, send_logs):
+            await send()
+    h.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    assert _truths(h) == [run.truth]
+    assert h.evaluator.calls[0][0].id == "conv-ordered"
+    assert h.metrics.value("tracepass_log_records_received", protocol=protocol) == len(run.logs)
+    assert h.metrics.value("tracepass_log_records_ignored") == 1  # the plain log line
+    assert h.metrics.value("tracepass_log_records_rejected") == 0
+    await pipeline.stop()
+
+
+async def test_events_after_evaluation_reopen_the_conversation_as_a_revision() -> None:
+    h = Harness(None, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    run = genai_run("conv-late")
+    await pipeline.ingest(run.traces_request())
+    h.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    ((first, _, _),) = h.evaluator.calls
+    assert [t.query for t in first.turns] == [None, None]  # content only in the logs
+    await pipeline.ingest_logs(run.logs_request())
+    h.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    assert _truths(h)[1] == run.truth
+    assert h.results[1][1].revision == 1
+    await pipeline.stop()
+
+
+async def test_events_whose_span_never_arrives_are_counted_when_given_up() -> None:
+    h = Harness(None, idle_timeout_s=IDLE, retention_s=120)
+    pipeline = await h.start()
+    # A conversation whose spans arrived, plus events for a span that never does.
+    joined, orphaned = genai_run("conv-kept", turns=1), genai_run("conv-lost", turns=1)
+    await pipeline.ingest(joined.traces_request())
+    await pipeline.ingest_logs(joined.logs_request())
+    await pipeline.ingest_logs(orphaned.logs_request())
+    events = sum(
+        1 for r in normalize_logs_request(orphaned.logs_request())[0] if r.kind is RecordKind.EVENT
+    )
+    h.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    # Only the conversation with spans is evaluated; events alone are nothing to score.
+    assert [conv.id for conv, _, _ in h.evaluator.calls] == ["conv-kept"]
+    assert h.metrics.value("tracepass_log_events_dropped") == 0  # a late span may still come
+    h.clock.advance(121)
+    await pipeline.process_due()
+    assert h.metrics.value("tracepass_log_events_dropped", reason="no_span") == events
+    await pipeline.stop()
+
+
+async def test_acknowledged_log_events_are_recovered_after_a_restart(tmp_path: Path) -> None:
+    run = genai_run("conv-durable")
+    h = Harness(tmp_path, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    await pipeline.ingest_logs(run.logs_request())  # batch durability: committed on return
+    assert pipeline.store is not None
+    stored = {(r.trace_id, r.span_id) for c in _load(pipeline.store) for r in c.records}
+    events, _ = normalize_logs_request(run.logs_request())
+    assert {(r.trace_id, r.span_id) for r in events} <= stored
+    await pipeline.stop()
+
+    h2 = Harness(tmp_path, idle_timeout_s=IDLE)
+    h2.clock.t = h.clock.t + 1
+    pipeline = await h2.start()
+    await pipeline.ingest(run.traces_request())
+    h2.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    assert _truths(h2) == [run.truth]
+    await pipeline.stop()
+
+
+def _load(store: StateStore) -> list[object]:  # StoredConversation
+    reader = StateStore(store.path)
+    reader.open()
+    try:
+        return list(reader.load(normalize_request, normalize_logs_request))
+    finally:
+        reader.close()
+
+
+async def test_state_file_of_schema_2_is_upgraded_to_hold_logs_requests(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite"
+    shutil.copy(DATA / "results_view_format.sqlite", path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == ("2",)
+    run = genai_run("conv-upgraded", turns=1)
+    h = Harness(tmp_path, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    await pipeline.ingest_logs(run.logs_request())
+    await pipeline.ingest(run.traces_request())
+    await pipeline.stop()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == ("3",)
+        signals = [s for (s,) in conn.execute("SELECT signal FROM requests ORDER BY id")]
+    assert signals == ["logs", "traces"]
+    h2 = Harness(tmp_path, idle_timeout_s=IDLE)
+    h2.clock.t = h.clock.t + 1
+    pipeline = await h2.start()
+    h2.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    assert _truths(h2) == [run.truth]
+    await pipeline.stop()
