@@ -17,6 +17,7 @@ from test_corpus import CORPUS, compare
 
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig
 from tracepass.collector.pipeline import Pipeline
+from tracepass.collector.receiver import ReceiverServers
 from tracepass.evaluator.models import Conversation, ConversationResult, Reference
 
 pytestmark = pytest.mark.timeout(120)
@@ -74,24 +75,24 @@ def test_there_are_corpora_with_logs() -> None:
 async def test_corpus_posted_over_http_rebuilds_the_scripted_conversations(
     scenario: str, logs_first: bool
 ) -> None:
-    from tracepass.collector.receiver import ReceiverServers
-
     expected: dict[str, Any] = json.loads((CORPUS / f"{scenario}.expected.json").read_text())
     capture, clock = Capture(), Clock()
     pipeline = Pipeline(capture, assembly=AssemblyConfig(idle_timeout_s=60), clock=clock)  # type: ignore[arg-type]
     await pipeline.start(background=False)
     config = ReceiverConfig(host="127.0.0.1", grpc_port=0, http_port=0, grpc_enabled=False)
-    async with ReceiverServers(pipeline, pipeline.instruments, config) as servers:
-        async with aiohttp.ClientSession() as client:
-            for endpoint, body in _documents(CORPUS / f"{scenario}.otlp.jsonl", logs_first):
-                async with client.post(
-                    f"http://127.0.0.1:{servers.http_port}{endpoint}",
-                    data=body,
-                    headers={"Content-Type": "application/json"},
-                ) as resp:
-                    assert resp.status == 200, await resp.text()
-                    answer = await resp.json()
-                    assert "partialSuccess" not in answer, answer
+    async with (
+        ReceiverServers(pipeline, pipeline.instruments, config) as servers,
+        aiohttp.ClientSession() as client,
+    ):
+        for endpoint, body in _documents(CORPUS / f"{scenario}.otlp.jsonl", logs_first):
+            async with client.post(
+                f"http://127.0.0.1:{servers.http_port}{endpoint}",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as resp:
+                assert resp.status == 200, await resp.text()
+                answer = await resp.json()
+                assert "partialSuccess" not in answer, answer
     clock.t += 61
     await pipeline.process_due()
     await pipeline.stop()
