@@ -103,6 +103,25 @@ async def test_events_after_evaluation_reopen_the_conversation_as_a_revision() -
     await pipeline.stop()
 
 
+async def test_events_wait_for_spans_past_the_idle_timeout() -> None:
+    """A buffer of events alone is not a conversation: it outlives the idle timeout (up
+    to `retention_s`) so that spans naming their conversation still take it in."""
+    h = Harness(None, idle_timeout_s=IDLE, retention_s=600)
+    pipeline = await h.start()
+    run = genai_run("conv-slow-spans")
+    await pipeline.ingest_logs(run.logs_request())
+    for _ in range(5):
+        h.clock.advance(IDLE + 1)
+        await pipeline.process_due()
+    assert h.evaluator.calls == []
+    await pipeline.ingest(run.traces_request())
+    h.clock.advance(IDLE + 1)
+    await pipeline.process_due()
+    assert _truths(h) == [run.truth]
+    assert h.metrics.value("tracepass_log_events_dropped") == 0
+    await pipeline.stop()
+
+
 async def test_events_whose_span_never_arrives_are_counted_when_given_up() -> None:
     h = Harness(None, idle_timeout_s=IDLE, retention_s=120)
     pipeline = await h.start()

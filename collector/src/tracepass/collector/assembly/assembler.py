@@ -13,6 +13,12 @@ Why it is shaped like this:
 - After evaluation a conversation is *retained* (records kept) for `retention_s` so late
   spans can trigger a re-evaluation with revision + 1; then a small tombstone remains so
   spans arriving even later are dropped and counted instead of opening a bogus fragment.
+- GenAI events received as log records (EVENT records) travel separately from their
+  spans. A buffer holding nothing but events is not a conversation yet: when its idle
+  deadline comes it keeps waiting for its spans (so a span naming the conversation still
+  merges it), up to `retention_s` after it opened; then its events are given up and
+  counted (`tracepass_log_events_dropped{reason="no_span"}`), like events whose own span
+  never arrived in a conversation that completed.
 
 Time comes from an injected clock (seconds), so every rule is testable without sleeping.
 """
@@ -53,6 +59,7 @@ class Reason:
     EVICTED = "evicted"
     LATE_SPANS = "late_spans"  # a re-evaluation (revision > 0); counted in `revisions`
     SHUTDOWN = "shutdown"  # offline / flush-all: end of input
+    NO_SPAN = "no_span"  # only GenAI log events, their spans never came: dropped, not closed
 
 
 class _State(Enum):
@@ -148,6 +155,10 @@ class _Conv:
     heap_seq: int = -1
     heap_deadline: float | None = None
     tomb_until: float = 0.0
+    # Set while the buffer holds only GenAI log events: the latest time to wait for
+    # their spans. Cleared by any arrival (re-established when the deadline finds the
+    # buffer still without spans).
+    events_wait: float | None = None
 
 
 class Assembler:
@@ -353,6 +364,7 @@ class Assembler:
         for key, conv in touched.items():
             if conv.state is not _OPEN:
                 continue
+            conv.events_wait = None
             conv.last_seen = now
             self._open.move_to_end(key)
             if key in signalled:
@@ -505,6 +517,8 @@ class Assembler:
             self._complete(conv, Reason.REFERENCE_TURNS)
 
     def _deadline(self, conv: _Conv) -> tuple[float, str]:
+        if conv.events_wait is not None:
+            return conv.events_wait, Reason.NO_SPAN
         best = (conv.last_seen + self.config.idle_timeout_s, Reason.IDLE)
         if conv.revision > 0:
             return min(best, (conv.last_seen + self.late_settle_s, Reason.LATE_SPANS))
@@ -581,6 +595,16 @@ class Assembler:
             self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
             log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
 
+    def _give_up_events(self, conv: _Conv) -> None:
+        """A buffer of GenAI log events whose spans never came: dropped and counted. No
+        tombstone: spans of its trace arriving later start afresh."""
+        n = len(conv.records)
+        self._remove_open(conv)
+        self._held -= n
+        self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
+        log.info("%d GenAI log events of %s never met their spans: dropped", n, conv.key)
+        self._forget(conv)
+
     def _forget(self, conv: _Conv) -> None:
         if self._convs.get(conv.key) is conv:
             del self._convs[conv.key]
@@ -599,10 +623,18 @@ class Assembler:
                 continue  # superseded entry
             conv.heap_deadline = None
             deadline, reason = self._deadline(conv)
-            if deadline <= now:
-                self._complete(conv, reason)
-            else:
+            if deadline > now:
                 self._schedule(conv)
+            elif not _events_only(conv):
+                self._complete(conv, reason)
+            elif reason is not Reason.NO_SPAN:
+                conv.events_wait = conv.first_seen + self.config.retention_s
+                if conv.events_wait > now:
+                    self._schedule(conv)
+                else:
+                    self._give_up_events(conv)
+            else:
+                self._give_up_events(conv)
         retention = self.config.retention_s
         while self._retained:
             conv = next(iter(self._retained.values()))
@@ -719,6 +751,10 @@ class Assembler:
             conv.closed_at = closed_at
             self._retained[key] = conv
         self._flush_gauge()
+
+
+def _events_only(conv: _Conv) -> bool:
+    return all(r.kind is _EVENT for r in conv.records.values())
 
 
 def _ids(rec: SpanRecord) -> tuple[str, str]:
