@@ -20,7 +20,11 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import (
+    InMemoryLogRecordExporter,
+    LogRecordExporter,
+    SimpleLogRecordProcessor,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -120,3 +124,11 @@ def rebuilt(turns: Sequence[Any]) -> list[Truth]:
         (call,) = turn.tool_calls
         out.append(Truth(turn.query, turn.answer, dict(call.arguments), call.result))
     return out
+
+
+def export_logs_with(exporter: LogRecordExporter, logs: Sequence[ReadableLogRecord]) -> Any:
+    """One export through a real SDK log exporter, then its shutdown (blocking)."""
+    try:
+        return exporter.export(logs)
+    finally:
+        exporter.shutdown()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -84,7 +85,7 @@ def make_request(n_turns: int = 2, conversation: str = "conv-1") -> ExportTraceS
     return encode_spans(make_spans(n_turns, conversation))
 
 
-def to_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+def to_otlp_json(request: Message) -> dict[str, Any]:
     """OTLP/JSON as the spec writes it: camelCase keys, hex ids, int enums."""
     doc = json_format.MessageToDict(request, use_integers_for_enums=True)
 

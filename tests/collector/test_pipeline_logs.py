@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from _logs_support import Truth, genai_run, rebuilt
+from _logs_support import Truth, export_logs_with, genai_run, rebuilt
 from _pipeline_support import Harness
 from _receiver_support import export_with
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
@@ -67,7 +67,7 @@ async def test_real_exporters_events_join_their_spans_whichever_arrives_first(
             log_exporter = HttpLogExporter(endpoint=f"{at}/v1/logs")
 
         async def send_logs() -> None:
-            result = await asyncio.to_thread(export_with, log_exporter, run.logs)  # type: ignore[arg-type]
+            result = await asyncio.to_thread(export_logs_with, log_exporter, run.logs)
             assert result == LogRecordExportResult.SUCCESS
 
         async def send_spans() -> None:

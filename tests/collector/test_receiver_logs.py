@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from _logs_support import genai_run
+from _logs_support import export_logs_with, genai_run
 from _receiver_support import Metrics, RecordingSink, self_signed_cert, to_otlp_json
 from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
@@ -59,13 +59,6 @@ async def _serve(
         await servers.stop(1.0)
 
 
-def _export(exporter: LogRecordExporter, logs: Sequence[ReadableLogRecord]) -> Any:
-    try:
-        return exporter.export(logs)
-    finally:
-        exporter.shutdown()
-
-
 def _log_keys(requests: Sequence[Any]) -> list[tuple[bytes, bytes, str]]:
     return sorted(
         (r.trace_id, r.span_id, r.event_name)
@@ -95,7 +88,10 @@ async def test_grpc_log_exporter_delivers(metrics: Metrics, compression: grpc.Co
         exporter = GrpcLogExporter(
             endpoint=f"127.0.0.1:{servers.grpc_port}", insecure=True, compression=compression
         )
-        assert await asyncio.to_thread(_export, exporter, logs) == LogRecordExportResult.SUCCESS
+        assert (
+            await asyncio.to_thread(export_logs_with, exporter, logs)
+            == LogRecordExportResult.SUCCESS
+        )
     assert _log_keys(sink.logs) == _sent_keys(logs)
     assert sink.requests == []
     assert metrics.value("tracepass_log_records_received", protocol="grpc") == len(logs)
@@ -113,7 +109,10 @@ async def test_http_log_exporter_delivers(metrics: Metrics, compression: HttpCom
     logs = genai_run().logs
     async for servers in _serve(sink, metrics):
         exporter = HttpLogExporter(endpoint=_http(servers), compression=compression)
-        assert await asyncio.to_thread(_export, exporter, logs) == LogRecordExportResult.SUCCESS
+        assert (
+            await asyncio.to_thread(export_logs_with, exporter, logs)
+            == LogRecordExportResult.SUCCESS
+        )
     assert _log_keys(sink.logs) == _sent_keys(logs)
     assert metrics.value("tracepass_log_records_received", protocol="http") == len(logs)
     ok = {"protocol": "http", "signal": "logs", "outcome": "ok"}
@@ -131,7 +130,10 @@ async def test_log_exporters_retry_on_overload(metrics: Metrics, protocol: str) 
             if protocol == "grpc"
             else HttpLogExporter(endpoint=_http(servers), timeout=20)
         )
-        assert await asyncio.to_thread(_export, exporter, logs) == LogRecordExportResult.SUCCESS
+        assert (
+            await asyncio.to_thread(export_logs_with, exporter, logs)
+            == LogRecordExportResult.SUCCESS
+        )
     assert sink.calls == 3
     assert _log_keys(sink.logs) == _sent_keys(logs)
     refused = {"protocol": protocol, "signal": "logs", "outcome": "unavailable"}
@@ -154,7 +156,7 @@ async def test_bearer_token_on_both_protocols(metrics: Metrics) -> None:
                 HttpLogExporter(endpoint=http_at, headers=headers),
             ]
             for exporter in exporters:
-                assert await asyncio.to_thread(_export, exporter, logs) == want
+                assert await asyncio.to_thread(export_logs_with, exporter, logs) == want
     assert sink.calls == 2
     for protocol in ("grpc", "http"):
         refused = {"protocol": protocol, "signal": "logs", "outcome": "unauthorized"}
@@ -180,7 +182,7 @@ async def test_tls_on_both_protocols(
             ),
         ]
         for exporter in exporters:
-            result = await asyncio.to_thread(_export, exporter, logs)
+            result = await asyncio.to_thread(export_logs_with, exporter, logs)
             assert result == LogRecordExportResult.SUCCESS
     assert len(sink.logs) == 2
 
