@@ -32,7 +32,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.normalize import normalize_logs_request, normalize_request
 from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.pipeline import assemble_offline
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.receiver.otlpfile import read_otlp_file
+from tracepass.collector.receiver.recording import RecordingSink as FileRecorder
 from tracepass.collector.state import StateStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -198,3 +201,22 @@ async def test_state_file_of_schema_2_is_upgraded_to_hold_logs_requests(
     await pipeline.process_due()
     assert _truths(h2) == [run.truth]
     await pipeline.stop()
+
+
+async def test_serve_record_writes_logs_requests_that_the_file_reader_joins(
+    tmp_path: Path,
+) -> None:
+    """`serve --record`: logs requests are recorded beside the traces (as OTLP/JSON
+    frames) and a recording replays into the same conversations."""
+    h = Harness(None, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    recorder = FileRecorder(pipeline, tmp_path / "rec", max_file_bytes=1 << 20)
+    run = genai_run("conv-recorded")
+    await recorder.ingest_logs(run.logs_request())
+    await recorder.ingest(run.traces_request())
+    recorder.close()
+    await pipeline.stop()
+    (path,) = sorted((tmp_path / "rec").glob("traces-*.binpb"))
+    assert list(read_otlp_file(path)) == [run.logs_request(), run.traces_request()]
+    (conv,) = assemble_offline(read_otlp_file(path))
+    assert rebuilt(conv.turns) == run.truth

@@ -10,8 +10,11 @@ are the same.
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
@@ -33,7 +36,12 @@ from tracepass.collector.receiver.otlp_json import (
     parse_json,
 )
 
-__all__ = ["decode_logs_json_bytes", "decode_logs_json_object", "is_logs_document"]
+__all__ = [
+    "decode_logs_json_bytes",
+    "decode_logs_json_object",
+    "encode_logs_json",
+    "is_logs_document",
+]
 
 _RL_KEYS = frozenset({"resource", "scopeLogs", "schemaUrl"})
 _SL_KEYS = frozenset({"scope", "logRecords", "schemaUrl"})
@@ -57,6 +65,19 @@ _LR_KEYS = frozenset(
 def is_logs_document(obj: Any) -> bool:
     """An `ExportLogsServiceRequest` / `LogsData` document (has `resourceLogs`)."""
     return type(obj) is dict and ("resourceLogs" in obj or "resource_logs" in obj)
+
+
+def encode_logs_json(request: ExportLogsServiceRequest) -> bytes:
+    """OTLP/JSON of a logs request, ids in hex as the spec says (protobuf's JSON writer
+    would write them in base64): what `serve --record` writes for logs requests."""
+    doc = json_format.MessageToDict(request)
+    for rl in doc.get("resourceLogs", ()):
+        for sl in rl.get("scopeLogs", ()):
+            for lr in sl.get("logRecords", ()):
+                for key in ("traceId", "spanId"):
+                    if key in lr:
+                        lr[key] = base64.b64decode(lr[key]).hex()
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def decode_logs_json_bytes(data: bytes | str) -> ExportLogsServiceRequest:
