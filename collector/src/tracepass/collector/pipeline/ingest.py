@@ -41,6 +41,7 @@ from tracepass.collector.config import (
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.normalize.stats import tally
 from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
 from tracepass.collector.pipeline.recovery import restore_conversations
 from tracepass.collector.pipeline.scheduling import (
@@ -237,6 +238,11 @@ class Pipeline:
     ) -> IngestResult:
         for rej in rejections:
             self.instruments.spans_rejected.add(1, {"reason": rej.reason})
+        read, unreadable = tally(records)
+        for (convention, adapter), n in read.items():
+            self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
+        for field_name, n in unreadable.items():
+            self.instruments.fields_unreadable.add(n, {"field": field_name})
         outcome = self.assembler.add(records)
         if self.assembler.ready_count:
             self._wake.set()
