@@ -32,6 +32,7 @@ from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
 from tracepass.evaluator.fairforge import fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
+from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "ToolWeights"]
+
+# What `_grade` returns when the judge budget is spent (compared by identity).
+_BUDGET_SPENT = TurnAnswer(None, None, "judge budget spent", ())
 
 
 class ToolWeights(BaseModel):
@@ -253,6 +257,17 @@ class Evaluator:
     def _reference_free(
         self, conversation: Conversation, reference_set: str | None
     ) -> ConversationResult:
+        outcome = Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE
+        return self._unjudged(conversation, reference_set, outcome, None)
+
+    def _unjudged(
+        self,
+        conversation: Conversation,
+        reference_set: str | None,
+        outcome: Outcome,
+        reference_id: str | None,
+    ) -> ConversationResult:
+        """A result with no scores: no reference, or the judge budget was spent."""
         turns = tuple(
             _turn_result(i, t, None, None, None, None, None, None)
             for i, t in enumerate(conversation.turns)
@@ -261,12 +276,12 @@ class Evaluator:
             ConversationResult,
             {
                 "conversation_id": conversation.id,
-                "reference_id": None,
+                "reference_id": reference_id,
                 "reference_set": reference_set,
                 "agent_name": conversation.agent_name,
                 "agent_version": conversation.agent_version,
                 "correct": False,
-                "outcome": Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
+                "outcome": outcome,
                 "turns": turns,
                 "trajectory": None,
                 "single_tool_use": None,
@@ -424,6 +439,8 @@ class Evaluator:
             return await grading.grade(query, answer, results)
         except asyncio.CancelledError:
             raise
+        except JudgeBudgetExhausted:
+            return _BUDGET_SPENT
         except Exception as exc:  # grading reports errors itself; this is a backstop
             return TurnAnswer(None, None, f"{type(exc).__name__}: {exc}", ())
 
@@ -468,6 +485,10 @@ class Evaluator:
             answers = list(await asyncio.gather(*pending))
         else:
             answers = [await p for p in pending]
+        if any(a is _BUDGET_SPENT for a in answers):
+            return self._unjudged(
+                conversation, reference_set, Outcome.SKIPPED_BUDGET, cref.reference.id
+            )
         return self._score(conversation, cref, reference_set, answers)
 
     def evaluate(
