@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tracepass.collector.app.cli.sources import conversations_from_otlp
+from tracepass.collector.app.cli.sources import conversations_from_otlp, requests_from_otlp
+from tracepass.collector.assembly.inspection import inspect_requests
 from tracepass.collector.normalize import pyrepr
 from tracepass.evaluator.models import Conversation, ToolCall
 
@@ -125,6 +126,15 @@ def test_corpus_rebuilds_the_scripted_conversations(scenario: str) -> None:
     convs = conversations_from_otlp([CORPUS / f"{scenario}.otlp.jsonl"])
     problems = compare(convs, expected)
     assert not problems, f"{scenario}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s not in KNOWN_GAPS])
+def test_inspect_finds_nothing_misread(scenario: str) -> None:
+    report = inspect_requests(requests_from_otlp([CORPUS / f"{scenario}.otlp.jsonl"]))
+    warnings = [w for c in report.conversations for w in c.warnings] + [
+        w for c in report.conversations for t in c.turns for w in t.warnings
+    ]
+    assert warnings == []
 
 
 def test_the_corpus_is_there() -> None:

@@ -36,6 +36,8 @@ class CollectorInstruments:
     open_conversations: UpDownCounter
     buffered_spans: UpDownCounter
     ingest_seconds: Histogram
+    spans_read: Counter  # {convention, adapter}: how normalization read each span
+    fields_unreadable: Counter  # {field}: tool_arguments kept raw, tool_name missing
 
     @classmethod
     def create(cls, meter: Meter | None = None) -> CollectorInstruments:
@@ -96,5 +98,13 @@ class CollectorInstruments:
                 "tracepass_ingest_duration",
                 unit="s",
                 description="Time to ingest one export request",
+            ),
+            spans_read=m.create_counter(
+                "tracepass_spans_read",
+                description="Spans normalized, by the convention and framework adapter that read them",
+            ),
+            fields_unreadable=m.create_counter(
+                "tracepass_fields_unreadable",
+                description="Spans with a field that could not be read, by field",
             ),
         )

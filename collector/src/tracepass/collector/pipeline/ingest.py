@@ -47,6 +47,7 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.normalize.stats import tally
 from tracepass.collector.pipeline.offline import (
     LogsNormalizer,
     Normalizer,
@@ -289,6 +290,11 @@ class Pipeline:
         rejected = rejected or self.instruments.spans_rejected
         for rej in rejections:
             rejected.add(1, {"reason": rej.reason})
+        read, unreadable = tally(records)
+        for (convention, adapter), n in read.items():
+            self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
+        for field_name, n in unreadable.items():
+            self.instruments.fields_unreadable.add(n, {"field": field_name})
         if self.sampler is not None:
             kept = self.sampler.filter_arrivals(records)
             if len(kept) != len(records):
