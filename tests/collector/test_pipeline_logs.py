@@ -14,6 +14,7 @@ import pytest
 from _logs_support import Truth, export_logs_with, genai_run, rebuilt
 from _pipeline_support import Harness
 from _receiver_support import export_with
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
     OTLPLogExporter as GrpcLogExporter,
 )
@@ -26,7 +27,13 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import (
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
     OTLPSpanExporter as HttpSpanExporter,
 )
-from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    InMemoryLogRecordExporter,
+    LogRecordExporter,
+    LogRecordExportResult,
+    SimpleLogRecordProcessor,
+)
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from tracepass.collector.config import ReceiverConfig
@@ -86,6 +93,25 @@ async def test_real_exporters_events_join_their_spans_whichever_arrives_first(
     assert h.metrics.value("tracepass_log_records_received", protocol=protocol) == len(run.logs)
     assert h.metrics.value("tracepass_log_records_ignored") == 1  # the plain log line
     assert h.metrics.value("tracepass_log_records_rejected") == 0
+    await pipeline.stop()
+
+
+async def test_an_event_without_span_ids_is_rejected_as_a_partial_success() -> None:
+    h = Harness(None, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    provider = LoggerProvider()
+    out = InMemoryLogRecordExporter()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(out))
+    # No span is current: the record carries no trace or span id.
+    provider.get_logger("t").emit(event_name="gen_ai.user.message", body={"content": "hi"})
+    provider.get_logger("t").emit(body="not an event")
+    provider.shutdown()
+    result = await pipeline.ingest_logs(encode_logs(out.get_finished_logs()))
+    assert (result.accepted, result.rejected) == (0, 1)
+    assert "gen_ai.user.message" in result.message
+    assert h.metrics.value("tracepass_log_records_rejected", reason="event_without_span") == 1
+    assert h.metrics.value("tracepass_log_records_ignored") == 1
+    assert h.metrics.value("tracepass_spans_rejected") == 0
     await pipeline.stop()
 
 
