@@ -268,8 +268,9 @@ def genai_request(
     return req
 
 
-def refs_source(m: Metrics) -> ReferenceSource:
-    sets = [reference_set("demo", reference("weather", ["weather in Paris?", "and tomorrow?"]))]
+def refs_source(m: Metrics, sets: list[ReferenceSet] | None = None) -> ReferenceSource:
+    if sets is None:
+        sets = [reference_set("demo", reference("weather", ["weather in Paris?", "and tomorrow?"]))]
 
     def loader(paths: object) -> list[ReferenceSet]:
         return sets
@@ -281,7 +282,13 @@ class Harness:
     """A real Pipeline (SQLite state when `tmp_path` is given) on a manual clock, with
     the stub evaluator and every result the listener saw."""
 
-    def __init__(self, tmp_path: Path | None, durability: str = "batch", **asm: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path | None,
+        durability: str = "batch",
+        references: list[ReferenceSet] | None = None,
+        **asm: Any,
+    ) -> None:
         self.clock = Clock()
         self.metrics = Metrics()
         self.evaluator = StubEvaluator()
@@ -295,7 +302,7 @@ class Harness:
             self.evaluator,
             assembly=AssemblyConfig(**asm),
             state=state,
-            reference_source=refs_source(self.metrics),
+            reference_source=refs_source(self.metrics, references),
             instruments=self.metrics.instruments,
             meter=self.metrics.meter,
             listener=lambda r, i: self.results.append((r, i)),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _logs_support import Truth, export_logs_with, genai_run, rebuilt
-from _pipeline_support import Harness
+from _pipeline_support import Harness, reference, reference_set
 from _receiver_support import export_with
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
@@ -93,6 +93,31 @@ async def test_real_exporters_events_join_their_spans_whichever_arrives_first(
     assert h.metrics.value("tracepass_log_records_received", protocol=protocol) == len(run.logs)
     assert h.metrics.value("tracepass_log_records_ignored") == 1  # the plain log line
     assert h.metrics.value("tracepass_log_records_rejected") == 0
+    await pipeline.stop()
+
+
+@pytest.mark.parametrize("logs_first", [True, False], ids=["logs-first", "traces-first"])
+async def test_reference_turns_completion_reads_the_query_from_log_events(
+    logs_first: bool,
+) -> None:
+    """The reference's turn count closes the conversation as soon as its turns are in,
+    also when the query that matches the reference is only in a log event."""
+    run = genai_run("conv-early")
+    refs = [reference_set("r", reference("events", [t.query for t in run.truth]))]
+    h = Harness(None, references=refs, idle_timeout_s=IDLE)
+    pipeline = await h.start()
+    first, second = (
+        (pipeline.ingest_logs(run.logs_request()), pipeline.ingest(run.traces_request()))
+        if logs_first
+        else (pipeline.ingest(run.traces_request()), pipeline.ingest_logs(run.logs_request()))
+    )
+    await first
+    await pipeline.process_due()
+    assert h.evaluator.calls == []
+    await second
+    await pipeline.process_due()  # the clock has not moved: no idle timeout
+    assert _truths(h) == [run.truth]
+    assert h.results[0][1].reason == "reference_turns"
     await pipeline.stop()
 
 

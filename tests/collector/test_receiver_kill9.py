@@ -59,26 +59,16 @@ references:
         expected_answer: it is sunny in city 1
         expected_tools: [get_weather]
 """
-# Conversations whose content is only in log events complete when idle (the reference's
-# turn count is read from span content), so the idle timeout is short here.
-SHORT_IDLE = "assembly:\n  idle_timeout_s: 1\n  tick_interval_s: 0.1\n"
 
 
 class Serve:
-    def __init__(
-        self, tmp_path: Path, state: Path, references: str = REFERENCES, config: str = ""
-    ) -> None:
+    def __init__(self, tmp_path: Path, state: Path, references: str = REFERENCES) -> None:
         refs = tmp_path / "refs.yaml"
         refs.write_text(references, encoding="utf-8")
-        options = []
-        if config:
-            (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
-            options = ["--config", str(tmp_path / "config.yaml")]
         self.proc = subprocess.Popen(
             [
                 str(TRACEPASS),
                 "serve",
-                *options,
                 "--references",
                 str(refs),
                 "--host",
@@ -227,7 +217,7 @@ def test_acknowledged_log_events_survive_kill_9_and_join_their_spans_after_resta
 ) -> None:
     state = tmp_path / "state" / "state.sqlite"
     run = genai_run("events-resume")
-    serve = Serve(tmp_path, state, LOG_REFERENCES, SHORT_IDLE)
+    serve = Serve(tmp_path, state, LOG_REFERENCES)
     acked = set()
     try:
         assert serve.export_logs(run.logs_request()) == 200
@@ -257,7 +247,7 @@ def test_acknowledged_log_events_survive_kill_9_and_join_their_spans_after_resta
     missing = acked - _stored(state)
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged log events lost"
 
-    serve = Serve(tmp_path, state, LOG_REFERENCES, SHORT_IDLE)
+    serve = Serve(tmp_path, state, LOG_REFERENCES)
     try:
         # The events wait under their trace id until a span names their conversation.
         assert serve.view("events-resume")[0] == 404

@@ -18,7 +18,8 @@ Why it is shaped like this:
   deadline comes it keeps waiting for its spans (so a span naming the conversation still
   merges it), up to `retention_s` after it opened; then its events are given up and
   counted (`tracepass_log_events_dropped{reason="no_span"}`), like events whose own span
-  never arrived in a conversation that completed.
+  never arrived in a conversation that completed. Events may also hold the first query
+  the reference-turns rule needs (`_first_query`).
 
 Time comes from an injected clock (seconds), so every rule is testable without sleeping.
 """
@@ -37,7 +38,7 @@ from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 
-from .build import MAX_DEPTH
+from .build import MAX_DEPTH, build_conversation
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ class _Conv:
     # their spans. Cleared by any arrival (re-established when the deadline finds the
     # buffer still without spans).
     events_wait: float | None = None
+    has_events: bool = False  # holds GenAI log events (content not on the spans)
 
 
 class Assembler:
@@ -347,6 +349,10 @@ class Assembler:
             elif kind is _END:
                 self._note_end(conv, rec, now)
                 signalled.add(key)
+            elif kind is _EVENT:
+                # May carry the first query the reference-turns rule waits for.
+                conv.has_events = True
+                signalled.add(key)
             if kind is not _END:
                 conv.traces.add(rec.trace_id)
                 if parent is None:
@@ -427,6 +433,8 @@ class Assembler:
             self._note_turn(conv, rec)
         elif rec.kind is RecordKind.END:
             self._note_end(conv, rec, now)
+        elif rec.kind is _EVENT:
+            conv.has_events = True
         if rec.kind is not RecordKind.END:
             conv.traces.add(rec.trace_id)
             if rec.parent_span_id is None:
@@ -501,8 +509,7 @@ class Assembler:
 
     def _check_progress(self, conv: _Conv, now: float) -> None:
         if self.turn_target is not None:
-            query = conv.first_turn.input_text if conv.first_turn is not None else None
-            wanted = (conv.reference_id, query)
+            wanted = (conv.reference_id, self._first_query(conv))
             if conv.target_for != wanted:
                 conv.target_for = wanted
                 conv.target = self.turn_target(*wanted)
@@ -515,6 +522,18 @@ class Assembler:
             self._complete(conv, Reason.END_SIGNAL)
         elif conv.target is not None and conv.target > 0 and done >= conv.target:
             self._complete(conv, Reason.REFERENCE_TURNS)
+
+    @staticmethod
+    def _first_query(conv: _Conv) -> str | None:
+        """The first turn's query, for the reference-turns rule: a turn span's own input,
+        else — when the content came as GenAI log events, joined only when the
+        conversation is built — the query of the conversation built so far."""
+        if conv.first_turn is not None:
+            return conv.first_turn.input_text
+        if not conv.has_events:
+            return None
+        turns = build_conversation(conv.key, conv.records.values(), complete=False).turns
+        return turns[0].query if turns else None
 
     def _deadline(self, conv: _Conv) -> tuple[float, str]:
         if conv.events_wait is not None:
