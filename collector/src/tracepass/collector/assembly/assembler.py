@@ -161,6 +161,7 @@ class _Conv:
     # buffer still without spans).
     events_wait: float | None = None
     has_events: bool = False  # holds GenAI log events (content not on the spans)
+    events_query: str | None = None  # first query found through them (kept once found)
 
 
 class Assembler:
@@ -530,10 +531,12 @@ class Assembler:
         conversation is built — the query of the conversation built so far."""
         if conv.first_turn is not None:
             return conv.first_turn.input_text
-        if not conv.has_events:
-            return None
+        if not conv.has_events or conv.events_query is not None:
+            return conv.events_query
+        # Built once per check until found, then kept: no rebuild per arriving batch.
         turns = build_conversation(conv.key, conv.records.values(), complete=False).turns
-        return turns[0].query if turns else None
+        conv.events_query = turns[0].query if turns else None
+        return conv.events_query
 
     def _deadline(self, conv: _Conv) -> tuple[float, str]:
         if conv.events_wait is not None:
