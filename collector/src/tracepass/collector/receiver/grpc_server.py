@@ -24,6 +24,7 @@ import grpc
 from grpc import aio
 
 from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.binding import BindError, ensure_bindable
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
 from tracepass.collector.receiver.decode import InvalidPayload, decode_message
 from tracepass.collector.receiver.signals import SIGNALS, Signal
@@ -67,6 +68,7 @@ class GrpcReceiver:
                 for signal in SIGNALS
             )
         )
+        ensure_bindable("receiver.grpc_port", self._config.host, self._config.grpc_port)
         address = f"{_host(self._config.host)}:{self._config.grpc_port}"
         tls = self._config.tls
         if tls is not None:
@@ -77,7 +79,9 @@ class GrpcReceiver:
         else:
             port = server.add_insecure_port(address)
         if port == 0:
-            raise OSError(f"cannot bind OTLP/gRPC receiver on {address}")
+            raise BindError(
+                "receiver.grpc_port", self._config.host, self._config.grpc_port, "cannot bind"
+            )
         await server.start()
         self._server = server
         self.port = port
