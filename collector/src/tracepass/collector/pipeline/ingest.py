@@ -42,7 +42,7 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import Rejection, SpanRecord
-from tracepass.collector.normalize.stats import tally
+from tracepass.collector.normalize.stats import ReadTally
 from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
 from tracepass.collector.pipeline.recovery import restore_conversations
 from tracepass.collector.pipeline.sampling import ConversationSampler
@@ -106,6 +106,9 @@ class Pipeline:
             meter=meter,
         )
         self._normalizer = normalizer
+        # Filled by the default normalizer (a custom one reports nothing), drained per
+        # request into tracepass_spans_read / tracepass_fields_unreadable.
+        self.read_tally = ReadTally()
         self.assembler = Assembler(
             self.assembly_config,
             self.instruments,
@@ -140,7 +143,8 @@ class Pipeline:
     def from_config(
         cls, config: CollectorConfig, evaluator: ConversationEvaluator, **kwargs: Any
     ) -> Pipeline:
-        kwargs.setdefault("normalizer", default_normalizer(config.assembly.conversation_id_keys))
+        # The default normalizer (built lazily with `config.assembly`'s keys) also fills
+        # the pipeline's read tally.
         return cls(
             evaluator,
             assembly=config.assembly,
@@ -207,7 +211,9 @@ class Pipeline:
         self, request: ExportTraceServiceRequest
     ) -> tuple[list[SpanRecord], list[Rejection]]:
         if self._normalizer is None:
-            self._normalizer = default_normalizer(self.assembly_config.conversation_id_keys)
+            self._normalizer = default_normalizer(
+                self.assembly_config.conversation_id_keys, self.read_tally
+            )
         return self._normalizer(request)
 
     def _check_capacity(self) -> None:
@@ -256,7 +262,7 @@ class Pipeline:
     ) -> IngestResult:
         for rej in rejections:
             self.instruments.spans_rejected.add(1, {"reason": rej.reason})
-        read, unreadable = tally(records)
+        read, unreadable = self.read_tally.drain()
         for (convention, adapter), n in read.items():
             self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
         for field_name, n in unreadable.items():

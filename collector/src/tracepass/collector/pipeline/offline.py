@@ -16,6 +16,7 @@ from tracepass.collector.assembly import Assembler, Reason, build_conversation
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.normalize.stats import ReadTally
 from tracepass.evaluator.models import Conversation
 
 __all__ = ["Normalizer", "assemble_offline", "assemble_records", "default_normalizer"]
@@ -25,11 +26,15 @@ log = logging.getLogger(__name__)
 Normalizer = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
 
 
-def default_normalizer(conversation_id_keys: Sequence[str] = ()) -> Normalizer:
+def default_normalizer(
+    conversation_id_keys: Sequence[str] = (), tally: ReadTally | None = None
+) -> Normalizer:
+    """`normalize_request` with the configured conversation-id keys; `tally` counts how
+    the spans were read (the live pipeline reports it on /metrics)."""
     # Imported late so that assembly can be used (and tested) on records alone.
     from tracepass.collector.normalize import normalize_request
 
-    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys))
+    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys), tally=tally)
 
 
 def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
