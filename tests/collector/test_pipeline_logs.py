@@ -43,7 +43,7 @@ from tracepass.collector.pipeline import assemble_offline
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.otlpfile import read_otlp_file
 from tracepass.collector.receiver.recording import RecordingSink as FileRecorder
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import StateStore, StoredConversation
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -219,13 +219,8 @@ async def test_acknowledged_log_events_are_recovered_after_a_restart(tmp_path: P
     await pipeline.stop()
 
 
-def _load(store: StateStore) -> list[object]:  # StoredConversation
-    reader = StateStore(store.path)
-    reader.open()
-    try:
-        return list(reader.load(normalize_request, normalize_logs_request))
-    finally:
-        reader.close()
+def _load(store: StateStore) -> list[StoredConversation]:
+    return store.load(normalize_request, normalize_logs_request)
 
 
 async def test_state_file_of_schema_2_is_upgraded_to_hold_logs_requests(

@@ -29,8 +29,9 @@ from tracepass.collector.normalize import genai_events
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.normalize.stats import LOG_EVENTS, NONE, ReadTally
 
-NAME: Final = "genai_log_events"
+NAME: Final = LOG_EVENTS
 # `SpanRecord.attributes` key of an EVENT record: {"name": event name, "fields": {...}}.
 EVENT_ATTR: Final = "tracepass.event"
 # Before `LogRecord.event_name` existed, the events API put the name in this attribute.
@@ -64,9 +65,13 @@ def _event_span_id(record: LogRecord, name: str) -> str:
 
 
 def normalize_logs_request(
-    request: ExportLogsServiceRequest, *, conversation_id_keys: Sequence[str] = ()
+    request: ExportLogsServiceRequest,
+    *,
+    conversation_id_keys: Sequence[str] = (),
+    tally: ReadTally | None = None,
 ) -> tuple[list[SpanRecord], list[Rejection]]:
-    """EVENT records for the GenAI events of one logs export request."""
+    """EVENT records for the GenAI events of one logs export request (counted in
+    `tally` under the convention `genai_log_events`)."""
     from tracepass.collector.normalize import resolve_conversation_id
 
     records: list[SpanRecord] = []
@@ -109,6 +114,9 @@ def normalize_logs_request(
                         },
                     )
                 )
+    if tally is not None and records:
+        key = (LOG_EVENTS, NONE)
+        tally.read[key] = tally.read.get(key, 0) + len(records)
     return records, rejections
 
 

@@ -31,8 +31,9 @@ class RecordKind(StrEnum):
 # plain slot stores on the ingest hot path (one record per span). Records are still
 # treated as immutable values: nothing assigns to a field after construction, and
 # nothing hashes them (the `attributes` dict made them unhashable when frozen, too).
-# Build records with keyword arguments; add new fields at the end, with a default (the
-# state store's codec lists them by position).
+# Build records with keyword arguments (the ingest loop in `normalize_request` is the one
+# positional call, its field order checked at import); add new fields at the end, with
+# a default (the state store's codec lists them by position too).
 @dataclass(slots=True)
 class SpanRecord:
     trace_id: str  # 32 lowercase hex chars

@@ -47,7 +47,7 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
-from tracepass.collector.normalize.stats import tally
+from tracepass.collector.normalize.stats import ReadTally
 from tracepass.collector.pipeline.offline import (
     LogsNormalizer,
     Normalizer,
@@ -118,6 +118,9 @@ class Pipeline:
         )
         self._normalizer = normalizer
         self._logs_normalizer: LogsNormalizer | None = None
+        # Filled by the default normalizers (a custom one reports nothing), drained per
+        # request into tracepass_spans_read / tracepass_fields_unreadable.
+        self.read_tally = ReadTally()
         self.assembler = Assembler(
             self.assembly_config,
             self.instruments,
@@ -152,7 +155,8 @@ class Pipeline:
     def from_config(
         cls, config: CollectorConfig, evaluator: ConversationEvaluator, **kwargs: Any
     ) -> Pipeline:
-        kwargs.setdefault("normalizer", default_normalizer(config.assembly.conversation_id_keys))
+        # The default normalizer (built lazily with `config.assembly`'s keys) also fills
+        # the pipeline's read tally.
         return cls(
             evaluator,
             assembly=config.assembly,
@@ -219,7 +223,9 @@ class Pipeline:
         self, request: ExportTraceServiceRequest
     ) -> tuple[list[SpanRecord], list[Rejection]]:
         if self._normalizer is None:
-            self._normalizer = default_normalizer(self.assembly_config.conversation_id_keys)
+            self._normalizer = default_normalizer(
+                self.assembly_config.conversation_id_keys, self.read_tally
+            )
         return self._normalizer(request)
 
     def _normalize_logs(
@@ -227,7 +233,7 @@ class Pipeline:
     ) -> tuple[list[SpanRecord], list[Rejection]]:
         if self._logs_normalizer is None:
             self._logs_normalizer = default_logs_normalizer(
-                self.assembly_config.conversation_id_keys
+                self.assembly_config.conversation_id_keys, self.read_tally
             )
         return self._logs_normalizer(request)
 
@@ -290,7 +296,7 @@ class Pipeline:
         rejected = rejected or self.instruments.spans_rejected
         for rej in rejections:
             rejected.add(1, {"reason": rej.reason})
-        read, unreadable = tally(records)
+        read, unreadable = self.read_tally.drain()
         for (convention, adapter), n in read.items():
             self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
         for field_name, n in unreadable.items():

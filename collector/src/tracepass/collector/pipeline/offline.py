@@ -16,6 +16,7 @@ from tracepass.collector.assembly import Assembler, Reason, build_conversation
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.normalize.stats import ReadTally
 from tracepass.evaluator.models import Conversation
 
 __all__ = [
@@ -34,17 +35,26 @@ Normalizer = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], list[
 LogsNormalizer = Callable[[ExportLogsServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
 
 
-def default_normalizer(conversation_id_keys: Sequence[str] = ()) -> Normalizer:
+def default_normalizer(
+    conversation_id_keys: Sequence[str] = (), tally: ReadTally | None = None
+) -> Normalizer:
+    """`normalize_request` with the configured conversation-id keys; `tally` counts how
+    the spans were read (the live pipeline reports it on /metrics)."""
     # Imported late so that assembly can be used (and tested) on records alone.
     from tracepass.collector.normalize import normalize_request
 
-    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys))
+    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys), tally=tally)
 
 
-def default_logs_normalizer(conversation_id_keys: Sequence[str] = ()) -> LogsNormalizer:
+def default_logs_normalizer(
+    conversation_id_keys: Sequence[str] = (), tally: ReadTally | None = None
+) -> LogsNormalizer:
+    """`normalize_logs_request` likewise (its events tallied as `genai_log_events`)."""
     from tracepass.collector.normalize import normalize_logs_request
 
-    return partial(normalize_logs_request, conversation_id_keys=tuple(conversation_id_keys))
+    return partial(
+        normalize_logs_request, conversation_id_keys=tuple(conversation_id_keys), tally=tally
+    )
 
 
 def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
