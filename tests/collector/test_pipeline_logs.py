@@ -93,6 +93,8 @@ async def test_real_exporters_events_join_their_spans_whichever_arrives_first(
     assert h.metrics.value("tracepass_log_records_received", protocol=protocol) == len(run.logs)
     assert h.metrics.value("tracepass_log_records_ignored") == 1  # the plain log line
     assert h.metrics.value("tracepass_log_records_rejected") == 0
+    events = len(run.logs) - 1
+    assert h.metrics.value("tracepass_spans_read", convention="genai_log_events") == events
     await pipeline.stop()
 
 
