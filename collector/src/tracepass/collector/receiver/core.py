@@ -17,14 +17,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.receiver.signals import Req, Signal, SignalName
 from tracepass.collector.receiver.sink import IngestResult, Overloaded, SpanSink
-
-if TYPE_CHECKING:
-    from tracepass.collector.receiver.signals import Signal, SignalName
 
 __all__ = ["Protocol", "ReceiverCore", "Refusal", "RefusalKind"]
 
@@ -141,7 +139,7 @@ class ReceiverCore:
 
     # --- ingestion ---------------------------------------------------------------------
 
-    async def ingest(self, signal: Signal[Any], protocol: Protocol, request: Any) -> IngestResult:
+    async def ingest(self, signal: Signal[Req], protocol: Protocol, request: Req) -> IngestResult:
         """Hand one decoded request of `signal` to the sink and count the outcome."""
         n = signal.count(request)
         signal.received(self.instruments).add(n, {"protocol": protocol})

@@ -31,7 +31,7 @@ from tracepass.collector.receiver.otlp_json import decode_json_bytes
 from tracepass.collector.receiver.otlp_json_logs import decode_logs_json_bytes
 from tracepass.collector.receiver.sink import IngestResult, SpanSink
 
-__all__ = ["LOGS", "SIGNALS", "TRACES", "Signal", "SignalName"]
+__all__ = ["LOGS", "SIGNALS", "TRACES", "Req", "Signal", "SignalName"]
 
 SignalName = Literal["traces", "logs"]
 Req = TypeVar("Req", ExportTraceServiceRequest, ExportLogsServiceRequest)
