@@ -38,7 +38,6 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.normalize import normalize_logs_request, normalize_request
-from tracepass.collector.normalize.records import RecordKind
 from tracepass.collector.pipeline import assemble_offline
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.otlpfile import read_otlp_file
@@ -178,25 +177,31 @@ async def test_events_wait_for_spans_past_the_idle_timeout() -> None:
     await pipeline.stop()
 
 
-async def test_events_whose_span_never_arrives_are_counted_when_given_up() -> None:
-    h = Harness(None, idle_timeout_s=IDLE, retention_s=120)
+async def test_events_whose_span_never_arrives_are_counted_and_deleted_when_given_up(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, idle_timeout_s=IDLE, retention_s=120)
     pipeline = await h.start()
     # A conversation whose spans arrived, plus events for a span that never does.
     joined, orphaned = genai_run("conv-kept", turns=1), genai_run("conv-lost", turns=1)
     await pipeline.ingest(joined.traces_request())
     await pipeline.ingest_logs(joined.logs_request())
     await pipeline.ingest_logs(orphaned.logs_request())
-    events = sum(
-        1 for r in normalize_logs_request(orphaned.logs_request())[0] if r.kind is RecordKind.EVENT
-    )
+    lost, _ = normalize_logs_request(orphaned.logs_request())
+    lost_ids = {(r.trace_id, r.span_id) for r in lost}
     h.clock.advance(IDLE + 1)
     await pipeline.process_due()
     # Only the conversation with spans is evaluated; events alone are nothing to score.
     assert [conv.id for conv, _, _ in h.evaluator.calls] == ["conv-kept"]
     assert h.metrics.value("tracepass_log_events_dropped") == 0  # a late span may still come
+    assert pipeline.store is not None
+    assert lost_ids <= {(r.trace_id, r.span_id) for c in _load(pipeline.store) for r in c.records}
     h.clock.advance(121)
     await pipeline.process_due()
-    assert h.metrics.value("tracepass_log_events_dropped", reason="no_span") == events
+    assert h.metrics.value("tracepass_log_events_dropped", reason="no_span") == len(lost)
+    # Given up means gone from the state file too: a restart does not bring them back.
+    stored = {(r.trace_id, r.span_id) for c in _load(pipeline.store) for r in c.records}
+    assert not lost_ids & stored
     await pipeline.stop()
 
 

@@ -196,6 +196,7 @@ class Assembler:
         self._heap: list[tuple[float, int, _Conv]] = []
         self._seq = 0
         self._ready: deque[Completed] = deque()
+        self._given_up: list[str] = []  # keys of event buffers dropped (`take_given_up`)
         self._held = 0  # records held in open + retained conversations
         self._open_spans = 0
         # Instrument updates not yet reported: one `add` per instrument at the end of each
@@ -626,6 +627,13 @@ class Assembler:
         self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
         log.info("%d GenAI log events of %s never met their spans: dropped", n, conv.key)
         self._forget(conv)
+        self._given_up.append(conv.key)
+
+    def take_given_up(self) -> list[str]:
+        """Keys of the event-only buffers given up since the last call: a durable store
+        deletes what it holds for them, or a restart would restore them."""
+        out, self._given_up = self._given_up, []
+        return out
 
     def _forget(self, conv: _Conv) -> None:
         if self._convs.get(conv.key) is conv:

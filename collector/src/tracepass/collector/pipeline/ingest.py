@@ -377,6 +377,10 @@ class Pipeline:
         """Hand every conversation that is complete by `now` to evaluation; with `wait`,
         return after all evaluations (including earlier running ones) finished."""
         completed = self.assembler.poll(now)
+        given_up = self.assembler.take_given_up()
+        if self.store is not None:
+            for key in given_up:
+                await self.store.discard(key)
         for item in completed:
             self._chains.schedule(item)
         if wait:
@@ -388,8 +392,10 @@ class Pipeline:
 
     async def _evaluate(self, item: Completed) -> None:
         if all(r.kind is RecordKind.EVENT for r in item.records):
-            # Only GenAI log events, their spans not (yet) here: nothing to evaluate. The
-            # assembler keeps them for late spans and counts them when it gives them up.
+            # Only GenAI log events (an evicted buffer whose spans never came): nothing to
+            # evaluate; the assembler counted them, and no restart may restore them.
+            if self.store is not None:
+                await self.store.discard(item.key)
             return
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
