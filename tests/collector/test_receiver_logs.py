@@ -262,6 +262,30 @@ async def test_malformed_logs_json_is_400_with_the_field_path(
     assert metrics.value("tracepass_export_requests", **invalid) == 3
 
 
+async def test_a_document_of_the_other_signal_is_400_not_an_empty_success(
+    metrics: Metrics, client: aiohttp.ClientSession
+) -> None:
+    """Unknown keys are ignored, so a traces document posted to /v1/logs (or the reverse)
+    would decode as an empty request, be acknowledged and lost: it is refused instead."""
+    run = genai_run(turns=1)
+    sink = RecordingSink()
+    async for servers in _serve(sink, metrics):
+        base = f"http://127.0.0.1:{servers.http_port}"
+        for path, doc, key, message in (
+            ("/v1/logs", run.traces_request(), "resourceSpans", "OTLP traces document, not logs"),
+            ("/v1/traces", run.logs_request(), "resourceLogs", "OTLP logs document, not traces"),
+        ):
+            body = json.dumps(to_otlp_json(doc))
+            async with client.post(base + path, data=body, headers=JS) as resp:
+                assert resp.status == 400
+                status = await _status(resp)
+            assert message in status.message
+            bad = error_details_pb2.BadRequest()
+            assert status.details[0].Unpack(bad)
+            assert bad.field_violations[0].field == key
+    assert sink.calls == 0
+
+
 async def test_malformed_logs_protobuf_is_located_on_both_protocols(
     metrics: Metrics, client: aiohttp.ClientSession
 ) -> None:

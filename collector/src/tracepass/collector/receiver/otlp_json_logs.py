@@ -33,6 +33,7 @@ from tracepass.collector.receiver.otlp_json import (
     _str,
     _u32,
     _u64,
+    check_signal,
     parse_json,
 )
 
@@ -95,6 +96,7 @@ def decode_logs_json_object(obj: Any) -> ExportLogsServiceRequest:
     if items is None:
         items = obj.get("resource_logs")
     if items is None:
+        check_signal(obj, "logs")
         return request
     if type(items) is not list:
         raise OtlpJsonError(f"expected an array, got {_kind(items)}", "resourceLogs")
