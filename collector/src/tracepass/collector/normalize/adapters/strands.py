@@ -39,5 +39,5 @@ ADAPTER = Adapter(
     "strands",
     scopes=("strands.telemetry",),
     adapt=adapt,
-    doc='tool results `[{"text": …}]` → the text (JSON-decoded); the answer\'s trailing newline',
+    doc="tool results `[{'text': …}]` → the text (JSON-decoded); no trailing answer newline",
 )
