@@ -9,6 +9,7 @@ from .assembler import (
     Completed,
     Reason,
     TurnTarget,
+    complete_all,
 )
 from .build import build_conversation
 
@@ -21,4 +22,5 @@ __all__ = [
     "Reason",
     "TurnTarget",
     "build_conversation",
+    "complete_all",
 ]

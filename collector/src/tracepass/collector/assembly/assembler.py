@@ -789,3 +789,17 @@ def _events_only(conv: _Conv) -> bool:
 
 def _ids(rec: SpanRecord) -> tuple[str, str]:
     return rec.trace_id, rec.span_id
+
+
+def complete_all(
+    records: Iterable[SpanRecord], instruments: CollectorInstruments
+) -> list[Completed]:
+    """Every conversation of a finite set of records, completed at end of input (offline
+    use: `tracepass conversations`, `tracepass inspect`): unbounded caps, a frozen clock."""
+    big = 2**62
+    config = AssemblyConfig(
+        max_open_conversations=big, max_buffered_spans=big, max_spans_per_conversation=big
+    )
+    asm = Assembler(config, instruments, clock=lambda: 0.0)
+    asm.add(records)
+    return asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)

@@ -32,7 +32,7 @@ from tracepass.collector.normalize.registry import (
 )
 from tracepass.evaluator.models import Conversation, ToolCall, Turn
 
-from .assembler import Assembler, Reason
+from .assembler import complete_all
 from .build import build_conversation, top_level_turn
 from .events import join_log_events
 
@@ -163,16 +163,9 @@ def _assembled(records: list[SpanRecord]) -> list[tuple[str, tuple[SpanRecord, .
     """The records of each conversation, grouped by the live assembler's rules."""
     from opentelemetry.metrics import NoOpMeter
 
-    from tracepass.collector.config import AssemblyConfig
     from tracepass.collector.instruments import CollectorInstruments
 
-    big = 2**62
-    config = AssemblyConfig(
-        max_open_conversations=big, max_buffered_spans=big, max_spans_per_conversation=big
-    )
-    asm = Assembler(config, CollectorInstruments.create(NoOpMeter("inspect")), clock=lambda: 0.0)
-    asm.add(records)
-    done = asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)
+    done = complete_all(records, CollectorInstruments.create(NoOpMeter("inspect")))
     return [(c.key, c.records) for c in done]
 
 

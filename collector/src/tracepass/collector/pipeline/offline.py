@@ -12,8 +12,7 @@ from opentelemetry.metrics import NoOpMeter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.assembly import Assembler, Reason, build_conversation
-from tracepass.collector.config import AssemblyConfig
+from tracepass.collector.assembly import build_conversation, complete_all
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
@@ -59,13 +58,7 @@ def default_logs_normalizer(
 
 def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
     """Conversations from a finite set of records: everything completes at end of input."""
-    big = 2**62
-    config = AssemblyConfig(
-        max_open_conversations=big, max_buffered_spans=big, max_spans_per_conversation=big
-    )
-    asm = Assembler(config, CollectorInstruments.create(NoOpMeter("offline")), clock=lambda: 0.0)
-    asm.add(records)
-    done = asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)
+    done = complete_all(records, CollectorInstruments.create(NoOpMeter("offline")))
     convs = [build_conversation(c.key, c.records) for c in done]
     # Traces where no agent worked (only setup spans) build conversations without turns.
     convs = [c for c in convs if c.turns]

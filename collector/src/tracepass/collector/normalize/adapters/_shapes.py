@@ -36,6 +36,16 @@ def call_wrapper(value: Any, keys: frozenset[str]) -> dict[str, Any] | None:
     return out
 
 
+def unwrap_call_arguments(rec: SpanRecord, keys: frozenset[str]) -> bool:
+    """Replace a call wrapper (see `call_wrapper`) in the record's arguments by the
+    arguments; whether it was one."""
+    args = call_wrapper(rec.tool_arguments, keys)
+    if args is None:
+        return False
+    set_arguments(rec, args)
+    return True
+
+
 def set_arguments(rec: SpanRecord, arguments: dict[str, Any]) -> None:
     rec.tool_arguments = arguments
     note_source(rec, "tool_arguments", SOURCE_ADAPTER)

@@ -16,10 +16,9 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import (
-    call_wrapper,
     decoded,
-    set_arguments,
     set_result,
+    unwrap_call_arguments,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import SOURCE_ADAPTER, Adapter, note_source
@@ -32,11 +31,7 @@ REPR_ANSWER_PREFIXES = ("StopEvent(", "AgentOutput(", "ChatMessage(")
 def adapt(rec: SpanRecord, attrs: dict[str, Any], span: Span) -> bool:
     kind = rec.kind
     if kind is RecordKind.TOOL:
-        changed = False
-        args = call_wrapper(rec.tool_arguments, _CALL_KEYS)
-        if args is not None:
-            set_arguments(rec, args)
-            changed = True
+        changed = unwrap_call_arguments(rec, _CALL_KEYS)
         result = decoded(rec.tool_result)
         if isinstance(result, dict) and result.keys() >= _TOOL_OUTPUT_KEYS:
             set_result(rec, result["raw_output"])

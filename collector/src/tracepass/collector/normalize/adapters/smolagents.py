@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.adapters._shapes import call_wrapper, decoded, set_arguments
+from tracepass.collector.normalize.adapters._shapes import decoded, unwrap_call_arguments
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ANSWER,
@@ -43,11 +43,7 @@ def _answer_of(arguments: dict[str, Any]) -> str | None:
 def adapt(rec: SpanRecord, attrs: dict[str, Any], span: Span) -> bool:
     kind = rec.kind
     if kind is RecordKind.TOOL:
-        changed = False
-        args = call_wrapper(rec.tool_arguments, _CALL_KEYS)
-        if args is not None:
-            set_arguments(rec, args)
-            changed = True
+        changed = unwrap_call_arguments(rec, _CALL_KEYS)
         if rec.tool_name == ANSWER_TOOL:
             rec.kind = RecordKind.OTHER
             rec.output_text = _answer_of(rec.tool_arguments or {})
