@@ -273,3 +273,12 @@ async def test_serve_record_writes_logs_requests_that_the_file_reader_joins(
     assert list(read_otlp_file(path)) == [run.logs_request(), run.traces_request()]
     (conv,) = assemble_offline(read_otlp_file(path))
     assert rebuilt(conv.turns) == run.truth
+
+
+def test_offline_events_without_their_span_are_reported(caplog: pytest.LogCaptureFixture) -> None:
+    run, alone = genai_run("conv-file"), genai_run("conv-file-orphan", turns=1)
+    with caplog.at_level("WARNING"):
+        (conv,) = assemble_offline([run.traces_request(), run.logs_request(), alone.logs_request()])
+    assert rebuilt(conv.turns) == run.truth
+    events = len(normalize_logs_request(alone.logs_request())[0])
+    assert f"{events} GenAI log events name a span that is not in the input" in caplog.text

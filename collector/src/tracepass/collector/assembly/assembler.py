@@ -30,7 +30,7 @@ import heapq
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -608,12 +608,7 @@ class Assembler:
         """GenAI log events (EVENT records) whose span never arrived are given up with
         the conversation's records: until then (idle timeout, then `retention_s`) a late
         span would still have joined them, so this is the first moment they are lost."""
-        records = conv.records
-        n = sum(
-            1
-            for r in records.values()
-            if r.kind is _EVENT and (r.trace_id, r.parent_span_id) not in records
-        )
+        n = unjoined_events(conv.records)
         if n:
             self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
             log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
@@ -781,6 +776,15 @@ class Assembler:
             conv.closed_at = closed_at
             self._retained[key] = conv
         self._flush_gauge()
+
+
+def unjoined_events(records: Mapping[SpanKey, SpanRecord]) -> int:
+    """GenAI log events (EVENT records) in `records` whose span is not among them."""
+    return sum(
+        1
+        for r in records.values()
+        if r.kind is _EVENT and (r.trace_id, r.parent_span_id) not in records
+    )
 
 
 def _events_only(conv: _Conv) -> bool:

@@ -12,7 +12,7 @@ from opentelemetry.metrics import NoOpMeter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.assembly import build_conversation, complete_all
+from tracepass.collector.assembly import build_conversation, complete_all, unjoined_events
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
@@ -59,6 +59,9 @@ def default_logs_normalizer(
 def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
     """Conversations from a finite set of records: everything completes at end of input."""
     done = complete_all(records, CollectorInstruments.create(NoOpMeter("offline")))
+    lost = sum(unjoined_events({(r.trace_id, r.span_id): r for r in c.records}) for c in done)
+    if lost:
+        log.warning("%d GenAI log events name a span that is not in the input: not used", lost)
     convs = [build_conversation(c.key, c.records) for c in done]
     # Traces where no agent worked (only setup spans) build conversations without turns.
     convs = [c for c in convs if c.turns]
