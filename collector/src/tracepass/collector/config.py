@@ -36,6 +36,9 @@ class ReceiverConfig(_Section):
     retry_after_s: float = Field(default=1.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
+    # Record every accepted export request to size-rotated files here (`serve --record`).
+    record_dir: Path | None = None
+    record_max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
 
 
 class AssemblyConfig(_Section):
@@ -122,6 +125,9 @@ class MetricsConfig(_Section):
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
+    # Bound on one OTLP export (metrics and evaluation events), retries included, so an
+    # unreachable endpoint never holds up SIGTERM for longer than about this.
+    otlp_timeout_s: float = Field(default=5.0, gt=0)
     export_interval_s: float = Field(default=15.0, gt=0)
     windows: list[WindowConfig] = Field(
         default_factory=lambda: [
