@@ -26,6 +26,9 @@ TOOL_TYPE: Final = _ga.GEN_AI_TOOL_TYPE
 TOOL_CALL_ID: Final = _ga.GEN_AI_TOOL_CALL_ID
 TOOL_CALL_ARGUMENTS: Final = _ga.GEN_AI_TOOL_CALL_ARGUMENTS
 TOOL_CALL_RESULT: Final = _ga.GEN_AI_TOOL_CALL_RESULT
+# tracepass's own: the JSON Schema of a `@tool` function's parameters (docs/instrumentation.md)
+TOOL_PARAMETERS_SCHEMA: Final = "tracepass.tool.parameters_schema"
+TOOL_DEFINITIONS: Final = _ga.GEN_AI_TOOL_DEFINITIONS
 REQUEST_MODEL: Final = _ga.GEN_AI_REQUEST_MODEL
 RESPONSE_MODEL: Final = _ga.GEN_AI_RESPONSE_MODEL
 ERROR_TYPE: Final = _err.ERROR_TYPE

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
-from tracepass.evaluator.models import Conversation, Turn
+from tracepass.evaluator.models import Conversation, ToolDefinition, Turn
 
 from .arguments import requested_calls, responses_of, tool_calls
 from .events import join_log_events
@@ -82,6 +82,31 @@ def _merge_duplicate_tools(tools: list[SpanRecord], members: list[SpanRecord]) -
     return [merged.get(r.span_id, r) for r in tools if r.span_id not in inner]
 
 
+def _offered_tools(root: SpanRecord, models: list[SpanRecord]) -> tuple[ToolDefinition, ...] | None:
+    """Every tool offered in the turn: declared on its agent span or to its model calls
+    (first definition of a name wins); None when no span said."""
+    found: dict[str, ToolDefinition] = {}
+    known = False
+    # A TOOL record's definitions are its own schema, not an offer (see _tool_schemas).
+    declaring = (root, *models) if root.kind is not RecordKind.TOOL else models
+    for m in declaring:
+        if m.tool_definitions is None:
+            continue
+        known = True
+        for d in m.tool_definitions:
+            found.setdefault(d.name, d)
+    return tuple(found.values()) if known else None
+
+
+def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
+    return {
+        d.name: d.parameters
+        for r in tools
+        for d in r.tool_definitions or ()
+        if d.parameters is not None
+    }
+
+
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     members.sort(key=lambda r: (r.start_ns, r.span_id))
     tools = [r for r in members if r.kind is RecordKind.TOOL]
@@ -127,6 +152,8 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
         span_id=root.span_id,
         start_ns=root.start_ns,
         end_ns=root.end_ns,
+        offered_tools=_offered_tools(root, models),
+        tool_schemas=_tool_schemas(tools),
     )
 
 

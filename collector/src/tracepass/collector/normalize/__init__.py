@@ -102,6 +102,7 @@ _HOT_FIELDS = (
     "requested_tool_calls",
     "final_answer_uses_tools",
     "attributes",
+    "tool_definitions",
 )
 if tuple(f.name for f in dataclasses.fields(SpanRecord)) != _HOT_FIELDS:  # pragma: no cover
     raise ImportError("SpanRecord's fields changed: update _HOT_FIELDS and normalize_request")
@@ -263,6 +264,7 @@ def normalize_request(
                     (),  # requested_tool_calls
                     None,  # final_answer_uses_tools
                     kept,  # attributes
+                    None,  # tool_definitions
                 )
                 # Dispatch (table.py, docs/conventions.md): first claim wins.
                 convention: str | None = None

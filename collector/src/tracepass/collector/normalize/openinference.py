@@ -32,6 +32,7 @@ from tracepass.collector.normalize.messages import (
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.normalize.tooldefs import openinference_definitions
 
 NAME = "openinference"
 SPAN_KIND = "openinference.span.kind"
@@ -89,6 +90,7 @@ def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.input_text = last_text(inputs, USER)
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
+    rec.tool_definitions = openinference_definitions(attrs)
 
 
 def fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str:

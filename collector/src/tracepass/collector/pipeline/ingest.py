@@ -414,7 +414,14 @@ class Pipeline:
             if self.store is not None:
                 await self.store.discard(item.key)
             return
-        result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        policy = self.references.catalog.policy_for(conversation)
+        if policy is None:  # evaluators written before policies take no `policy`
+            result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        else:
+            result = await self.evaluator.aevaluate(
+                conversation, reference, reference_set=set_name, policy=policy
+            )
+            set_name = result.reference_set
         now = self.clock()
         last_end = max((r.end_ns for r in item.records), default=0)
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
