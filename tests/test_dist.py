@@ -66,13 +66,34 @@ def _wheel(dist: Path, name: str) -> Path:
 def test_collector_wheels_install_in_a_clean_venv(dist: Path, tmp_path: Path) -> None:
     python = _venv(tmp_path / "venv")
     wheels = [_wheel(dist, n) for n in ("tracepass_instrumentation", "tracepass_evaluator")]
-    _run(UV, "pip", "install", "--python", python, *wheels, _wheel(dist, "tracepass_collector"))
+    collector = f"{_wheel(dist, 'tracepass_collector')}[report]"
+    _run(UV, "pip", "install", "--python", python, *wheels, collector)
     tracepass = python.with_name("tracepass")
     version = _run(tracepass, "--version")
     for name in ("tracepass-collector", "tracepass-evaluator", "tracepass-instrumentation"):
         assert name in version
     assert "--grpc-port" in _run(tracepass, "serve", "--help")
     _run(python, "-c", "import tracepass.instrumentation, tracepass.evaluator")
+
+    # The demo finds its example agent and references in the wheel (no checkout here).
+    report = tmp_path / "demo.html"
+    _run(
+        tracepass,
+        "demo",
+        "--duration",
+        "4",
+        "--no-live",
+        "--grpc-port",
+        "0",
+        "--http-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--report",
+        report,
+        cwd=tmp_path,
+    )
+    assert report.stat().st_size > 0
 
 
 def test_instrumentation_wheel_alone_needs_only_api_and_sdk(dist: Path, tmp_path: Path) -> None:

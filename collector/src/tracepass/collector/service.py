@@ -37,6 +37,7 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.receiver.binding import BindError
 from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
@@ -473,6 +474,13 @@ def with_overrides(
         raise ConfigError(f"{where}: {first['msg']}") from exc
 
 
+_FLAG_OF_SETTING = {
+    "receiver.grpc_port": "--grpc-port",
+    "receiver.http_port": "--http-port",
+    "metrics.prometheus_port": "--metrics-port",
+}
+
+
 def startup_error(exc: BaseException) -> str | None:
     """The message to show when `CollectorService.start()` failed on bad input or an
     unavailable resource (exit code 2), or None for a bug (let it propagate)."""
@@ -481,6 +489,10 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, BindError):
+        flag = _FLAG_OF_SETTING.get(exc.setting)
+        where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"
+        return f"{where}: {exc.reason}"
     if isinstance(exc, OSError):
         # aiohttp / prometheus_client bind errors: errno + address.
         return f"cannot listen: {exc.strerror or exc}" + (
