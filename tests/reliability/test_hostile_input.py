@@ -51,6 +51,17 @@ def _doc(span: dict[str, Any]) -> dict[str, Any]:
 
 _IDS = {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331"}
 
+
+def _nested_any(kind: str, levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"stringValue": "leaf"}
+    for _ in range(levels):
+        if kind == "kvlist":
+            value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
+        else:
+            value = {"arrayValue": {"values": [value]}}
+    return value
+
+
 # Each of these was answered 500 and went uncounted before the fix.
 HOSTILE_JSON: dict[str, bytes] = {
     "superscript digit in an integer string": json.dumps(
@@ -92,16 +103,6 @@ HOSTILE_JSON: dict[str, bytes] = {
 }
 
 
-def _nested_any(kind: str, levels: int) -> dict[str, Any]:
-    value: dict[str, Any] = {"stringValue": "leaf"}
-    for _ in range(levels):
-        if kind == "kvlist":
-            value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
-        else:
-            value = {"arrayValue": {"values": [value]}}
-    return value
-
-
 def _attribute_doc(where: str, value: dict[str, Any]) -> dict[str, Any]:
     """The value as an attribute in each place OTLP has attributes."""
     attrs = [{"key": "deep", "value": value}]
@@ -136,6 +137,39 @@ async def _post(servers: ReceiverServers, body: bytes, headers: dict[str, str]) 
         async with session.post(url, data=body, headers=headers) as resp:
             await resp.read()
             return resp.status
+
+
+HOSTILE_LOGS_JSON: dict[str, bytes] = {
+    "lone surrogate in a log body": (
+        b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"\\ud800"}}]}]}]}'
+    ),
+    "lone surrogate in severityText": (
+        b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityText":"\\udc00"}]}]}]}'
+    ),
+    "superscript digit in timeUnixNano": (
+        b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"\xc2\xb2"}]}]}]}'
+    ),
+    "log attribute nested 32 kvlist levels": json.dumps(
+        {
+            "resourceLogs": [
+                {"scopeLogs": [{"logRecords": [{"attributes": [{"key": "k", "value": {}}]}]}]}
+            ]
+        }
+    )
+    .replace('"value": {}', '"value": ' + json.dumps(_nested_any("kvlist", 32)))
+    .encode(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_LOGS_JSON))
+async def test_hostile_logs_json_is_400_and_counted(
+    servers: ReceiverServers, metrics: Metrics, case: str
+) -> None:
+    async with aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{servers.http_port}/v1/logs"
+        async with session.post(url, data=HOSTILE_LOGS_JSON[case], headers=JS) as resp:
+            assert resp.status == 400, await resp.text()
+    assert metrics.value("tracepass_export_requests", outcome="invalid", signal="logs") == 1
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_JSON))

@@ -31,6 +31,7 @@ from tracepass.collector.receiver.otlp_json import (
     _resource,
     _scope,
     _str,
+    _surrogate,
     _u32,
     _u64,
     check_signal,
@@ -106,6 +107,8 @@ def decode_logs_json_object(obj: Any) -> ExportLogsServiceRequest:
             _resource_logs(rl, out.add())
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend("resourceLogs") from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend("resourceLogs") from None
     return request
 
 
@@ -124,6 +127,8 @@ def _resource_logs(rl: Any, msg: ResourceLogs) -> None:
             _scope_logs(sl, out.add())
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend("scopeLogs") from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend("scopeLogs") from None
 
 
 def _scope_logs(sl: Any, msg: ScopeLogs) -> None:
@@ -141,6 +146,8 @@ def _scope_logs(sl: Any, msg: ScopeLogs) -> None:
             _log_record(lr, out.add())
         except OtlpJsonError as exc:
             raise exc.prepend(f"[{i}]").prepend("logRecords") from None
+        except UnicodeEncodeError:
+            raise _surrogate().prepend(f"[{i}]").prepend("logRecords") from None
 
 
 def _severity(name: str) -> int:
