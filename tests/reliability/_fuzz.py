@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from _receiver_support import make_request, to_otlp_json
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.receiver.otlp_json_logs import encode_logs_json
 
 __all__ = ["FuzzInput", "inputs", "wire_field"]
 
@@ -63,10 +66,33 @@ class FuzzInput:
     content_type: str
     encoding: str  # Content-Encoding sent ("" for none)
     protocol: str  # "http" or "grpc"
+    signal: str = "traces"  # or "logs"
 
 
 def _pool(rng: random.Random) -> list[ExportTraceServiceRequest]:
     return [make_request(rng.randint(1, 3), f"fuzz-{i}") for i in range(8)]
+
+
+def _logs_pool(rng: random.Random) -> list[ExportLogsServiceRequest]:
+    """GenAI events as OTLP log records (what instrumentations emit), tied to spans."""
+    out = []
+    for i in range(4):
+        request = ExportLogsServiceRequest()
+        rl = request.resource_logs.add()
+        kv = rl.resource.attributes.add()
+        kv.key, kv.value.string_value = "service.name", "fuzz-agent"
+        records = rl.scope_logs.add().log_records
+        for j in range(rng.randint(1, 4)):
+            rec = records.add()
+            rec.time_unix_nano = 1_700_000_000_000_000_000 + j
+            rec.trace_id, rec.span_id = rng.randbytes(16), rng.randbytes(8)
+            rec.event_name = "gen_ai.user.message"
+            rec.severity_number = 9
+            rec.body.kvlist_value.values.add(key="content").value.string_value = f"q {i} {j}"
+            attr = rec.attributes.add()
+            attr.key, attr.value.string_value = "gen_ai.conversation.id", f"fuzz-log-{i}"
+        out.append(request)
+    return out
 
 
 def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
@@ -177,10 +203,18 @@ def inputs(seed: int, count: int) -> Iterator[FuzzInput]:
     """`count` inputs, the same ones for the same seed."""
     rng = random.Random(seed)
     pool = _pool(rng)
-    raw = [r.SerializeToString() for r in pool]
-    docs = [to_otlp_json(r) for r in pool]
+    logs = _logs_pool(rng)
+    by_signal = {
+        "traces": ([r.SerializeToString() for r in pool], [to_otlp_json(r) for r in pool]),
+        "logs": (
+            [r.SerializeToString() for r in logs],
+            [json.loads(encode_logs_json(r)) for r in logs],
+        ),
+    }
     for _ in range(count):
         protocol = "grpc" if rng.random() < 0.5 else "http"
+        signal = "logs" if rng.random() < 0.25 else "traces"
+        raw, docs = by_signal[signal]
         kind = rng.random()
         content_type = "application/x-protobuf"
         if kind < 0.08:
@@ -205,4 +239,4 @@ def inputs(seed: int, count: int) -> Iterator[FuzzInput]:
                 encoding = rng.choice(["br", "deflate", "x-gzip, identity"])
             if rng.random() < 0.03:
                 content_type = rng.choice(["text/plain", "application/json; charset=latin-1", ""])
-        yield FuzzInput(body, content_type, encoding, protocol)
+        yield FuzzInput(body, content_type, encoding, protocol, signal)

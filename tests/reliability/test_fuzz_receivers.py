@@ -19,12 +19,14 @@ from _receiver_support import Metrics
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.receiver.signals import SIGNALS
 from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
 COUNT = int(os.environ.get("TRACEPASS_FUZZ_INPUTS", "20000"))  # `make reliability`: 10**6
 SEED = int(os.environ.get("TRACEPASS_FUZZ_SEED", "13"))
 BATCH = 48
-METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+METHODS = {signal.name: f"/{signal.grpc_service}/Export" for signal in SIGNALS}
+PATHS = {signal.name: signal.http_path for signal in SIGNALS}
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240 + COUNT // 100)]
 
@@ -37,12 +39,12 @@ GRPC_OUTCOME = {
 }
 
 
-async def _http(session: aiohttp.ClientSession, url: str, item: FuzzInput) -> int:
+async def _http(session: aiohttp.ClientSession, base: str, item: FuzzInput) -> int:
     headers = {"Content-Type": item.content_type}
     if item.encoding:
         headers["Content-Encoding"] = item.encoding
     try:
-        async with session.post(url, data=item.body, headers=headers) as resp:
+        async with session.post(base + PATHS[item.signal], data=item.body, headers=headers) as resp:
             await resp.read()
             return resp.status
     except aiohttp.ClientError:
@@ -51,7 +53,7 @@ async def _http(session: aiohttp.ClientSession, url: str, item: FuzzInput) -> in
 
 async def _grpc(channel: grpc.aio.Channel, item: FuzzInput) -> grpc.StatusCode:
     try:
-        await channel.unary_unary(METHOD)(item.body, timeout=30)
+        await channel.unary_unary(METHODS[item.signal])(item.body, timeout=30)
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
@@ -75,7 +77,7 @@ async def test_fuzzed_inputs_never_crash_and_are_all_counted(tmp_path: Path) -> 
     seen_grpc: Counter[str] = Counter()
     unexpected: list[str] = []
     try:
-        url = f"http://127.0.0.1:{servers.http_port}/v1/traces"
+        url = f"http://127.0.0.1:{servers.http_port}"
         connector = aiohttp.TCPConnector(limit=BATCH)
         async with (
             aiohttp.ClientSession(connector=connector, auto_decompress=False) as session,
