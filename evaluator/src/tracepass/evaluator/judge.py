@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tracepass.evaluator.graders.jsonfind import last_between_markers, last_json_object
 from tracepass.evaluator.judge_budget import JudgeBudget, JudgeBudgetExhausted
 from tracepass.evaluator.judge_cache import JudgeCache, cache_key
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -276,6 +277,7 @@ class LLMJudge:
         self.pass_threshold = pass_threshold
         self.model_id = model_id or _model_id(model)
         self.retry_on = retry_on
+        self._log = RateLimitedLog(log)  # per-conversation failures: an outage would flood
         self.on_call = on_call
         self.budget = budget
         self._use_structured = use_structured_output
@@ -444,7 +446,7 @@ class LLMJudge:
         try:
             return self.cache.get(key)
         except sqlite3.Error as exc:
-            log.warning("judge cache read failed (%s); judging without it", exc)
+            self._log.warning("cache_read", "judge cache read failed (%s); judging without it", exc)
             return None
 
     def _cache_put(self, key: str, score: float, reasoning: str | None) -> None:
@@ -455,7 +457,9 @@ class LLMJudge:
                 key, score, reasoning, model_id=self.model_id, rubric_version=self.rubric_version
             )
         except sqlite3.Error as exc:
-            log.warning("judge cache write failed (%s); verdict kept, not cached", exc)
+            self._log.warning(
+                "cache_write", "judge cache write failed (%s); verdict kept, not cached", exc
+            )
 
     def _delay(self, attempt: int) -> float:
         base: float = min(self.backoff_max_s, self.backoff_s * (2**attempt))
@@ -575,7 +579,9 @@ class LLMJudge:
                 if delay > 0:
                     await asyncio.sleep(delay)
         self._emit("error")
-        log.warning("judge gave no verdict after %d attempt(s): %s", attempts, problem)
+        self._log.warning(
+            "no_verdict", "judge gave no verdict after %d attempt(s): %s", attempts, problem
+        )
         return JudgeVerdict(
             score=None,
             passed=None,
