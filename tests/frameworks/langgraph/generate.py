@@ -1,0 +1,210 @@
+"""LangGraph corpus: the shared travel scenario under three LangChain instrumentations.
+
+    python generate.py --list
+    python generate.py langgraph_openinference [langgraph_openllmetry ...]
+
+The agent is LangGraph's prebuilt ReAct agent (`create_react_agent`) with a `ToolNode`
+that turns tool exceptions into error `ToolMessage`s (`handle_tool_errors=True`; the
+default re-raises them and would end the run), an in-memory checkpointer, and the
+conversation id as `configurable.thread_id` — how LangGraph users keep a multi-turn
+thread. Every instrumentation reads the thread id from the run metadata LangGraph fills
+from `configurable`, so no instrumentation-specific session API is needed.
+
+The model is langchain-core's `GenericFakeChatModel` replaying `harness.model_steps()`
+as `AIMessage`s with `tool_calls`; `bind_tools` returns the model itself because the
+script already knows which tools it calls. Runs inside the venv built from
+`requirements.txt` (see `tests/frameworks/regenerate.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import harness
+import scenario_cli
+
+FRAMEWORK = "langgraph"
+MODEL_NAME = "scripted-travel-model"
+COMMON_NOTES = [
+    "agent: langgraph.prebuilt.create_react_agent (deprecated in LangGraph 1.x in favour of "
+    "langchain.agents.create_agent, which cannot be given a ToolNode that reports tool "
+    "exceptions back to the model) with ToolNode(handle_tool_errors=True) and InMemorySaver",
+    "session: config={'configurable': {'thread_id': CONVERSATION_ID}}",
+    "the failing book_flight call goes back to the model as a ToolMessage with status "
+    "'error' and the content \"Error: ToolFailure('flight FL-404 is sold out')\\n Please fix "
+    'your mistakes."; the truth keeps the exception message',
+    "LangChain stringifies non-string tool results for the ToolMessage (search_flights' list "
+    "and book_flight's dict travel as JSON text); the truth keeps the plain results",
+]
+
+
+def _ai_message(step: harness.Step) -> Any:
+    """The step as a chat model's reply, with the response metadata real providers set."""
+    from langchain_core.messages import AIMessage
+
+    finish_reason = "tool_calls" if step.tool_calls else "stop"
+    return AIMessage(
+        content=step.text or "",
+        response_metadata={"finish_reason": finish_reason, "model_name": MODEL_NAME},
+        tool_calls=[
+            {"name": call.name, "args": call.arguments, "id": call.id, "type": "tool_call"}
+            for call in step.tool_calls
+        ],
+    )
+
+
+def build_agent() -> Any:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.tools import StructuredTool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
+    class ScriptedChatModel(GenericFakeChatModel):
+        """Replays the scenario; the bound tools change nothing, the script knows them.
+
+        `model_name` is what real chat models report in their invocation parameters; the
+        OpenTelemetry GenAI instrumentation records no chat span for a model without one.
+        """
+
+        model_name: str = MODEL_NAME
+
+        def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+            return self
+
+    model = ScriptedChatModel(messages=iter(_ai_message(s) for s in harness.model_steps()))
+    tools = [StructuredTool.from_function(function) for function in harness.TOOLS.values()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's deprecation notice
+        return create_react_agent(
+            model,
+            tools=ToolNode(tools, handle_tool_errors=True),
+            prompt=harness.SYSTEM_PROMPT,
+            name=harness.AGENT_NAME,
+            checkpointer=InMemorySaver(),
+        )
+
+
+def run_turns() -> None:
+    agent = build_agent()
+    config = {"configurable": {"thread_id": harness.CONVERSATION_ID}}
+    for turn in harness.TURNS:
+        out = agent.invoke({"messages": [("user", turn.query)]}, config=config)
+        answer = out["messages"][-1].content
+        if answer != turn.answer:
+            raise SystemExit(f"scripted run went off script: {answer!r} != {turn.answer!r}")
+
+
+def _generate(
+    scenario: str,
+    *,
+    instrumentor: Callable[[harness.Capture], Any],
+    instrumentation: str,
+    distribution: str,
+    settings: dict[str, str],
+    notes: Sequence[str] = (),
+) -> Path:
+    capture = harness.Capture()
+    active = instrumentor(capture)
+    try:
+        run_turns()
+    finally:
+        active.uninstrument()
+    meta = harness.Meta(
+        framework=FRAMEWORK,
+        framework_version=harness.package_version("langgraph"),
+        instrumentation=instrumentation,
+        instrumentation_version=harness.package_version(distribution),
+        settings=settings,
+        notes=[*COMMON_NOTES, *notes],
+    )
+    return capture.write(scenario, meta)
+
+
+def openinference(scenario: str) -> Path:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    def install(capture: harness.Capture) -> Any:
+        instrumentor = LangChainInstrumentor()
+        instrumentor.instrument(tracer_provider=capture.tracer_provider)
+        return instrumentor
+
+    return _generate(
+        scenario,
+        instrumentor=install,
+        instrumentation="openinference-instrumentation-langchain",
+        distribution="openinference-instrumentation-langchain",
+        settings=harness.content_capture_env(),
+        notes=[
+            "OpenInference reads session.id from the run metadata key thread_id (also "
+            "session_id / conversation_id); openinference.instrumentation.using_session is "
+            "not needed and not used",
+        ],
+    )
+
+
+def openllmetry(scenario: str) -> Path:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    def install(capture: harness.Capture) -> Any:
+        instrumentor = LangchainInstrumentor()
+        instrumentor.instrument(tracer_provider=capture.tracer_provider)
+        return instrumentor
+
+    return _generate(
+        scenario,
+        instrumentor=install,
+        instrumentation="opentelemetry-instrumentation-langchain (OpenLLMetry, traceloop)",
+        distribution="opentelemetry-instrumentation-langchain",
+        settings={**harness.content_capture_env(), "LangchainInstrumentor": "defaults"},
+    )
+
+
+#: The official OpenTelemetry GenAI instrumentation reads the capture mode as an enum
+#: name; harness.content_capture_env()'s "true" is not one and would capture nothing.
+OTEL_GENAI_CAPTURE = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
+
+
+def otel_genai(scenario: str) -> Path:
+    harness.content_capture_env()
+    os.environ.update(OTEL_GENAI_CAPTURE)
+    from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
+
+    def install(capture: harness.Capture) -> Any:
+        instrumentor = LangChainInstrumentor()
+        instrumentor.instrument(
+            tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
+        )
+        return instrumentor
+
+    return _generate(
+        scenario,
+        instrumentor=install,
+        instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
+        distribution="opentelemetry-instrumentation-genai-langchain",
+        settings=dict(OTEL_GENAI_CAPTURE),
+        notes=[
+            "the official OpenTelemetry LangChain instrumentation is published as "
+            "opentelemetry-instrumentation-genai-langchain (module "
+            "opentelemetry.instrumentation.genai.langchain); the PyPI name "
+            "opentelemetry-instrumentation-langchain is OpenLLMetry's",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT takes NO_CONTENT | SPAN_ONLY | "
+            "EVENT_ONLY | SPAN_AND_EVENT here; 'true' means no content",
+        ],
+    )
+
+
+SCENARIOS: dict[str, scenario_cli.Generator] = {
+    "langgraph_openinference": openinference,
+    "langgraph_openllmetry": openllmetry,
+    "langgraph_otel_genai": otel_genai,
+}
+
+if __name__ == "__main__":
+    raise SystemExit(scenario_cli.main(SCENARIOS))
