@@ -3,6 +3,9 @@
     python generate.py --list
     python generate.py langgraph_openinference [langgraph_openllmetry ...]
 
+`langgraph_otel_genai_events` is the official instrumentation with message content in
+OTLP log records only (`EVENT_ONLY`), the stress case for reading GenAI events from logs.
+
 The agent is LangGraph's prebuilt ReAct agent (`create_react_agent`) with a `ToolNode`
 that turns tool exceptions into error `ToolMessage`s (`handle_tool_errors=True`; the
 default re-raises them and would end the run), an in-memory checkpointer, and the
@@ -168,42 +171,53 @@ def openllmetry(scenario: str) -> Path:
 
 #: The official OpenTelemetry GenAI instrumentation reads the capture mode as an enum
 #: name; harness.content_capture_env()'s "true" is not one and would capture nothing.
-OTEL_GENAI_CAPTURE = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
+CAPTURE_MODE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+OTEL_GENAI_NOTES = [
+    "the official OpenTelemetry LangChain instrumentation is published as "
+    "opentelemetry-instrumentation-genai-langchain (module "
+    "opentelemetry.instrumentation.genai.langchain); the PyPI name "
+    "opentelemetry-instrumentation-langchain is OpenLLMetry's",
+    f"{CAPTURE_MODE} takes NO_CONTENT | SPAN_ONLY | EVENT_ONLY | SPAN_AND_EVENT here; "
+    "'true' means no content",
+]
+EVENT_ONLY_NOTES = [
+    "EVENT_ONLY: message content is only in gen_ai.client.inference.operation.details log "
+    "records (one per chat call, joined to its span by trace/span id); tool spans carry no "
+    "arguments and no results, so arguments can only come from the model's tool-call "
+    "requests in those log records, and tool results from the next call's input messages",
+]
 
 
-def otel_genai(scenario: str) -> Path:
-    harness.content_capture_env()
-    os.environ.update(OTEL_GENAI_CAPTURE)
-    from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
+def otel_genai(capture_mode: str, notes: Sequence[str] = ()) -> scenario_cli.Generator:
+    def generate(scenario: str) -> Path:
+        harness.content_capture_env()
+        os.environ[CAPTURE_MODE] = capture_mode
+        from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(
-            tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
+        def install(capture: harness.Capture) -> Any:
+            instrumentor = LangChainInstrumentor()
+            instrumentor.instrument(
+                tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
+            )
+            return instrumentor
+
+        return _generate(
+            scenario,
+            instrumentor=install,
+            instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
+            distribution="opentelemetry-instrumentation-genai-langchain",
+            settings={CAPTURE_MODE: capture_mode},
+            notes=[*OTEL_GENAI_NOTES, *notes],
         )
-        return instrumentor
 
-    return _generate(
-        scenario,
-        instrumentor=install,
-        instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
-        distribution="opentelemetry-instrumentation-genai-langchain",
-        settings=dict(OTEL_GENAI_CAPTURE),
-        notes=[
-            "the official OpenTelemetry LangChain instrumentation is published as "
-            "opentelemetry-instrumentation-genai-langchain (module "
-            "opentelemetry.instrumentation.genai.langchain); the PyPI name "
-            "opentelemetry-instrumentation-langchain is OpenLLMetry's",
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT takes NO_CONTENT | SPAN_ONLY | "
-            "EVENT_ONLY | SPAN_AND_EVENT here; 'true' means no content",
-        ],
-    )
+    return generate
 
 
 SCENARIOS: dict[str, scenario_cli.Generator] = {
     "langgraph_openinference": openinference,
     "langgraph_openllmetry": openllmetry,
-    "langgraph_otel_genai": otel_genai,
+    "langgraph_otel_genai": otel_genai("SPAN_ONLY"),
+    "langgraph_otel_genai_events": otel_genai("EVENT_ONLY", EVENT_ONLY_NOTES),
 }
 
 if __name__ == "__main__":
