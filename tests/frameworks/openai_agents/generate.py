@@ -42,12 +42,21 @@ COMMON_NOTES = [
     "rejects the free-form `filters: dict[str, Any]`; the failure function tells the model "
     "'Error: flight FL-404 is sold out' (the SDK default hides the exception from both the "
     "model and the trace)",
-    "model: a custom agents.Model that records a response_span with a Responses API Response, "
-    "as OpenAIResponsesModel does; the SDK's default OpenAI trace upload is switched off with "
-    "set_trace_processors([])",
+    "the SDK's default OpenAI trace upload is switched off with set_trace_processors([])",
     "the SDK hands tool results to the model as str(result): search_flights' list and "
     "book_flight's dict travel as Python reprs; the truth keeps the plain results",
 ]
+
+
+CUSTOM_MODEL_NOTE = (
+    "model: a custom agents.Model that records a response_span with a Responses API Response, "
+    "as OpenAIResponsesModel does"
+)
+RESPONSES_MODEL_NOTE = (
+    "model: the SDK's own OpenAIResponsesModel on a real AsyncOpenAI client whose HTTP "
+    "transport (httpx.MockTransport, no network) answers each POST /v1/responses with the "
+    "script's next step as Responses API JSON: only the LLM endpoint is fake"
+)
 
 
 def _tool_failure_message(context: Any, error: Exception) -> str:
@@ -137,7 +146,33 @@ def scripted_model() -> Any:
     return ScriptedModel(harness.model_steps())
 
 
-def build_agent() -> Any:
+def scripted_responses_model() -> Any:
+    """`OpenAIResponsesModel` as shipped, talking to a scripted in-process HTTP endpoint."""
+    import httpx2 as httpx  # openai 3.x runs on httpx2
+    from agents import OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    steps = enumerate(harness.model_steps())
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method != "POST" or not request.url.path.endswith("/responses"):
+            return httpx.Response(404, json={"error": {"message": f"unscripted {request.url}"}})
+        index, step = next(steps)
+        instructions = json.loads(request.content).get("instructions")
+        return httpx.Response(
+            200, json=_response(step, index, instructions).model_dump(mode="json")
+        )
+
+    client = AsyncOpenAI(
+        api_key="offline",
+        base_url="http://scripted-llm.invalid/v1",
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+    )
+    return OpenAIResponsesModel(model=MODEL_NAME, openai_client=client)
+
+
+def build_agent(model: Any) -> Any:
     from agents import Agent, function_tool
 
     tools = [
@@ -147,16 +182,16 @@ def build_agent() -> Any:
     return Agent(
         name=harness.AGENT_NAME,
         instructions=harness.SYSTEM_PROMPT,
-        model=scripted_model(),
+        model=model,
         tools=tools,
     )
 
 
-async def run_turns(turn_context: Callable[[], AbstractContextManager[Any]]) -> None:
+async def run_turns(model: Any, turn_context: Callable[[], AbstractContextManager[Any]]) -> None:
     from agents import RunConfig, Runner
     from agents.memory.sqlite_session import SQLiteSession
 
-    agent = build_agent()
+    agent = build_agent(model)
     session = SQLiteSession(harness.CONVERSATION_ID)
     config = RunConfig(group_id=harness.CONVERSATION_ID, workflow_name="travel-workflow")
     for turn in harness.TURNS:
@@ -175,6 +210,7 @@ def _generate(
     settings: dict[str, str],
     notes: Sequence[str] = (),
     turn_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    model: Callable[[], Any] = scripted_model,
 ) -> Path:
     from agents import flush_traces, set_trace_processors
 
@@ -182,7 +218,7 @@ def _generate(
     capture = harness.Capture()
     instrumentor = instrument(capture)
     try:
-        asyncio.run(run_turns(turn_context))
+        asyncio.run(run_turns(model(), turn_context))
         flush_traces()
     finally:
         instrumentor.uninstrument()
@@ -192,7 +228,11 @@ def _generate(
         instrumentation=instrumentation,
         instrumentation_version=harness.package_version(distribution),
         settings=settings,
-        notes=[*COMMON_NOTES, *notes],
+        notes=[
+            *COMMON_NOTES,
+            CUSTOM_MODEL_NOTE if model is scripted_model else RESPONSES_MODEL_NOTE,
+            *notes,
+        ],
     )
     return capture.write(scenario, meta)
 
@@ -228,41 +268,81 @@ def openinference(scenario: str) -> Path:
 OTEL_GENAI_CAPTURE = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
 
 
-def otel_genai(scenario: str) -> Path:
-    harness.content_capture_env()
-    os.environ.update(OTEL_GENAI_CAPTURE)
-    from opentelemetry.instrumentation.genai.openai_agents import OpenAIAgentsInstrumentor
+OTEL_GENAI_NOTE = (
+    "the official OpenTelemetry instrumentation is published as "
+    "opentelemetry-instrumentation-genai-openai-agents (its predecessor "
+    "opentelemetry-instrumentation-openai-agents-v2 0.1.0 is not used); it records workflow, "
+    "invoke_agent and execute_tool spans only and leaves model calls to "
+    "opentelemetry-instrumentation-genai-openai, which patches the openai client"
+)
+NO_CLIENT_NOTE = (
+    "the custom model makes no openai client call, so no span carries the query or the "
+    "answer (as for any non-OpenAI model); see openai_agents_otel_genai_responses for the "
+    "setup with the client instrumentation"
+)
+CLIENT_NOTE = (
+    "with opentelemetry-instrumentation-genai-openai (OpenAIInstrumentor) as well: its "
+    "'chat' spans for each POST /v1/responses carry the messages"
+)
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = OpenAIAgentsInstrumentor()
-        instrumentor.instrument(
-            tracer_provider=capture.tracer_provider,
-            logger_provider=capture.logger_provider,
-            disable_openai_trace_export=True,
+
+def otel_genai(*, with_client: bool) -> scenario_cli.Generator:
+    """The official agents instrumentation; `with_client` adds the openai client's own."""
+
+    def generate(scenario: str) -> Path:
+        harness.content_capture_env()
+        os.environ.update(OTEL_GENAI_CAPTURE)
+        from opentelemetry.instrumentation.genai.openai_agents import OpenAIAgentsInstrumentor
+
+        def install(capture: harness.Capture) -> Any:
+            providers = {
+                "tracer_provider": capture.tracer_provider,
+                "logger_provider": capture.logger_provider,
+            }
+            agents = OpenAIAgentsInstrumentor()
+            agents.instrument(**providers, disable_openai_trace_export=True)
+            if not with_client:
+                return agents
+            from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+
+            client = OpenAIInstrumentor()
+            client.instrument(**providers)
+            return _Both(agents, client)
+
+        settings = {**OTEL_GENAI_CAPTURE, "disable_openai_trace_export": "True"}
+        if with_client:
+            version = harness.package_version("opentelemetry-instrumentation-genai-openai")
+            settings["opentelemetry-instrumentation-genai-openai"] = version
+        return _generate(
+            scenario,
+            instrument=install,
+            instrumentation="opentelemetry-instrumentation-genai-openai-agents"
+            + (" + opentelemetry-instrumentation-genai-openai" if with_client else "")
+            + " (OpenTelemetry GenAI)",
+            distribution="opentelemetry-instrumentation-genai-openai-agents",
+            settings=settings,
+            notes=[OTEL_GENAI_NOTE, CLIENT_NOTE if with_client else NO_CLIENT_NOTE],
+            model=scripted_responses_model if with_client else scripted_model,
         )
-        return instrumentor
 
-    return _generate(
-        scenario,
-        instrument=install,
-        instrumentation="opentelemetry-instrumentation-genai-openai-agents (OpenTelemetry GenAI)",
-        distribution="opentelemetry-instrumentation-genai-openai-agents",
-        settings={**OTEL_GENAI_CAPTURE, "disable_openai_trace_export": "True"},
-        notes=[
-            "the official OpenTelemetry instrumentation is published as "
-            "opentelemetry-instrumentation-genai-openai-agents (its predecessor "
-            "opentelemetry-instrumentation-openai-agents-v2 0.1.0 is not used)",
-            "it records workflow, invoke_agent and execute_tool spans only and leaves model "
-            "calls to opentelemetry-instrumentation-genai-openai, which patches the openai "
-            "client; the scripted model makes no client call, so no span carries the query "
-            "or the answer (as for any non-OpenAI model)",
-        ],
-    )
+    return generate
+
+
+class _Both:
+    """Two instrumentors taken off together."""
+
+    def __init__(self, *instrumentors: Any) -> None:
+        self.instrumentors = instrumentors
+
+    def uninstrument(self) -> None:
+        for instrumentor in reversed(self.instrumentors):
+            instrumentor.uninstrument()
 
 
 SCENARIOS: dict[str, scenario_cli.Generator] = {
     "openai_agents_openinference": openinference,
-    "openai_agents_otel_genai": otel_genai,
+    "openai_agents_otel_genai": otel_genai(with_client=False),
+    "openai_agents_otel_genai_responses": otel_genai(with_client=True),
 }
 
 if __name__ == "__main__":
