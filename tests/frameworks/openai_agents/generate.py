@@ -211,6 +211,7 @@ def _generate(
     notes: Sequence[str] = (),
     turn_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
     model: Callable[[], Any] = scripted_model,
+    conversations: list[list[int]] | None = None,
 ) -> Path:
     from agents import flush_traces, set_trace_processors
 
@@ -234,6 +235,8 @@ def _generate(
             *notes,
         ],
     )
+    if conversations is not None:  # the spans carry no conversation id
+        meta.conversations, meta.conversation_id = conversations, None
     return capture.write(scenario, meta)
 
 
@@ -339,10 +342,37 @@ class _Both:
             instrumentor.uninstrument()
 
 
+def otel_contrib_v2(scenario: str) -> Path:
+    """The first OpenTelemetry release (contrib, 2025): its processor maps model spans too."""
+    from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    def install(capture: harness.Capture) -> Any:
+        instrumentor = OpenAIAgentsInstrumentor()
+        instrumentor.instrument(tracer_provider=capture.tracer_provider)
+        return instrumentor
+
+    return _generate(
+        scenario,
+        instrument=install,
+        instrumentation="opentelemetry-instrumentation-openai-agents-v2 (OpenTelemetry contrib)",
+        distribution="opentelemetry-instrumentation-openai-agents-v2",
+        settings=harness.content_capture_env(),
+        notes=[
+            "the OpenTelemetry contrib release (0.1.0, 2025) that "
+            "opentelemetry-instrumentation-genai-openai-agents supersedes; it maps the SDK's "
+            "response spans to chat spans itself",
+            "it records neither RunConfig.group_id nor any other conversation id: each turn is "
+            "its own trace-only conversation",
+        ],
+        conversations=[[0], [1]],
+    )
+
+
 SCENARIOS: dict[str, scenario_cli.Generator] = {
     "openai_agents_openinference": openinference,
     "openai_agents_otel_genai": otel_genai(with_client=False),
     "openai_agents_otel_genai_responses": otel_genai(with_client=True),
+    "openai_agents_otel_contrib_v2": otel_contrib_v2,
 }
 
 if __name__ == "__main__":
