@@ -6,11 +6,12 @@
 `langgraph_otel_genai_events` is the official instrumentation with message content in
 OTLP log records only (`EVENT_ONLY`), the stress case for reading GenAI events from logs.
 
-The agent is LangGraph's prebuilt ReAct agent (`create_react_agent`) with a `ToolNode`
-that turns tool exceptions into error `ToolMessage`s (`handle_tool_errors=True`; the
-default re-raises them and would end the run), an in-memory checkpointer, and the
-conversation id as `configurable.thread_id` — how LangGraph users keep a multi-turn
-thread. Every instrumentation reads the thread id from the run metadata LangGraph fills
+Two agents, both compiled LangGraph graphs with an in-memory checkpointer and the
+conversation id as `configurable.thread_id` (how LangGraph users keep a multi-turn
+thread): LangGraph's prebuilt ReAct agent (`create_react_agent`, deprecated in 1.x) with
+a `ToolNode(handle_tool_errors=True)` (the default handler re-raises tool exceptions and
+would end the run), and, in the `*_create_agent` scenarios, its successor
+`langchain.agents.create_agent` with a `ToolErrorMiddleware` doing the same. Every instrumentation reads the thread id from the run metadata LangGraph fills
 from `configurable`, so no instrumentation-specific session API is needed.
 
 The model is langchain-core's `GenericFakeChatModel` replaying `harness.model_steps()`
@@ -25,6 +26,8 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +39,7 @@ import scenario_cli
 FRAMEWORK = "langgraph"
 MODEL_NAME = "scripted-travel-model"
 COMMON_NOTES = [
-    "agent: langgraph.prebuilt.create_react_agent (deprecated in LangGraph 1.x in favour of "
-    "langchain.agents.create_agent, which cannot be given a ToolNode that reports tool "
-    "exceptions back to the model) with ToolNode(handle_tool_errors=True) and InMemorySaver",
     "session: config={'configurable': {'thread_id': CONVERSATION_ID}}",
-    "the failing book_flight call goes back to the model as a ToolMessage with status "
-    "'error' and the content \"Error: ToolFailure('flight FL-404 is sold out')\\n Please fix "
-    'your mistakes."; the truth keeps the exception message',
     "LangChain stringifies non-string tool results for the ToolMessage (search_flights' list "
     "and book_flight's dict travel as JSON text); the truth keeps the plain results",
 ]
@@ -63,11 +60,8 @@ def _ai_message(step: harness.Step) -> Any:
     )
 
 
-def build_agent() -> Any:
+def scripted_model() -> Any:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.tools import StructuredTool
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.prebuilt import ToolNode, create_react_agent
 
     class ScriptedChatModel(GenericFakeChatModel):
         """Replays the scenario; the bound tools change nothing, the script knows them.
@@ -81,21 +75,78 @@ def build_agent() -> Any:
         def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
             return self
 
-    model = ScriptedChatModel(messages=iter(_ai_message(s) for s in harness.model_steps()))
-    tools = [StructuredTool.from_function(function) for function in harness.TOOLS.values()]
+    return ScriptedChatModel(messages=iter(_ai_message(s) for s in harness.model_steps()))
+
+
+def tools() -> list[Any]:
+    from langchain_core.tools import StructuredTool
+
+    return [StructuredTool.from_function(function) for function in harness.TOOLS.values()]
+
+
+def react_agent() -> Any:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent's deprecation notice
         return create_react_agent(
-            model,
-            tools=ToolNode(tools, handle_tool_errors=True),
+            scripted_model(),
+            tools=ToolNode(tools(), handle_tool_errors=True),
             prompt=harness.SYSTEM_PROMPT,
             name=harness.AGENT_NAME,
             checkpointer=InMemorySaver(),
         )
 
 
-def run_turns() -> None:
-    agent = build_agent()
+def _tool_error_content(error: Exception, request: Any) -> str:
+    return f"Error: {error}"
+
+
+def create_agent() -> Any:
+    from langchain.agents import create_agent as create
+    from langchain.agents.middleware import ToolErrorMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    return create(
+        scripted_model(),
+        tools=tools(),
+        system_prompt=harness.SYSTEM_PROMPT,
+        middleware=[ToolErrorMiddleware(_tool_error_content)],
+        name=harness.AGENT_NAME,
+        checkpointer=InMemorySaver(),
+    )
+
+
+@dataclass(frozen=True)
+class Agent:
+    build: Callable[[], Any]
+    notes: tuple[str, ...]
+
+
+REACT = Agent(
+    react_agent,
+    (
+        "agent: langgraph.prebuilt.create_react_agent (deprecated in LangGraph 1.x for "
+        "langchain.agents.create_agent) with ToolNode(handle_tool_errors=True) and InMemorySaver",
+        "the failing book_flight call goes back to the model as a ToolMessage with status "
+        "'error' and the content \"Error: ToolFailure('flight FL-404 is sold out')\\n Please "
+        'fix your mistakes."; the truth keeps the exception message',
+    ),
+)
+CREATE_AGENT = Agent(
+    create_agent,
+    (
+        "agent: langchain.agents.create_agent (LangGraph 1.x's prebuilt agent, in langchain) "
+        "with middleware=[ToolErrorMiddleware(on_error)] and InMemorySaver",
+        "the failing book_flight call goes back to the model as a ToolMessage with status "
+        "'error' and the content 'Error: flight FL-404 is sold out'",
+    ),
+)
+
+
+def run_turns(agent_kind: Agent) -> None:
+    agent = agent_kind.build()
     config = {"configurable": {"thread_id": harness.CONVERSATION_ID}}
     for turn in harness.TURNS:
         out = agent.invoke({"messages": [("user", turn.query)]}, config=config)
@@ -106,6 +157,7 @@ def run_turns() -> None:
 
 def _generate(
     scenario: str,
+    agent: Agent,
     *,
     instrumentor: Callable[[harness.Capture], Any],
     instrumentation: str,
@@ -116,7 +168,7 @@ def _generate(
     capture = harness.Capture()
     active = instrumentor(capture)
     try:
-        run_turns()
+        run_turns(agent)
     finally:
         active.uninstrument()
     meta = harness.Meta(
@@ -125,12 +177,12 @@ def _generate(
         instrumentation=instrumentation,
         instrumentation_version=harness.package_version(distribution),
         settings=settings,
-        notes=[*COMMON_NOTES, *notes],
+        notes=[*agent.notes, *COMMON_NOTES, *notes],
     )
     return capture.write(scenario, meta)
 
 
-def openinference(scenario: str) -> Path:
+def openinference(scenario: str, agent: Agent) -> Path:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
     def install(capture: harness.Capture) -> Any:
@@ -140,6 +192,7 @@ def openinference(scenario: str) -> Path:
 
     return _generate(
         scenario,
+        agent,
         instrumentor=install,
         instrumentation="openinference-instrumentation-langchain",
         distribution="openinference-instrumentation-langchain",
@@ -152,7 +205,7 @@ def openinference(scenario: str) -> Path:
     )
 
 
-def openllmetry(scenario: str) -> Path:
+def openllmetry(scenario: str, agent: Agent) -> Path:
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
     def install(capture: harness.Capture) -> Any:
@@ -162,6 +215,7 @@ def openllmetry(scenario: str) -> Path:
 
     return _generate(
         scenario,
+        agent,
         instrumentor=install,
         instrumentation="opentelemetry-instrumentation-langchain (OpenLLMetry, traceloop)",
         distribution="opentelemetry-instrumentation-langchain",
@@ -188,36 +242,41 @@ EVENT_ONLY_NOTES = [
 ]
 
 
-def otel_genai(capture_mode: str, notes: Sequence[str] = ()) -> scenario_cli.Generator:
-    def generate(scenario: str) -> Path:
-        harness.content_capture_env()
-        os.environ[CAPTURE_MODE] = capture_mode
-        from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
+def otel_genai(
+    scenario: str, agent: Agent, capture_mode: str = "SPAN_ONLY", notes: Sequence[str] = ()
+) -> Path:
+    harness.content_capture_env()
+    os.environ[CAPTURE_MODE] = capture_mode
+    from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
 
-        def install(capture: harness.Capture) -> Any:
-            instrumentor = LangChainInstrumentor()
-            instrumentor.instrument(
-                tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
-            )
-            return instrumentor
-
-        return _generate(
-            scenario,
-            instrumentor=install,
-            instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
-            distribution="opentelemetry-instrumentation-genai-langchain",
-            settings={CAPTURE_MODE: capture_mode},
-            notes=[*OTEL_GENAI_NOTES, *notes],
+    def install(capture: harness.Capture) -> Any:
+        instrumentor = LangChainInstrumentor()
+        instrumentor.instrument(
+            tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
         )
+        return instrumentor
 
-    return generate
+    return _generate(
+        scenario,
+        agent,
+        instrumentor=install,
+        instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
+        distribution="opentelemetry-instrumentation-genai-langchain",
+        settings={CAPTURE_MODE: capture_mode},
+        notes=[*OTEL_GENAI_NOTES, *notes],
+    )
 
 
 SCENARIOS: dict[str, scenario_cli.Generator] = {
-    "langgraph_openinference": openinference,
-    "langgraph_openllmetry": openllmetry,
-    "langgraph_otel_genai": otel_genai("SPAN_ONLY"),
-    "langgraph_otel_genai_events": otel_genai("EVENT_ONLY", EVENT_ONLY_NOTES),
+    "langgraph_openinference": partial(openinference, agent=REACT),
+    "langgraph_openllmetry": partial(openllmetry, agent=REACT),
+    "langgraph_otel_genai": partial(otel_genai, agent=REACT),
+    "langgraph_otel_genai_events": partial(
+        otel_genai, agent=REACT, capture_mode="EVENT_ONLY", notes=EVENT_ONLY_NOTES
+    ),
+    "langgraph_openinference_create_agent": partial(openinference, agent=CREATE_AGENT),
+    "langgraph_openllmetry_create_agent": partial(openllmetry, agent=CREATE_AGENT),
+    "langgraph_otel_genai_create_agent": partial(otel_genai, agent=CREATE_AGENT),
 }
 
 if __name__ == "__main__":
