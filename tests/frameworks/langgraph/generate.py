@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import harness
 import scenario_cli
+from instrumenting import Installer, installer
 
 FRAMEWORK = "langgraph"
 MODEL_NAME = "scripted-travel-model"
@@ -159,7 +160,7 @@ def _generate(
     scenario: str,
     agent: Agent,
     *,
-    instrumentor: Callable[[harness.Capture], Any],
+    instrumentor: Installer,
     instrumentation: str,
     distribution: str,
     settings: dict[str, str],
@@ -185,15 +186,10 @@ def _generate(
 def openinference(scenario: str, agent: Agent) -> Path:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(tracer_provider=capture.tracer_provider)
-        return instrumentor
-
     return _generate(
         scenario,
         agent,
-        instrumentor=install,
+        instrumentor=installer(LangChainInstrumentor),
         instrumentation="openinference-instrumentation-langchain",
         distribution="openinference-instrumentation-langchain",
         settings=harness.content_capture_env(),
@@ -208,15 +204,10 @@ def openinference(scenario: str, agent: Agent) -> Path:
 def openllmetry(scenario: str, agent: Agent) -> Path:
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = LangchainInstrumentor()
-        instrumentor.instrument(tracer_provider=capture.tracer_provider)
-        return instrumentor
-
     return _generate(
         scenario,
         agent,
-        instrumentor=install,
+        instrumentor=installer(LangchainInstrumentor),
         instrumentation="opentelemetry-instrumentation-langchain (OpenLLMetry, traceloop)",
         distribution="opentelemetry-instrumentation-langchain",
         settings={**harness.content_capture_env(), "LangchainInstrumentor": "defaults"},
@@ -249,17 +240,10 @@ def otel_genai(
     os.environ[CAPTURE_MODE] = capture_mode
     from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(
-            tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
-        )
-        return instrumentor
-
     return _generate(
         scenario,
         agent,
-        instrumentor=install,
+        instrumentor=installer(LangChainInstrumentor, logs=True),
         instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
         distribution="opentelemetry-instrumentation-genai-langchain",
         settings={CAPTURE_MODE: capture_mode},

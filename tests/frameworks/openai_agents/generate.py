@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import harness
 import scenario_cli
+from instrumenting import Installer, installer, together
 
 FRAMEWORK = "openai-agents"
 MODEL_NAME = "scripted-travel-model"
@@ -204,7 +205,7 @@ async def run_turns(model: Any, turn_context: Callable[[], AbstractContextManage
 def _generate(
     scenario: str,
     *,
-    instrument: Callable[[harness.Capture], Any],
+    instrument: Installer,
     instrumentation: str,
     distribution: str,
     settings: dict[str, str],
@@ -244,14 +245,9 @@ def openinference(scenario: str) -> Path:
     from openinference.instrumentation import using_session
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = OpenAIAgentsInstrumentor()
-        instrumentor.instrument(tracer_provider=capture.tracer_provider)
-        return instrumentor
-
     return _generate(
         scenario,
-        instrument=install,
+        instrument=installer(OpenAIAgentsInstrumentor),
         instrumentation="openinference-instrumentation-openai-agents",
         distribution="openinference-instrumentation-openai-agents",
         settings={
@@ -297,20 +293,11 @@ def otel_genai(*, with_client: bool) -> scenario_cli.Generator:
         os.environ.update(OTEL_GENAI_CAPTURE)
         from opentelemetry.instrumentation.genai.openai_agents import OpenAIAgentsInstrumentor
 
-        def install(capture: harness.Capture) -> Any:
-            providers = {
-                "tracer_provider": capture.tracer_provider,
-                "logger_provider": capture.logger_provider,
-            }
-            agents = OpenAIAgentsInstrumentor()
-            agents.instrument(**providers, disable_openai_trace_export=True)
-            if not with_client:
-                return agents
+        install = installer(OpenAIAgentsInstrumentor, logs=True, disable_openai_trace_export=True)
+        if with_client:
             from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
 
-            client = OpenAIInstrumentor()
-            client.instrument(**providers)
-            return _Both(agents, client)
+            install = together(install, installer(OpenAIInstrumentor, logs=True))
 
         settings = {**OTEL_GENAI_CAPTURE, "disable_openai_trace_export": "True"}
         if with_client:
@@ -331,29 +318,13 @@ def otel_genai(*, with_client: bool) -> scenario_cli.Generator:
     return generate
 
 
-class _Both:
-    """Two instrumentors taken off together."""
-
-    def __init__(self, *instrumentors: Any) -> None:
-        self.instrumentors = instrumentors
-
-    def uninstrument(self) -> None:
-        for instrumentor in reversed(self.instrumentors):
-            instrumentor.uninstrument()
-
-
 def otel_contrib_v2(scenario: str) -> Path:
     """The first OpenTelemetry release (contrib, 2025): its processor maps model spans too."""
     from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-    def install(capture: harness.Capture) -> Any:
-        instrumentor = OpenAIAgentsInstrumentor()
-        instrumentor.instrument(tracer_provider=capture.tracer_provider)
-        return instrumentor
-
     return _generate(
         scenario,
-        instrument=install,
+        instrument=installer(OpenAIAgentsInstrumentor),
         instrumentation="opentelemetry-instrumentation-openai-agents-v2 (OpenTelemetry contrib)",
         distribution="opentelemetry-instrumentation-openai-agents-v2",
         settings=harness.content_capture_env(),
