@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracepass.evaluator.graders.jsonfind import between_markers, first_json
+from tracepass.evaluator.judge_budget import JudgeBudget, JudgeBudgetExhausted
 from tracepass.evaluator.judge_cache import JudgeCache, cache_key
 
 if TYPE_CHECKING:
@@ -244,6 +245,7 @@ class LLMJudge:
         model_id: str | None = None,
         retry_on: Callable[[BaseException], bool] = is_transient,
         on_call: Callable[[str], None] | None = None,
+        budget: JudgeBudget | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -275,6 +277,7 @@ class LLMJudge:
         self.model_id = model_id or _model_id(model)
         self.retry_on = retry_on
         self.on_call = on_call
+        self.budget = budget
         self._use_structured = use_structured_output
         self._structured: Any = None  # the runnable, once built
         self._structured_checked = False
@@ -444,7 +447,8 @@ class LLMJudge:
         expected: str | None,
         context: str | None = None,
     ) -> JudgeVerdict:
-        """Judge one answer. Never raises for model trouble: returns an error verdict."""
+        """Judge one answer. Never raises for model trouble: returns an error verdict.
+        Raises `JudgeBudgetExhausted` when a model call is needed and `budget` is spent."""
         inputs = {"query": query, "answer": answer, "expected": expected, "context": context}
 
         def build(structured: bool) -> list[BaseMessage]:
@@ -506,6 +510,10 @@ class LLMJudge:
         attempts = 0
         for attempt in range(self.max_retries + 1):
             attempts = attempt + 1
+            if self.budget is not None and not self.budget.try_acquire():
+                # Every attempt is a model call the budget pays for; cached verdicts are free.
+                self._emit("skipped_budget")
+                raise JudgeBudgetExhausted(f"judge budget spent after {attempt} attempt(s)")
             try:
                 score, reasoning = await self._attempt(build)
             except _Malformed as exc:
