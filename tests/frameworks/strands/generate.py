@@ -71,13 +71,15 @@ def build_model_class() -> type[Any]:
 
         def __init__(self) -> None:
             self._steps = harness.model_steps()
-            self._config: dict[str, Any] = {"model_id": MODEL_ID}
+            # `config` (not a private name): Strands reads `model.config["model_id"]` for
+            # gen_ai.request.model, as the built-in providers store it.
+            self.config: dict[str, Any] = {"model_id": MODEL_ID}
 
         def update_config(self, **model_config: Any) -> None:
-            self._config.update(model_config)
+            self.config.update(model_config)
 
         def get_config(self) -> dict[str, Any]:
-            return self._config
+            return self.config
 
         async def structured_output(  # type: ignore[override]
             self, output_model: Any, prompt: Any, system_prompt: str | None = None, **kwargs: Any
