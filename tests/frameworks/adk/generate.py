@@ -112,12 +112,19 @@ async def run_turns() -> None:
     await runner.session_service.create_session(
         app_name=APP_NAME, user_id=USER_ID, session_id=harness.CONVERSATION_ID
     )
+    answers = []
     for turn in harness.TURNS:
         message = types.Content(role="user", parts=[types.Part(text=turn.query)])
-        async for _event in runner.run_async(
+        final = None
+        async for event in runner.run_async(
             user_id=USER_ID, session_id=harness.CONVERSATION_ID, new_message=message
         ):
-            pass
+            if event.is_final_response() and event.content and event.content.parts:
+                final = "".join(part.text or "" for part in event.content.parts)
+        answers.append(final)
+    expected = [turn.answer for turn in harness.TURNS]
+    if answers != expected:
+        raise SystemExit(f"the agent answered {answers!r}, expected {expected!r}")
     await runner.close()
 
 

@@ -175,6 +175,9 @@ def generate(scenario: str) -> Path:
         "The scripted model class is added to the smolagents module namespace before "
         "SmolagentsInstrumentor().instrument(): OpenInference only wraps the model classes "
         "smolagents exports, so a custom Model subclass would otherwise have no LLM span.",
+        "OpenInference records content by default (its OPENINFERENCE_HIDE_* switches are "
+        "unset); the OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT switch has no effect "
+        "on it.",
         "Token counts are a size estimate of the messages made by the scripted model.",
     ]
     meta = harness.Meta(

@@ -121,8 +121,10 @@ def generate(scenario: str) -> Path:
         callback_handler=None,
     )
     settings["Agent(trace_attributes)"] = json.dumps({"session.id": harness.CONVERSATION_ID})
-    for turn in harness.TURNS:
-        agent(turn.query)
+    answers = [str(agent(turn.query)).strip() for turn in harness.TURNS]
+    expected = [turn.answer for turn in harness.TURNS]
+    if answers != expected:
+        raise SystemExit(f"{scenario}: the agent answered {answers!r}, expected {expected!r}")
 
     notes = [
         "Both turns run on one Agent instance (its message history is the conversation); the "
