@@ -14,7 +14,7 @@ Why one scenario per process: ADK resolves its telemetry configuration from the
 environment, and the OpenTelemetry globals can only be set once.
 
 Run inside the ADK environment (see requirements.txt):
-    python generate.py adk_native
+    python generate.py adk_native adk_native_span_content adk_native_legacy
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "adk_native_span_content": {
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_AND_EVENT"
     },
+    # ADK's legacy telemetry format (what ADK 1.x emits; kept behind this switch in 2.x):
+    # `invocation` / `call_llm` spans and the `gcp.vertex.agent.*` content attributes.
+    "adk_native_legacy": {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
 }
 
 
@@ -150,6 +153,8 @@ def generate(scenario: str) -> Path:
         "response event; it is not a tool call.",
         "ADK wraps non-dict tool results as {'result': <value>} in the function response; the "
         "truth keeps the plain results.",
+        "adk_native_legacy pins ADK's legacy telemetry schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN"
+        "=1, what ADK 1.x emits): call_llm spans with gcp.vertex.agent.* content attributes.",
         "Token counts are a size estimate of the request made by the scripted model.",
     ]
     meta = harness.Meta(
