@@ -50,6 +50,18 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "adk_native_legacy": {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
 }
 
+SCENARIO_NOTES: dict[str, list[str]] = {
+    "adk_native": [
+        "Content capture 'true' means EVENT_ONLY to ADK: messages, tool arguments and results "
+        "are only in the gen_ai.client.inference.operation.details log records.",
+    ],
+    "adk_native_legacy": [
+        "ADK's legacy telemetry schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1, what ADK 1.x "
+        "emits): call_llm spans with gcp.vertex.agent.* content attributes and per-message "
+        "log events.",
+    ],
+}
+
 
 def build_model(types: Any) -> Any:
     """The scripted model (built lazily: ADK is imported after the env is set)."""
@@ -153,10 +165,9 @@ def generate(scenario: str) -> Path:
         "response event; it is not a tool call.",
         "ADK wraps non-dict tool results as {'result': <value>} in the function response; the "
         "truth keeps the plain results.",
-        "adk_native_legacy pins ADK's legacy telemetry schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN"
-        "=1, what ADK 1.x emits): call_llm spans with gcp.vertex.agent.* content attributes.",
         "Token counts are a size estimate of the request made by the scripted model.",
     ]
+    notes.extend(SCENARIO_NOTES.get(scenario, []))
     meta = harness.Meta(
         framework="google-adk",
         framework_version=harness.package_version("google-adk"),
