@@ -1,0 +1,145 @@
+"""AutoGen AgentChat corpus: the shared scenario with AutoGen's own OpenTelemetry spans.
+
+Run inside the AutoGen environment (see requirements.txt):
+`python generate.py autogen_native`.
+
+Only the model is fake: autogen-ext's `ReplayChatCompletionClient` replays
+`harness.model_steps()` as `CreateResult`s (tool calls as `FunctionCall`s, two in turn 1's
+first step, which `AssistantAgent` executes concurrently). The `AssistantAgent` runs the
+harness tools through `FunctionTool` with `max_tool_iterations` high enough for turn 2's
+three sequential tool steps; it keeps its model context between `run` calls, which is how
+an AgentChat agent holds a conversation.
+
+AutoGen's tracing is native: autogen-core opens `create_agent` / `invoke_agent` /
+`execute_tool` spans with the global tracer provider (the harness installs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import harness
+
+SCENARIOS = ("autogen_native",)
+MODEL_NAME = "scripted-travel-model"
+
+
+def scripted_client() -> Any:
+    from autogen_core import FunctionCall
+    from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsage
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    results: list[CreateResult | str] = []
+    for step in harness.model_steps():
+        if step.tool_calls:
+            calls = [
+                FunctionCall(id=c.id, name=c.name, arguments=json.dumps(c.arguments))
+                for c in step.tool_calls
+            ]
+            results.append(
+                CreateResult(
+                    finish_reason="function_calls",
+                    content=calls,
+                    usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+                    cached=False,
+                )
+            )
+        else:
+            assert step.text is not None
+            results.append(step.text)
+    info = ModelInfo(
+        vision=False,
+        function_calling=True,
+        json_output=False,
+        family=ModelFamily.UNKNOWN,
+        structured_output=False,
+    )
+    return ReplayChatCompletionClient(results, model_info=info)
+
+
+def build_agent(client: Any) -> Any:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_core.tools import FunctionTool
+
+    tools = [FunctionTool(fn, description=fn.__doc__ or name) for name, fn in harness.TOOLS.items()]
+    return AssistantAgent(
+        name=harness.AGENT_NAME.replace("-", "_"),
+        description="Answers travel questions with tools.",
+        system_message=harness.SYSTEM_PROMPT,
+        model_client=client,
+        tools=tools,
+        max_tool_iterations=10,
+    )
+
+
+async def run_turns(agent: Any) -> list[str]:
+    answers = []
+    for turn in harness.TURNS:
+        result = await agent.run(task=turn.query)
+        answers.append(str(result.messages[-1].content))
+    return answers
+
+
+def generate(scenario: str) -> Path:
+    if scenario not in SCENARIOS:
+        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    settings = harness.content_capture_env()
+    capture = harness.Capture()
+    agent = build_agent(scripted_client())
+    answers = asyncio.run(run_turns(agent))
+    expected = [turn.answer for turn in harness.TURNS]
+    if answers != expected:
+        raise SystemExit(
+            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
+        )
+    meta = harness.Meta(
+        framework="autogen-agentchat",
+        framework_version=harness.package_version("autogen-agentchat"),
+        instrumentation="autogen-core (native OpenTelemetry)",
+        instrumentation_version=harness.package_version("autogen-core"),
+        settings=settings,
+        conversations=[[0], [1]],
+        conversation_id=None,
+        agent_name=harness.AGENT_NAME.replace("-", "_"),
+        notes=[
+            "Model: autogen_ext.models.replay.ReplayChatCompletionClient replaying the "
+            "script (tool calls as FunctionCall, function_calling=True in its ModelInfo).",
+            "AssistantAgent names must be Python identifiers: the agent is "
+            f"{harness.AGENT_NAME.replace('-', '_')!r}.",
+            "Both turns are run() calls on the same AssistantAgent (it keeps its model "
+            "context), but AutoGen has no session id and each run is its own trace: "
+            "conversations are per turn, ids derived from the traces.",
+            "Turn 1's two get_weather calls come from one model step; AssistantAgent runs "
+            "them concurrently (asyncio.gather).",
+            "AutoGen's native spans carry no content: no query, answer, tool arguments or "
+            "results on any span (the content-capture variables have no effect on it); "
+            "only agent and tool names, tool call ids and errors.",
+            "book_flight('FL-404') raises: the execute_tool span records the exception; "
+            "AssistantAgent turns it into an is_error FunctionExecutionResult the model sees.",
+        ],
+    )
+    return capture.write(scenario, meta)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="*")
+    parser.add_argument("--list", action="store_true", help="print the scenario names")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(SCENARIOS))
+        return
+    for scenario in args.scenarios or SCENARIOS:
+        print(generate(scenario))
+
+
+if __name__ == "__main__":
+    main()
