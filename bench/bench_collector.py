@@ -26,9 +26,10 @@ from opentelemetry.metrics import Meter, NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from _baseline import decode_and_read_attributes
+from tracepass.collector.app.cli.serve import tune_gc
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig, StateConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.pipeline import Pipeline, tune_gc
+from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver.servers import ReceiverServers
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, Reference
 

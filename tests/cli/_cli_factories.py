@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tracepass.collector.evaluation_run import build_document
 from tracepass.evaluator.models import (
     ConversationResult,
     ExpectedTool,
@@ -17,6 +16,7 @@ from tracepass.evaluator.models import (
     TrajectoryScores,
     TurnResult,
 )
+from tracepass.evaluator.offline.evaluation_run import build_document
 
 _GOOD_TRAJ = TrajectoryScores(
     exact=True, in_order=True, any_order=True, precision=1.0, recall=1.0, f1=1.0

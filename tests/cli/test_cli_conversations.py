@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.main import app
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "otlp"
 EXPECTED = json.loads((DATA / "expected.json").read_text())["requests"]

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.main import app
 
 DATASET = Path(__file__).resolve().parents[1] / "data" / "fair-forge" / "dataset_agentic.json"
 runner = CliRunner()

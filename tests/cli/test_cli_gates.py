@@ -10,7 +10,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 
-from tracepass.collector.gates import (
+from tracepass.evaluator.offline.gates import (
     Gate,
     GateError,
     GateOn,
@@ -19,7 +19,13 @@ from tracepass.collector.gates import (
     point_estimate,
     valid_metrics,
 )
-from tracepass.collector.pairwise import PairItem, combine, judge_pairs, parse_verdict, tally
+from tracepass.evaluator.offline.pairwise import (
+    PairItem,
+    combine,
+    judge_pairs,
+    parse_verdict,
+    tally,
+)
 
 
 def test_parse_gate_forms() -> None:
@@ -97,7 +103,7 @@ def test_judge_module_is_imported_from_the_working_directory(
 ) -> None:
     import sys
 
-    from tracepass.collector.cli.common import load_chat_model
+    from tracepass.collector.app.cli.common import load_chat_model
 
     (tmp_path / "tp_cwd_judges.py").write_text(
         "from langchain_core.language_models.fake_chat_models import FakeListChatModel\n"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.main import app
 
 runner = CliRunner()
 
@@ -78,7 +78,7 @@ def test_help_does_not_load_heavy_libraries() -> None:
     )  # fmt: skip
     code = (
         "import sys\n"
-        "from tracepass.collector.cli.main import app\n"
+        "from tracepass.collector.app.cli.main import app\n"
         "sys.argv = ['tracepass', '--help']\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"

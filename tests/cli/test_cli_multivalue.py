@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.common import expand_multi_values
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.common import expand_multi_values
+from tracepass.collector.app.cli.main import app
 
 runner = CliRunner()
 MULTI = ("--references", "-r")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.main import app
 from tracepass.evaluator.references import load_reference_sets
 
 DATASET = Path(__file__).resolve().parents[1] / "data" / "fair-forge" / "dataset_agentic.json"

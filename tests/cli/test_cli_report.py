@@ -10,8 +10,8 @@ import pytest
 from _cli_factories import conversation, results_doc
 
 from conftest import require_tool
-from tracepass.collector.evaluation_run import build_document
-from tracepass.collector.report import data, render_report
+from tracepass.collector.app.report import data, render_report
+from tracepass.evaluator.offline.evaluation_run import build_document
 
 
 def _doc() -> dict[str, object]:

@@ -10,8 +10,9 @@ import pytest
 from _cli_factories import results_doc, write_doc
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
-from tracepass.collector.review import (
+from tracepass.collector.app.cli.main import app
+from tracepass.evaluator.agreement import agreement
+from tracepass.evaluator.offline.review import (
     COLUMNS,
     LabelledPair,
     Labels,
@@ -19,7 +20,6 @@ from tracepass.collector.review import (
     judged_turns,
     sample_rows,
 )
-from tracepass.evaluator.agreement import agreement
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ import pytest
 from _contract import assert_contract
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.main import app
 
 HERE = Path(__file__).resolve().parent
 REFS = HERE / "data" / "calc_refs.yaml"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
-from tracepass.collector.demo.examples import ExamplesNotFound, find_examples
-from tracepass.collector.demo.runner import DemoOptions, choose_ports
+from tracepass.collector.app.cli.main import app
+from tracepass.collector.app.demo.examples import ExamplesNotFound, find_examples
+from tracepass.collector.app.demo.runner import DemoOptions, choose_ports
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -47,7 +47,7 @@ def test_busy_port_falls_back_and_says_so() -> None:
 def test_example_agent_is_deterministic_given_a_seed() -> None:
     """Same seed → same answers (one RNG per conversation, not per thread or run);
     the regression knob changes tool arguments and therefore answers."""
-    from tracepass.collector.demo.examples import load_agent
+    from tracepass.collector.app.demo.examples import load_agent
 
     agent = load_agent(EXAMPLES)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
-from tracepass.collector.probe.runner import Checkpoint, CheckpointError, TrialResult
+from tracepass.collector.app.cli.main import app
+from tracepass.collector.app.probe.runner import Checkpoint, CheckpointError, TrialResult
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tracepass.collector.probe.runner import ProbeOptions, plan, run_probe
-from tracepass.collector.probe.summary import probe_document
-from tracepass.collector.probe.targets import HttpTarget
+from tracepass.collector.app.probe.runner import ProbeOptions, plan, run_probe
+from tracepass.collector.app.probe.summary import probe_document
+from tracepass.collector.app.probe.targets import HttpTarget
 from tracepass.evaluator.models import Reference, ReferenceSet, ReferenceTurn
 
 SETS = [

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tracepass.collector.cli.main import app
+from tracepass.collector.app.cli.main import app
 from tracepass.collector.config import CollectorConfig, ConfigError, MetricsConfig, ReceiverConfig
 from tracepass.collector.service import CollectorService, startup_error, with_overrides
 from tracepass.evaluator.models import ConversationResult, Outcome

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.sink import IngestResult, Overloaded
+from tracepass.collector.receiver.sink import IngestResult, Overloaded
 
 
 def _text(role: str, text: str) -> str:

@@ -11,8 +11,8 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from prometheus_client.parser import text_string_to_metric_families
 
 from tracepass.collector.config import MetricsConfig, WindowConfig
-from tracepass.collector.metrics import EVENT_NAME, EvaluationMetrics
-from tracepass.collector.telemetry import Telemetry, build_telemetry
+from tracepass.collector.export.metrics import EVENT_NAME, EvaluationMetrics
+from tracepass.collector.export.telemetry import Telemetry, build_telemetry
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,

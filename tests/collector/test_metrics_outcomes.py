@@ -10,7 +10,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from test_metrics import get, make_result, scrape, setup
 
-from tracepass.collector.metrics import result_success, turn_outcome
+from tracepass.collector.export.metrics import result_success, turn_outcome
 from tracepass.evaluator.judge import LLMJudge
 from tracepass.evaluator.models import ConversationResult, Outcome, TurnResult
 

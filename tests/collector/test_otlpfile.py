@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _receiver_support import make_request, to_otlp_json
 
-from tracepass.collector.otlpfile import OtlpFileError, read_otlp_bytes, read_otlp_file
+from tracepass.collector.receiver.otlpfile import OtlpFileError, read_otlp_bytes, read_otlp_file
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "otlp"
 EXPECTED = json.loads((DATA / "expected.json").read_text())["requests"]

@@ -22,11 +22,12 @@ from _pipeline_support import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tracepass.collector.api import ConversationQuery, ConversationViews
 from tracepass.collector.config import AssemblyConfig, StateConfig
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.pipeline import Pipeline, ResultInfo
-from tracepass.collector.sink import ConversationQuery, Overloaded, SpanSink
+from tracepass.collector.receiver.sink import Overloaded, SpanSink
 from tracepass.evaluator.models import ConversationResult, ReferenceSet
 
 
@@ -76,9 +77,9 @@ def conversation(conv: str = "c1") -> list[SpanRecord]:
 def test_protocols_are_implemented() -> None:
     p = Pipeline(StubEvaluator())
     sink: SpanSink = p
-    query: ConversationQuery = p
+    query: ConversationQuery = ConversationViews(p)
     assert sink.ready() is False
-    assert query is p
+    assert query.conversation_view("c1") is None
 
 
 async def test_reference_turns_completion_match_evaluate_store_and_view(tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ async def test_reference_turns_completion_match_evaluate_store_and_view(tmp_path
     assert info.match_method == "query"
     assert info.now == h.clock.t
     assert info.lag_s >= 0
-    view = p.conversation_view("c1")
+    view = ConversationViews(p).conversation_view("c1")
     assert view is not None
     assert view["conversation_id"] == "c1"
     assert view["agent"] == {"name": "agent", "version": "1.0"}
@@ -125,12 +126,12 @@ async def test_reference_turns_completion_match_evaluate_store_and_view(tmp_path
     }
     assert view["evaluation"]["outcome"] == "pass"
     assert view["revision"] == 0
-    assert p.conversation_view("nope") is None
+    assert ConversationViews(p).conversation_view("nope") is None
     await p.stop()
     # After a restart the view comes from SQLite.
     h2 = Harness(tmp_path)
     p2 = await h2.start()
-    assert p2.conversation_view("c1") == view
+    assert ConversationViews(p2).conversation_view("c1") == view
     await p2.stop()
 
 
@@ -154,12 +155,12 @@ async def test_late_span_creates_revision_visible_in_view() -> None:
     await p.process_due()
     h.clock.advance(3)
     await p.ingest_records([rec(2, 250, 200, TOOL, start=6_000, conv="c1", tool_name="late")])
-    assert p.conversation_view("c1")["status"] == "open"  # type: ignore[index]
+    assert ConversationViews(p).conversation_view("c1")["status"] == "open"  # type: ignore[index]
     h.clock.advance(5.1)
     await p.process_due()
     assert [i.revision for _, i in h.results] == [0, 1]
     assert h.results[1][1].reason == "late_spans"
-    view = p.conversation_view("c1")
+    view = ConversationViews(p).conversation_view("c1")
     assert view is not None
     assert view["revision"] == 1
     assert [c["name"] for c in view["turns"][1]["tool_calls"]] == ["forecast", "late"]
@@ -305,7 +306,7 @@ async def test_background_loop_completes_by_deadline(tmp_path: Path) -> None:
 def test_tune_gc_raises_the_young_threshold_and_never_lowers_it() -> None:
     import gc
 
-    from tracepass.collector.pipeline import tune_gc
+    from tracepass.collector.app.cli.serve import tune_gc
 
     before = gc.get_threshold()
     try:
@@ -325,12 +326,12 @@ async def test_purge_drops_spans_after_retention_then_results_after_their_horizo
     p = await h.start()
     await p.ingest_records(conversation())
     assert await p.process_due() == 1
-    assert p.conversation_view("c1") is not None
+    assert ConversationViews(p).conversation_view("c1") is not None
     h.clock.t += 101.0  # past span retention: spans go, the result stays
     assert await p.purge() > 0
     assert p.store is not None
-    assert p.store.get_view("c1") is not None
+    assert p.store.get_result("c1") is not None
     h.clock.t += 7 * 86400.0  # past state.results_retention_s (default 7 days)
     await p.purge()
-    assert p.store.get_view("c1") is None
+    assert p.store.get_result("c1") is None
     await p.stop()

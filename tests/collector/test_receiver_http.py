@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from tracepass.collector.api import conversation_routes
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.receiver import ReceiverServers
 
@@ -47,7 +48,8 @@ async def _start(
     sink: RecordingSink, metrics: Metrics, query: Any = None, **kw: Any
 ) -> ReceiverServers:
     config = ReceiverConfig(host="127.0.0.1", grpc_port=0, http_port=0, grpc_enabled=False, **kw)
-    servers = ReceiverServers(sink, metrics.instruments, config, query=query)
+    routes = conversation_routes(query) if query is not None else ()
+    servers = ReceiverServers(sink, metrics.instruments, config, extra_routes=routes)
     await servers.start()
     return servers
 
@@ -357,13 +359,15 @@ async def test_health_ready_and_conversations(
         assert "not found" in (await resp.json())["error"]
 
 
-async def test_conversations_without_query_is_501(
+async def test_a_bare_receiver_serves_no_read_api(
     sink: RecordingSink, metrics: Metrics, client: aiohttp.ClientSession
 ) -> None:
+    """The conversation API is mounted by the service (`tracepass.collector.api`); a
+    receiver used alone answers only OTLP and health checks."""
     servers = await _start(sink, metrics)
     try:
         async with client.get(_url(servers, "/api/v1/conversations/c1")) as resp:
-            assert resp.status == 501
+            assert resp.status == 404
     finally:
         await servers.stop(1.0)
 

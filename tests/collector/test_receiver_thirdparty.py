@@ -25,6 +25,7 @@ import aiohttp
 import pytest
 from _receiver_support import Metrics
 
+from tracepass.collector.api import ConversationViews, conversation_routes
 from tracepass.collector.config import AssemblyConfig, MatchingConfig, ReceiverConfig, StateConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import ReceiverServers
@@ -103,7 +104,7 @@ async def collector(tmp_path: Path) -> AsyncIterator[Collector]:
         pipeline,
         metrics.instruments,
         ReceiverConfig(host="127.0.0.1", grpc_port=0, http_port=0),
-        query=pipeline,
+        extra_routes=conversation_routes(ConversationViews(pipeline)),
     )
     await servers.start()
     try:

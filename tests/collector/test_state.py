@@ -15,8 +15,18 @@ import pytest
 from _pipeline_support import END, MODEL, TOOL, StubEvaluator, rec, tid, turn_records
 
 from tracepass.collector.normalize import normalize_request
-from tracepass.collector.state import StateError, StateStore, decode_record, encode_record
-from tracepass.evaluator.models import ToolCall
+from tracepass.collector.state import (
+    StateError,
+    StateStore,
+    StoredResult,
+    decode_record,
+    encode_record,
+)
+from tracepass.evaluator.models import Conversation, ToolCall
+
+
+def stored(key: str, revision: int) -> StoredResult:
+    return StoredResult(Conversation(id=key), None, revision)
 
 
 def test_record_codec_round_trips_every_field() -> None:
@@ -76,13 +86,17 @@ async def test_load_groups_by_conversation_with_result_metadata(tmp_path: Path) 
     await store.write_spans([("a", r) for r in turn_records(1, 10, "a", "q", "x", ["t"], 0)], 5.0)
     await store.write_spans([("b", r) for r in turn_records(2, 20, "b", "q", "x", [], 0)], 7.0)
     await store.put_result(
-        "a", revision=0, closed_at=6.0, n_spans=2, view={"conversation_id": "a"}, evaluated_at=6.5
+        "a", revision=0, closed_at=6.0, n_spans=2, stored=stored("a", 0), evaluated_at=6.5
     )
-    assert store.get_view("a") == {"conversation_id": "a"}
+    assert store.get_result("a") == stored("a", 0)
     # An older revision never overwrites a newer one.
-    await store.put_result("a", revision=3, closed_at=8.0, n_spans=2, view={"r": 3}, evaluated_at=9)
-    await store.put_result("a", revision=2, closed_at=7.0, n_spans=2, view={"r": 2}, evaluated_at=9)
-    assert store.get_view("a") == {"r": 3}
+    await store.put_result(
+        "a", revision=3, closed_at=8.0, n_spans=2, stored=stored("a", 3), evaluated_at=9
+    )
+    await store.put_result(
+        "a", revision=2, closed_at=7.0, n_spans=2, stored=stored("a", 2), evaluated_at=9
+    )
+    assert store.get_result("a") == stored("a", 3)
     store.close()
 
     store = StateStore(path)
@@ -101,7 +115,7 @@ async def test_load_groups_by_conversation_with_result_metadata(tmp_path: Path) 
         assert await store.purge(10.0, keep={"a"}) == 0
         assert await store.purge(10.0) == 2
         assert {c.key for c in store.load()} == {"b"}
-        assert store.get_view("a") == {"r": 3}  # results outlive their spans
+        assert store.get_result("a") == stored("a", 3)  # results outlive their spans
     finally:
         store.close()
 

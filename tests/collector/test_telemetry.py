@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.metrics.v1 import (
 )
 
 from tracepass.collector.config import MetricsConfig
-from tracepass.collector.telemetry import build_telemetry, otlp_settings
+from tracepass.collector.export.telemetry import build_telemetry, otlp_settings
 
 
 def metric_names(req: metrics_service_pb2.ExportMetricsServiceRequest) -> set[str]:

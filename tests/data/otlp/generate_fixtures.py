@@ -2,7 +2,7 @@
 
 Spans come from the real OTel SDK, encoded by the OTLP encoder the exporters use
 (`encode_spans`); each file below holds the same two export requests in one of the
-layouts `tracepass.collector.otlpfile` reads. `expected.json` lists what must come out.
+layouts `tracepass.collector.receiver.otlpfile` reads. `expected.json` lists what must come out.
 """
 
 from __future__ import annotations

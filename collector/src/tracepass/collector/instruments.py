@@ -3,7 +3,7 @@
 Every stage that can lose or refuse data counts it here with a `reason`, so nothing
 is dropped silently. Names are final Prometheus names minus the `_total` suffix the
 exporter adds to counters; keep them stable (dashboards and alert rules use them).
-Evaluation-result instruments live in `tracepass.collector.metrics`.
+Evaluation-result instruments live in `tracepass.collector.export.metrics`.
 """
 
 from __future__ import annotations

@@ -30,11 +30,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracepass.collector.api import ConversationViews, conversation_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, StateCapture
 
@@ -70,7 +71,7 @@ def load_judge(spec: str, *, threshold: float, concurrency: int, cache: Any) -> 
 
 class CollectorService:
     """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
-    `snapshot()` and `pipeline.conversation_view(id)` while running."""
+    `snapshot()` and `views.conversation_view(id)` while running."""
 
     def __init__(
         self,
@@ -90,6 +91,7 @@ class CollectorService:
         self.clock = clock
         self.telemetry: Any = None
         self.pipeline: Pipeline | None = None
+        self.views: ConversationViews | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -114,8 +116,8 @@ class CollectorService:
     async def _start(self) -> None:
         # Imported here: the metrics stack pulls in prometheus_client and the SDK, which
         # commands that never run a collector should not pay for.
-        from tracepass.collector.metrics import EvaluationMetrics, rolling_config
-        from tracepass.collector.telemetry import build_telemetry
+        from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
+        from tracepass.collector.export.telemetry import build_telemetry
         from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
         cfg = self.config
@@ -167,7 +169,13 @@ class CollectorService:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
-        self.receivers = ReceiverServers(self.pipeline, instruments, cfg.receiver, self.pipeline)
+        self.views = ConversationViews(self.pipeline)
+        self.receivers = ReceiverServers(
+            self.pipeline,
+            instruments,
+            cfg.receiver,
+            extra_routes=conversation_routes(self.views),
+        )
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
         log.info(
@@ -211,6 +219,7 @@ class CollectorService:
             # failed start: closing a store that never opened is a no-op).
             await pipeline.stop()
             self.pipeline = None
+            self.views = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()

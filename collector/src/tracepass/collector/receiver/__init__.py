@@ -1,5 +1,5 @@
 """OTLP receivers (gRPC and HTTP) in front of a `SpanSink`, and the OTLP/JSON decoder
-shared with `tracepass.collector.otlpfile`. See docs/receiver.md."""
+shared with `tracepass.collector.receiver.otlpfile`. See docs/receiver.md."""
 
 from tracepass.collector.receiver.otlp_json import (
     OtlpJsonError,

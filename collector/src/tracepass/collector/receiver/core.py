@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.decode import count_spans
-from tracepass.collector.sink import IngestResult, Overloaded, SpanSink
+from tracepass.collector.receiver.sink import IngestResult, Overloaded, SpanSink
 
 __all__ = ["Protocol", "ReceiverCore", "Refusal", "RefusalKind"]
 

@@ -1,5 +1,6 @@
 """OTLP/HTTP (`POST /v1/traces`) plus the small HTTP surface of the collector:
-`/healthz`, `/readyz` and `GET /api/v1/conversations/{id}`.
+`/healthz`, `/readyz`, and the read routes a later stage mounts (`extra_routes`: the
+conversation API, `tracepass.collector.api`) behind the same bearer-token check.
 
 The body is streamed through `CappedDecompressor`, so neither a large upload nor a
 compression bomb is ever held beyond `max_request_bytes`; `Content-Length` over the cap
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -28,9 +30,8 @@ from tracepass.collector.receiver.decode import (
 )
 from tracepass.collector.receiver.otlp_json import OtlpJsonError, decode_json_bytes
 from tracepass.collector.receiver.status import HTTP_STATUS, retry_after_header, rpc_status
-from tracepass.collector.sink import ConversationQuery
 
-__all__ = ["TRACES_PATH", "HttpReceiver"]
+__all__ = ["TRACES_PATH", "GetRoute", "HttpReceiver"]
 
 TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
@@ -38,17 +39,19 @@ JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf", "application/vnd.google.protobuf"})
 _CHUNK = 64 * 1024
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+GetRoute = tuple[str, Handler]  # (path pattern, handler) of a GET route
+
 
 class HttpReceiver:
     def __init__(
         self,
         core: ReceiverCore,
         config: ReceiverConfig,
-        query: ConversationQuery | None = None,
+        extra_routes: Sequence[GetRoute] = (),
     ) -> None:
         self._core = core
         self._config = config
-        self._query = query
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         # aiohttp would otherwise inflate gzip bodies itself, without any size cap.
@@ -56,7 +59,8 @@ class HttpReceiver:
         app.router.add_post(TRACES_PATH, self._traces)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/api/v1/conversations/{conversation_id}", self._conversation)
+        for path, handler in extra_routes:
+            app.router.add_get(path, self._authorized(handler))
         self.app = app
 
     async def start(self) -> int:
@@ -161,26 +165,21 @@ class HttpReceiver:
             return web.json_response({"status": "not ready"}, status=503)
         return web.json_response({"status": "ready"})
 
-    async def _conversation(self, request: web.Request) -> web.Response:
-        try:
-            self._core.check_auth(request.headers.get("Authorization"))
-        except Refusal as refusal:
-            return web.json_response(
-                {"error": refusal.message},
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="tracepass"'},
-            )
-        conversation_id = request.match_info["conversation_id"]
-        if self._query is None:
-            return web.json_response(
-                {"error": "conversation queries are not enabled on this receiver"}, status=501
-            )
-        view = self._query.conversation_view(conversation_id)
-        if view is None:
-            return web.json_response(
-                {"error": f"conversation {conversation_id!r} not found"}, status=404
-            )
-        return web.Response(body=json.dumps(view, ensure_ascii=False).encode(), content_type=JSON)
+    def _authorized(self, handler: Handler) -> Handler:
+        """Mounted routes answer only with the receiver's bearer token, like exports."""
+
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            try:
+                self._core.check_auth(request.headers.get("Authorization"))
+            except Refusal as refusal:
+                return web.json_response(
+                    {"error": refusal.message},
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="tracepass"'},
+                )
+            return await handler(request)
+
+        return guarded
 
 
 def _message_response(status: int, message: Message, as_json: bool) -> web.Response:

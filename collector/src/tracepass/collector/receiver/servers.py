@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.core import ReceiverCore
 from tracepass.collector.receiver.grpc_server import GrpcReceiver
-from tracepass.collector.receiver.http_server import HttpReceiver
-from tracepass.collector.sink import ConversationQuery, SpanSink
+from tracepass.collector.receiver.http_server import GetRoute, HttpReceiver
+from tracepass.collector.receiver.sink import SpanSink
 
 __all__ = ["ReceiverServers"]
 
@@ -25,13 +26,13 @@ class ReceiverServers:
         sink: SpanSink,
         instruments: CollectorInstruments,
         config: ReceiverConfig | None = None,
-        query: ConversationQuery | None = None,
+        extra_routes: Sequence[GetRoute] = (),
     ) -> None:
         self.config = config or ReceiverConfig()
         self.core = ReceiverCore(sink, instruments, self.config)
         self._grpc = GrpcReceiver(self.core, self.config) if self.config.grpc_enabled else None
         self._http = (
-            HttpReceiver(self.core, self.config, query) if self.config.http_enabled else None
+            HttpReceiver(self.core, self.config, extra_routes) if self.config.http_enabled else None
         )
         self._started = False
 

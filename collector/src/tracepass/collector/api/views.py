@@ -1,0 +1,61 @@
+"""The JSON shape of a rebuilt conversation, shared by `tracepass conversations` and
+`GET /api/v1/conversations/{id}` so both always print the same thing (a contract: keep
+field names). Rendered when read; nothing stores this shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracepass.collector.state import StoredResult
+from tracepass.evaluator.models import Conversation, ConversationResult, ToolCall, Turn
+
+__all__ = ["conversation_json", "conversation_view_json", "stored_view_json"]
+
+
+def tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {
+        "name": call.name,
+        "arguments": call.arguments,
+        "result": call.result,
+        "error": call.error,
+        "call_id": call.call_id,
+    }
+
+
+def turn_json(turn: Turn) -> dict[str, Any]:
+    return {
+        "query": turn.query,
+        "answer": turn.answer,
+        "tool_calls": [tool_call_json(c) for c in turn.tool_calls],
+    }
+
+
+def conversation_json(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "conversation_id": conversation.id,
+        "agent": {"name": conversation.agent_name, "version": conversation.agent_version},
+        "trace_ids": list(conversation.trace_ids),
+        "turns": [turn_json(t) for t in conversation.turns],
+    }
+
+
+def conversation_view_json(
+    conversation: Conversation,
+    result: ConversationResult | None,
+    *,
+    revision: int,
+    status: str = "evaluated",
+) -> dict[str, Any]:
+    """The conversation API's answer: the conversation shape plus its evaluation."""
+    view = conversation_json(conversation)
+    view["evaluation"] = None if result is None else result.model_dump(mode="json")
+    view["revision"] = revision
+    view["status"] = status
+    view["complete"] = conversation.complete
+    return view
+
+
+def stored_view_json(stored: StoredResult) -> dict[str, Any]:
+    """The API's answer for an evaluated conversation, from what the pipeline stored."""
+    return conversation_view_json(stored.conversation, stored.result, revision=stored.revision)

@@ -1,0 +1,313 @@
+"""`tracepass evaluate`: offline evaluation and CI gate."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tracepass.collector.app.cli.common import (
+    EXIT_GATE,
+    FailUnderOption,
+    GateOnOption,
+    LevelOption,
+    MultiValueCommand,
+    OutputOption,
+    dump_json,
+    emit_json_or_table,
+    fail,
+    fmt_num,
+    load_chat_model,
+    plain,
+    report_gates,
+    stderr_console,
+    stdout_console,
+    write_text,
+)
+from tracepass.evaluator.offline import gates
+
+log = logging.getLogger(__name__)
+
+_TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
+
+EPILOG = """\
+Examples:
+
+  tracepass evaluate traces.jsonl --references refs/
+
+  tracepass evaluate traces.jsonl --references refs/ --k 1,3,5 --format json -o run.json
+
+  tracepass evaluate traces.pb --references refs/ --format html -o report.html
+
+  tracepass evaluate --dataset fair_forge.json --profile fair-forge
+
+  tracepass evaluate traces.jsonl --references refs/ --fail-under pass_pow_k@3=0.8 --fail-under tool_correctness=0.9 --gate-on lower
+
+Exit codes: 0 ok, 1 a --fail-under gate failed, 2 usage or input error.
+"""
+
+
+class EvalFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    HTML = "html"
+
+
+class Profile(StrEnum):
+    DEFAULT = "default"
+    FAIR_FORGE = "fair-forge"
+
+
+class DefaultGrader(StrEnum):
+    EXACT = "exact"
+    CONTAINS = "contains"
+    NUMERIC = "numeric"
+    LLM = "llm"
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG, cls=MultiValueCommand)(evaluate)
+
+
+def evaluate(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="OTLP trace files: JSON lines (collector file exporter), OTLP JSON "
+            "documents or length-prefixed protobuf.",
+            show_default=False,
+        ),
+    ] = None,
+    references: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--references",
+            "-r",
+            help="Reference set files or folders: --references a b (after the trace FILEs) or -r a -r b.",
+            show_default=False,
+        ),
+    ] = None,
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--dataset",
+            help="Fair Forge dataset or ADK eval set holding agent outputs (repeatable); "
+            "no traces needed.",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[str, typer.Option("--k", help="Comma-separated k values.")] = "1,3,5",
+    profile: Annotated[
+        Profile, typer.Option("--profile", help="Scoring definitions.")
+    ] = Profile.DEFAULT,
+    default_grader: Annotated[
+        DefaultGrader,
+        typer.Option("--default-grader", help="Answer grader for references that name none."),
+    ] = DefaultGrader.CONTAINS,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="module:attr of a langchain-core BaseChatModel instance or factory "
+            "(needed by llm graders).",
+        ),
+    ] = None,
+    threshold: Annotated[
+        float,
+        typer.Option("--threshold", min=0.0, max=1.0, help="Answer score needed to pass."),
+    ] = 0.7,
+    tool_threshold: Annotated[
+        float,
+        typer.Option("--tool-threshold", min=0.0, max=1.0, help="Tool correctness needed to pass."),
+    ] = 1.0,
+    output_format: Annotated[
+        EvalFormat, typer.Option("--format", help="table, json or html.")
+    ] = EvalFormat.TABLE,
+    output: OutputOption = None,
+    fail_under: FailUnderOption = None,
+    gate_on: GateOnOption = gates.GateOn.POINT,
+    level: LevelOption = 0.95,
+    conversation_id_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--conversation-id-key",
+            help="Extra span attribute naming the conversation (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Conversations graded in parallel.")
+    ] = 8,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Progress bar on stderr (default: when stderr is a terminal).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Score conversations against references, with optional CI gates.
+
+    Tool correctness, trajectory, answers, pass@k / pass^k with credible intervals and a readiness verdict, from OTLP trace files or from a dataset that holds agent outputs.
+    """
+    # Imported here: scipy, rapidfuzz and the evaluator cost seconds; `--help` should not.
+    from tracepass.collector.app.cli import sources
+    from tracepass.collector.matching import ReferenceCatalog
+    from tracepass.evaluator.offline import evaluation_run
+    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
+    files = files or []
+    # ---- validate options before any heavy work
+    try:
+        ks = evaluation_run.parse_ks(k)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        gate_list = [gates.parse_gate(text, ks) for text in fail_under or []]
+    except gates.GateError as exc:
+        fail(str(exc))
+    if dataset and (files or references):
+        fail("--dataset cannot be combined with trace FILEs or --references")
+    if not dataset:
+        if not files:
+            fail("give OTLP trace FILEs with --references PATH, or --dataset FILE")
+        if not references:
+            fail("--references PATH is required with trace FILEs")
+    judge_obj = None
+    if judge is not None:
+        from tracepass.evaluator.judge import LLMJudge
+
+        judge_obj = LLMJudge(load_chat_model(judge), pass_threshold=threshold)
+    elif default_grader is DefaultGrader.LLM:
+        fail("--default-grader llm needs --judge module:attr")
+
+    # ---- inputs
+    if dataset:
+        sets, conversations, skipped = sources.datasets(dataset)
+        for line in skipped:
+            stderr_console().print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
+        source = ", ".join(map(str, dataset))
+    else:
+        sets = sources.reference_sets(references or [])
+        conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
+        source = ", ".join(map(str, files))
+
+    config = EvaluationConfig(
+        profile=profile.value,
+        threshold=threshold,
+        tool_threshold=tool_threshold,
+        default_grader=default_grader.value,
+    )
+    evaluator = Evaluator(config, judge=judge_obj)
+    catalog = ReferenceCatalog(sets)
+
+    show = progress if progress is not None else sys.stderr.isatty()
+    with Progress(
+        TextColumn("evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        disable=not show,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("evaluate", total=len(conversations))
+        results, unmatched = asyncio.run(
+            evaluation_run.evaluate_all(
+                conversations,
+                catalog,
+                evaluator,
+                concurrency=concurrency,
+                on_done=lambda: bar.advance(task),
+            )
+        )
+
+    document = evaluation_run.build_document(
+        results,
+        ks,
+        unmatched_ids=unmatched,
+        level=level,
+        metadata={"source": source, "profile": profile.value, "gate_on": gate_on.value},
+    )
+    outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
+    if gate_list:
+        document["gates"] = [o.as_json() for o in outcomes]
+
+    if output_format is EvalFormat.JSON:
+        write_text(dump_json(document), output)
+    elif output_format is EvalFormat.HTML:
+        from tracepass.collector.app.report import render_report
+
+        html = render_report(document)
+        if output is None:
+            sys.stdout.write(html)
+        else:
+            write_text(html, output)
+    else:
+        emit_json_or_table(
+            document, as_json=False, output=output, print_table=lambda: print_summary(document)
+        )
+    report_gates(outcomes)
+    if any(not o.passed for o in outcomes):
+        raise typer.Exit(EXIT_GATE)
+
+
+def print_summary(document: dict[str, Any]) -> None:
+    console = stdout_console()
+    s = document["summary"]
+    console.print(
+        f"conversations {s['conversations']} · matched {s['matched']} · unmatched "
+        f"{s['unmatched']} · correct {s['correct']} · errors {s['errors']} · "
+        f"incomplete {s['incomplete']} · tasks {s['tasks']}",
+        highlight=False,
+    )
+    table = Table(title=f"pass@k / pass^k ({s['level']:.0%} credible interval, pooled)")
+    for col in ("metric", "k", "unbiased", "plug-in", "mean", "lower", "upper"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for metric, label in (("pass_at_k", "pass@k"), ("pass_pow_k", "pass^k")):
+        for key, block in s[metric].items():
+            table.add_row(
+                label,
+                key,
+                fmt_num(block["unbiased"]),
+                fmt_num(block["plugin"]),
+                fmt_num(block["mean"]),
+                fmt_num(block["lower"]),
+                fmt_num(block["upper"]),
+            )
+    console.print(table)
+    tc = s["tool_correctness"]
+    console.print(
+        "tool correctness: "
+        + " · ".join(f"{dim} {fmt_num(tc[dim])}" for dim in _TOOL_DIMENSIONS)
+        + f" · tool-correct turns {tc['correct']}/{tc['n']}",
+        highlight=False,
+    )
+    r = s["readiness"]
+    console.print(
+        f"readiness: [bold]{r['tier'].replace('_', ' ')}[/] (pass@1 {fmt_num(r['pass_at_1'])}, "
+        f"pass^3 {fmt_num(r['pass_pow_3'])}; confidently {r['confident_tier'].replace('_', ' ')})"
+    )
+    failed = [c for c in document["conversations"] if not c["correct"]]
+    if failed:
+        table = Table(title=f"Failed conversations ({len(failed)})")
+        for col in ("conversation", "reference", "outcome", "turns correct"):
+            table.add_column(col)
+        for conv in failed[:50]:
+            turns = conv["turns"]
+            table.add_row(
+                plain(conv["conversation_id"]),
+                plain(conv["reference_id"]),
+                str(conv.get("outcome")),
+                f"{sum(1 for t in turns if t.get('correct'))}/{len(turns)}",
+            )
+        console.print(table)

@@ -1,0 +1,175 @@
+"""`tracepass review export|import`: human labels for LLM-judged turns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from tracepass.collector.app.cli.common import (
+    OutputFormat,
+    OutputOption,
+    emit_json_or_table,
+    fail,
+    fmt_num,
+    load_json_file,
+    stderr_console,
+    stdout_console,
+)
+
+review_app = typer.Typer(
+    no_args_is_help=True,
+    help="Human review of LLM-judged turns: export a sample, import labels, measure agreement.",
+    epilog="Examples:\n\n  tracepass review export run.json --sample 100 -o to_label.csv\n\n"
+    "  tracepass review import to_label.csv --results run.json",
+)
+
+EXPORT_EPILOG = """\
+Examples:
+
+  tracepass evaluate traces.jsonl -r refs/ --default-grader llm --judge my.judges:make --format json -o run.json
+
+  tracepass review export run.json --sample 100 --seed 7 -o to_label.csv
+
+Fill the human_label column (pass/fail, yes/no, 1/0; leave empty to skip), then run
+`tracepass review import`.
+
+Exit codes: 0 ok, 2 bad input (no judged turns, unknown output extension).
+"""
+
+IMPORT_EPILOG = """\
+Examples:
+
+  tracepass review import to_label.csv
+
+  tracepass review import to_label.csv --results run.json --format json
+
+Exit codes: 0 ok, 2 bad input (the message names file and line).
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(review_app, name="review")
+
+
+@review_app.command("export", epilog=EXPORT_EPILOG)
+def export(
+    results: Annotated[Path, typer.Argument(help="`evaluate --format json` output.")],
+    sample: Annotated[
+        int, typer.Option("--sample", min=1, help="Number of judged turns to sample.")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write: .csv or .jsonl.")],
+    seed: Annotated[int, typer.Option("--seed", help="Sampling seed (reproducible).")] = 0,
+) -> None:
+    """Write a sample of LLM-judged turns for people to label.
+
+    Columns: query, answer, expected, judge score and reasoning, and an empty human_label.
+    """
+    # Imported here: pydantic models would otherwise load for every `tracepass --help`.
+    from tracepass.evaluator.offline import review as review_mod
+
+    if output.suffix.lower() not in (".csv", ".jsonl", ".ndjson"):
+        fail(f"{output}: output must end in .csv or .jsonl")
+    doc = load_json_file(results, "RESULTS")
+    if not isinstance(doc, dict) or "conversations" not in doc:
+        fail(f"{results}: not `tracepass evaluate --format json` output (no 'conversations')")
+    rows = review_mod.judged_turns(doc)
+    if not rows:
+        fail(
+            f"{results}: no LLM-judged turns (evaluate with an llm grader, e.g. "
+            "--default-grader llm --judge module:attr)"
+        )
+    picked = review_mod.sample_rows(rows, sample, seed)
+    try:
+        review_mod.write_rows(picked, output)
+    except (review_mod.ReviewError, OSError) as exc:
+        fail(str(exc))
+    stderr_console().print(
+        f"wrote {len(picked)} of {len(rows)} judged turns to {output}",
+        highlight=False,
+        markup=False,
+    )
+
+
+@review_app.command("import", epilog=IMPORT_EPILOG)
+def import_(
+    labels: Annotated[Path, typer.Argument(help="Labelled .csv or .jsonl from `review export`.")],
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="The run's `evaluate` JSON: correct its whole judge pass rate (Rogan–Gladen) "
+            "instead of the sample's.",
+        ),
+    ] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="table (default) or json.")
+    ] = OutputFormat.TABLE,
+    output: OutputOption = None,
+) -> None:
+    """Measure judge–human agreement from labelled rows.
+
+    Confusion matrix, accuracy, Cohen's kappa, sensitivity, specificity and the success rate corrected for judge error (Rogan–Gladen).
+    """
+    from tracepass.evaluator.offline import review as review_mod
+
+    try:
+        read = review_mod.read_labels(labels)
+    except review_mod.ReviewError as exc:
+        fail(str(exc))
+    if not read.pairs:
+        fail(f"{labels}: no labelled rows (fill the human_label column)")
+    population = None
+    if results is not None:
+        doc = load_json_file(results, "--results")
+        if not isinstance(doc, dict) or "conversations" not in doc:
+            fail(f"{results}: not `tracepass evaluate --format json` output")
+        population = review_mod.judge_pass_rate(doc)
+    report = review_mod.agreement_report(read, population)
+    data: dict[str, Any] = report.model_dump(mode="json")
+    data["unlabelled"] = read.unlabelled
+    data["population"] = (
+        None if population is None else {"judged": population[0], "judge_passed": population[1]}
+    )
+    emit_json_or_table(
+        data,
+        as_json=output_format is OutputFormat.JSON,
+        output=output,
+        print_table=lambda: _print(data),
+    )
+
+
+def _print(data: dict[str, Any]) -> None:
+    console = stdout_console()
+    m = data["matrix"]
+    matrix = Table(title=f"Judge vs human ({data['n']} labelled, {data['unlabelled']} skipped)")
+    matrix.add_column("")
+    matrix.add_column("human pass", justify="right")
+    matrix.add_column("human fail", justify="right")
+    matrix.add_row("judge pass", str(m["tp"]), str(m["fp"]))
+    matrix.add_row("judge fail", str(m["fn"]), str(m["tn"]))
+    console.print(matrix)
+    stats = Table(title="Agreement")
+    stats.add_column("statistic")
+    stats.add_column("value", justify="right")
+    for key in (
+        "accuracy",
+        "kappa",
+        "sensitivity",
+        "specificity",
+        "judge_pass_rate",
+        "human_pass_rate",
+    ):
+        stats.add_row(key.replace("_", " "), fmt_num(data[key]))
+    corrected = data["corrected_pass_rate"]
+    label = "corrected pass rate (Rogan–Gladen)"
+    if data["population"] is not None:
+        label += f", over {data['population']['judged']} judged turns"
+    stats.add_row(
+        label, fmt_num(corrected["value"]) + (" (clipped)" if corrected["clipped"] else "")
+    )
+    console.print(stats)
+    for note in [*data["notes"], *([corrected["note"]] if corrected.get("note") else [])]:
+        console.print(f"note: {note}", markup=False, highlight=False)

@@ -1,0 +1,256 @@
+"""`tracepass serve`: the long-running collector + evaluator (issue 4's contract)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tracepass.collector.app.cli.common import MultiValueCommand, fail, stderr_console
+
+EPILOG = """\
+Examples:
+
+  tracepass serve --references examples/references
+
+  tracepass serve --config tracepass.yaml --state /var/lib/tracepass/state.sqlite
+
+  tracepass serve --references refs/ --grpc-port 0 --http-port 0 --metrics-port 0 --ports-file ports.json
+
+When it is listening, one JSON line goes to stdout:
+{"event": "listening", "grpc_port": 4317, "http_port": 4318, "metrics_port": 9464, ...}
+SIGINT / SIGTERM stop it cleanly.
+Exit codes: 0 stopped by SIGINT/SIGTERM, 2 bad option, config, reference or state file,
+or a port that cannot be bound.
+"""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG, cls=MultiValueCommand)(serve)
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def write_ports_file(path: Path, data: dict[str, Any]) -> None:
+    """Atomically (rename), so a reader polling for the file never sees half of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def listening_event(service: Any, **extra: Any) -> dict[str, Any]:
+    """The `listening` line (and ports file) both `serve` and `demo` announce: scripts and
+    tests read the bound ports from it, so its keys must stay the same in both."""
+    ports = service.ports
+    return {
+        "event": "listening",
+        "grpc_port": ports.grpc,
+        "http_port": ports.http,
+        "metrics_port": ports.metrics,
+        "metrics_url": service.metrics_url,
+        **extra,
+    }
+
+
+@contextmanager
+def startup_errors_reported(ports_file: Path | None) -> Iterator[None]:
+    """Turn a known start-up failure (busy port, unreadable state...) into a precise
+    exit-2 error instead of a traceback, and remove the ports file however the run ends
+    so a poller never reads the ports of a collector that is gone."""
+    from tracepass.collector.service import startup_error
+
+    try:
+        yield
+    except Exception as exc:
+        message = startup_error(exc)
+        if message is None:
+            raise
+        fail(message)
+    finally:
+        if ports_file is not None:
+            ports_file.unlink(missing_ok=True)
+
+
+async def run_until_signal(
+    service: Any, on_started: Callable[[], Awaitable[None] | None] | None = None
+) -> None:
+    """Start `service`, call `on_started`, wait for SIGINT/SIGTERM, stop."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # not the main thread / platform
+            pass
+    try:
+        await service.start()
+        try:
+            if on_started is not None:
+                ret = on_started()
+                if ret is not None:
+                    await ret
+            await stop.wait()
+        finally:
+            await service.stop()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+# Young-generation threshold of the cyclic garbage collector while a pipeline runs.
+GC_GEN0_THRESHOLD = 10_000
+
+
+def tune_gc(gen0: int = GC_GEN0_THRESHOLD) -> None:
+    """Raise the GC's young-generation threshold to `gen0` (never lower it).
+
+    Why: the collector holds every buffered span as a long-lived record, and ingest
+    allocates several container objects per span (records, protobuf wrappers, decoded
+    JSON); with CPython's default threshold (700) a young collection runs every ~100
+    spans and the older generations, which scan everything buffered, follow in
+    proportion. That cost 2-3 us per span at ~50k buffered spans (measured: about 15%
+    of ingest CPU); 10,000 takes most of it away for a few MB of extra young garbage.
+    Process-wide, like any GC setting, so only this entry point sets it: a library user
+    (tests, the demo, an embedding application) keeps its own GC policy."""
+    t0, t1, t2 = gc.get_threshold()
+    if 0 < t0 < gen0:
+        gc.set_threshold(gen0, t1, t2)
+
+
+def serve(
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML config file (docs/configuration.md)."),
+    ] = None,
+    references: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--references",
+            "-r",
+            help="Reference set files or folders: --references a b, or -r a -r b.",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Receiver bind address.", show_default=False)
+    ] = None,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(
+            "--grpc-port",
+            min=0,
+            max=65535,
+            help="OTLP/gRPC port (0: any free).",
+            show_default=False,
+        ),
+    ] = None,
+    http_port: Annotated[
+        int | None,
+        typer.Option(
+            "--http-port",
+            min=0,
+            max=65535,
+            help="OTLP/HTTP + API port (0: any free).",
+            show_default=False,
+        ),
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Prometheus /metrics port (0: any free).",
+            show_default=False,
+        ),
+    ] = None,
+    state: Annotated[
+        Path | None, typer.Option("--state", help="SQLite state file.", show_default=False)
+    ] = None,
+    durability: Annotated[
+        str | None,
+        typer.Option(
+            "--durability",
+            help="batch (acknowledged spans survive kill -9) or none.",
+            show_default=False,
+        ),
+    ] = None,
+    ports_file: Annotated[
+        Path | None,
+        typer.Option("--ports-file", help="Write the bound ports as JSON here once listening."),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error.")
+    ] = "info",
+) -> None:
+    """Run the collector: OTLP receivers, conversation assembly, evaluation, /metrics."""
+    from tracepass.collector.config import ConfigError, load_config
+    from tracepass.collector.service import CollectorService, with_overrides
+
+    if log_level.lower() not in LOG_LEVELS:
+        fail(f"--log-level {log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+    if durability is not None and durability not in ("batch", "none"):
+        fail(f"--durability {durability!r}: expected batch or none")
+    for path in references or []:
+        if not path.exists():
+            fail(f"{path}: no such file or directory (--references)")
+    if config_file is not None and not config_file.is_file():
+        fail(f"{config_file}: no such file (--config)")
+    try:
+        config = with_overrides(
+            load_config(config_file),
+            references=references,
+            host=host,
+            grpc_port=grpc_port,
+            http_port=http_port,
+            metrics_port=metrics_port,
+            state=state,
+            durability=durability,
+        )
+    except ConfigError as exc:
+        fail(str(exc))
+    for path in config.references:
+        if not Path(path).exists():
+            fail(f"{path}: no such file or directory (references in {config_file})")
+    setup_logging(log_level.lower())
+    tune_gc()
+    service = CollectorService(config)
+    console = stderr_console()
+
+    def announce() -> None:
+        ports = service.ports
+        info = listening_event(service, pid=os.getpid())
+        if ports_file is not None:
+            write_ports_file(ports_file, info)
+        sys.stdout.write(json.dumps(info) + "\n")
+        sys.stdout.flush()
+        console.print(
+            f"tracepass collector: OTLP gRPC :{ports.grpc}, OTLP HTTP :{ports.http}, "
+            f"metrics {service.metrics_url or 'off'} (Ctrl-C to stop)",
+            highlight=False,
+        )
+
+    with startup_errors_reported(ports_file):
+        asyncio.run(run_until_signal(service, announce))
+    console.print("tracepass collector stopped", highlight=False)

@@ -1,0 +1,75 @@
+"""Loading the CLI's inputs with precise errors: OTLP trace files → conversations,
+reference sets, datasets that carry agent outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.app.cli.common import fail
+from tracepass.evaluator.models import Conversation, ReferenceSet
+from tracepass.evaluator.references import ReferenceLoadError, load_dataset, load_reference_sets
+
+
+def _check_file(path: Path, what: str) -> None:
+    if not path.exists():
+        fail(f"{path}: no such file ({what})")
+    if path.is_dir():
+        fail(f"{path}: is a directory, expected a file ({what})")
+
+
+def conversations_from_otlp(
+    files: Sequence[Path], conversation_id_keys: Sequence[str] = ()
+) -> list[Conversation]:
+    """Read OTLP files (JSON lines, single JSON documents, length-prefixed protobuf) and
+    rebuild conversations across all of them (a conversation may span files)."""
+    from tracepass.collector.pipeline import assemble_offline
+    from tracepass.collector.receiver.otlpfile import read_otlp_file
+
+    requests: list[ExportTraceServiceRequest] = []
+    for path in files:
+        _check_file(path, "OTLP trace file")
+        try:
+            requests.extend(read_otlp_file(path))
+        except (ValueError, OSError) as exc:
+            message = str(exc)
+            fail(message if str(path) in message else f"{path}: {message}")
+    return assemble_offline(requests, conversation_id_keys=conversation_id_keys)
+
+
+def reference_sets(paths: Sequence[Path]) -> list[ReferenceSet]:
+    for path in paths:
+        if not path.exists():
+            fail(f"{path}: no such file or directory (--references)")
+    try:
+        sets = load_reference_sets(paths)
+    except ReferenceLoadError as exc:
+        fail(str(exc))
+    if not any(rs.references for rs in sets):
+        fail(f"no references found in {', '.join(map(str, paths))}")
+    return sets
+
+
+def datasets(paths: Sequence[Path]) -> tuple[list[ReferenceSet], list[Conversation], list[str]]:
+    """Fair Forge datasets / ADK eval sets with agent outputs: (sets, conversations,
+    skipped parts)."""
+    sets: list[ReferenceSet] = []
+    conversations: list[Conversation] = []
+    skipped: list[str] = []
+    for path in paths:
+        _check_file(path, "--dataset")
+        try:
+            imported = load_dataset(path)
+        except ReferenceLoadError as exc:
+            fail(str(exc))
+        if not imported.conversations:
+            fail(
+                f"{path}: holds no agent outputs to evaluate (a reference set? "
+                "use FILE… --references PATH instead)"
+            )
+        sets.append(imported.reference_set)
+        conversations.extend(imported.conversations)
+        skipped.extend(f"{path}: {s}" for s in imported.skipped)
+    return sets, conversations, skipped

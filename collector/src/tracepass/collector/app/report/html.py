@@ -1,0 +1,134 @@
+"""Render the HTML report: one file, images inlined as data URIs, no external assets,
+so it can be attached to a CI run and opened offline. Jinja2 autoescaping is on:
+queries, answers and tool arguments come from agents and users and are untrusted."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import jinja2
+
+from tracepass.collector.app.report import charts, data
+from tracepass.evaluator.offline.evaluation_run import TOOL_DIMENSIONS
+
+_MAX_REFERENCE_ROWS = 40
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("tracepass.collector.app.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+_TIERS = {
+    "production_ready": ("production ready", "ok"),
+    "functional_but_inconsistent": ("functional but inconsistent", "warn"),
+    "needs_improvement": ("needs improvement", "warn"),
+    "not_ready": ("not ready", "bad"),
+    "insufficient_data": ("insufficient data", "none"),
+}
+
+
+def _readiness(summary: Mapping[str, Any]) -> dict[str, str]:
+    verdict = summary.get("readiness") or {}
+    tier = str(verdict.get("tier") or "insufficient_data")
+    label, css = _TIERS.get(tier, (tier.replace("_", " "), "none"))
+    confident = str(verdict.get("confident_tier") or "insufficient_data")
+    detail = (
+        f"pass@1 = {fmt(verdict.get('pass_at_1'))}, pass^3 = {fmt(verdict.get('pass_pow_3'))}; "
+        f"on the lower credible bounds: {_TIERS.get(confident, (confident, ''))[0]}."
+    )
+    return {"label": label, "css": css, "detail": detail}
+
+
+def _passk_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for metric, label in (("pass_at_k", "pass@k"), ("pass_pow_k", "pass^k")):
+        for k, block in sorted((summary.get(metric) or {}).items(), key=lambda kv: int(kv[0])):
+            rows.append(
+                {
+                    "k": k,
+                    "metric": label,
+                    "unbiased": fmt(block.get("unbiased")),
+                    "plugin": fmt(block.get("plugin")),
+                    "mean": fmt(block.get("mean")),
+                    "interval": f"[{fmt(block.get('lower'))}, {fmt(block.get('upper'))}]",
+                }
+            )
+    return rows
+
+
+def _cards(summary: Mapping[str, Any]) -> list[dict[str, str]]:
+    def rate(key: str) -> str:
+        value = (summary.get(key) or {}).get("rate")
+        return "—" if value is None else f"{value:.1%}"
+
+    return [
+        {"label": "conversations", "value": str(summary.get("conversations", 0))},
+        {
+            "label": "matched / unmatched",
+            "value": f"{summary.get('matched', 0)} / {summary.get('unmatched', 0)}",
+        },
+        {"label": "correct", "value": str(summary.get("correct", 0))},
+        {"label": "tasks (references)", "value": str(summary.get("tasks", "—"))},
+        {"label": "conversation correctness", "value": rate("conversation_correctness")},
+        {"label": "tool-correct turns", "value": rate("tool_correctness")},
+        {"label": "answer-correct turns", "value": rate("answer_correctness")},
+    ]
+
+
+def render_report(doc: Mapping[str, Any], *, title: str = "tracepass evaluation") -> str:
+    """The report as one HTML string."""
+    summary = doc.get("summary") or {}
+    level = float(summary.get("level") or 0.95)
+    ks = [int(k) for k in (summary.get("pass_at_k") or {})]
+    curves = data.curves(doc, max([*ks, 5]))
+    tool_versions = data.tool_by_version(doc)
+    tool_refs = data.tool_by_reference(doc)
+    shown_refs = dict(list(tool_refs.items())[:_MAX_REFERENCE_ROWS])
+    trajectory = data.trajectory_by_version(doc)
+    failure_rows, failure_total = data.failures(doc)
+    run = doc.get("run") or {}
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = " · ".join(
+        part for part in (str(run.get("source", "")), f"generated {generated}") if part
+    )
+    env = _env()
+    env.globals["fmt"] = fmt
+    return env.get_template("report.html.j2").render(
+        title=title,
+        subtitle=subtitle,
+        cards=_cards(summary),
+        readiness=_readiness(summary),
+        level_pct=f"{level:.0%}",
+        passk_chart=charts.passk_curves(curves, level) if curves else None,
+        passk_rows=_passk_rows(summary),
+        tool_dim_chart=charts.grouped_bars(
+            tool_versions, TOOL_DIMENSIONS, "Tool correctness per dimension (mean over turns)"
+        )
+        if tool_versions
+        else None,
+        tool_ref_chart=charts.heatmap(shown_refs, TOOL_DIMENSIONS, "Tool correctness per reference")
+        if shown_refs
+        else None,
+        tool_ref_truncated=len(tool_refs) > len(shown_refs),
+        tool_ref_shown=len(shown_refs),
+        tool_ref_total=len(tool_refs),
+        radar_chart=charts.radar(trajectory) if trajectory else None,
+        failures=failure_rows,
+        failures_total=failure_total,
+    )

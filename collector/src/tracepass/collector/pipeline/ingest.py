@@ -1,0 +1,381 @@
+"""The collector behind the receivers: normalize → (durable state) → assembly → matching
+→ evaluation → results, as one asyncio component implementing `SpanSink` and
+the queries the conversation API renders (`latest_result`, `open_conversation`).
+
+Why it is shaped like this:
+- `ingest` does only bounded work on the event loop (normalize, a dict insert per span)
+  and, in `batch` durability, waits for the group commit that makes the spans durable;
+  everything slow (completion, matching, scoring, result storage) runs in a background
+  task, so a slow judge never holds an exporter's request open.
+- Back-pressure instead of loss: when the evaluation backlog or the state writer's queue
+  is over its cap, `ingest` raises `Overloaded` *before* touching the request, so the
+  client retries and nothing is acknowledged that is then dropped.
+- Evaluations run through `scheduling.EvaluationChains` (revision order per
+  conversation); recovery is `recovery.py`; offline assembly is `offline.py`.
+- Results are kept as data (`StoredResult`); rendering them is the API's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.metrics import Meter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.assembly import Assembler, Completed, build_conversation
+from tracepass.collector.config import (
+    AssemblyConfig,
+    CollectorConfig,
+    MatchingConfig,
+    StateConfig,
+)
+from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
+from tracepass.collector.pipeline.recovery import restore_conversations
+from tracepass.collector.pipeline.scheduling import (
+    ConversationEvaluator,
+    EvaluationChains,
+    ResultInfo,
+    ResultListener,
+)
+from tracepass.collector.receiver.sink import IngestResult, Overloaded
+from tracepass.collector.state import StateError, StateStore, StoredResult
+from tracepass.evaluator.models import Conversation
+
+__all__ = ["Pipeline"]
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        evaluator: ConversationEvaluator,
+        *,
+        assembly: AssemblyConfig | None = None,
+        state: StateConfig | None = None,
+        matching: MatchingConfig | None = None,
+        references: Sequence[Path] = (),
+        reference_source: ReferenceSource | None = None,
+        instruments: CollectorInstruments | None = None,
+        meter: Meter | None = None,
+        listener: ResultListener | None = None,
+        clock: Callable[[], float] = time.time,
+        normalizer: Normalizer | None = None,
+        end_grace_s: float = 5.0,
+        max_pending_evaluations: int = 1024,
+        max_state_backlog: int = 4096,
+        evaluation_concurrency: int = 8,
+        purge_interval_s: float = 60.0,
+        result_cache_size: int = 10_000,
+    ) -> None:
+        self.assembly_config = assembly or AssemblyConfig()
+        self.state_config = state
+        self.matching_config = matching or MatchingConfig()
+        self.evaluator = evaluator
+        self.clock = clock
+        self.listener = listener
+        self.max_pending_evaluations = max_pending_evaluations
+        self.max_state_backlog = max_state_backlog
+        self.purge_interval_s = purge_interval_s
+        meter = meter or metrics.get_meter("tracepass.collector")
+        self.instruments = instruments or CollectorInstruments.create(meter)
+        self._eval_errors = meter.create_counter(
+            "tracepass_evaluation_errors",
+            description="Completed conversations whose evaluation raised (not scored)",
+        )
+        self.references = reference_source or ReferenceSource(
+            references,
+            fuzzy=self.matching_config.fuzzy,
+            fuzzy_threshold=self.matching_config.fuzzy_threshold,
+            meter=meter,
+        )
+        self._normalizer = normalizer
+        self.assembler = Assembler(
+            self.assembly_config,
+            self.instruments,
+            clock=clock,
+            end_grace_s=end_grace_s,
+            turn_target=self._turn_target,
+        )
+        self.store: StateStore | None = (
+            StateStore(
+                state.path,
+                durability=state.durability,
+                batch_max_delay_ms=state.batch_max_delay_ms,
+            )
+            if state is not None
+            else None
+        )
+        self._chains = EvaluationChains(
+            self._evaluate, concurrency=evaluation_concurrency, on_error=self._count_error
+        )
+        self._results: OrderedDict[str, StoredResult] = OrderedDict()
+        self._result_cache_size = result_cache_size
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._ready = False
+        self._stopping = False
+
+    @classmethod
+    def from_config(
+        cls, config: CollectorConfig, evaluator: ConversationEvaluator, **kwargs: Any
+    ) -> Pipeline:
+        kwargs.setdefault("normalizer", default_normalizer(config.assembly.conversation_id_keys))
+        return cls(
+            evaluator,
+            assembly=config.assembly,
+            state=config.state,
+            matching=config.matching,
+            references=config.references,
+            **kwargs,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def durability(self) -> str:
+        return "none" if self.store is None else self.store.durability
+
+    async def start(self, *, background: bool = True) -> None:
+        """Load references (a broken file fails startup), recover state, start ticking."""
+        self.references.load()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.open)
+            await asyncio.to_thread(self._recover)
+        if background:
+            self._task = asyncio.create_task(self._loop(), name="tracepass-pipeline")
+        self._ready = True
+
+    def _recover(self) -> None:
+        assert self.store is not None
+        restore_conversations(
+            self.assembler,
+            self.store.load(self._normalize),
+            now=self.clock(),
+            retention_s=self.assembly_config.retention_s,
+            source=self.store.path,
+        )
+
+    async def stop(self) -> None:
+        """Stop taking spans, evaluate what is due, wait for running evaluations and
+        persist what is still open (in `none` durability too) so a restart resumes it."""
+        self._ready = False
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.process_due()
+        if self.store is not None:
+            if self.store.durability == "none":
+                rows: list[tuple[str, SpanRecord]] = []
+                for key in self.assembler.open_keys():
+                    snap = self.assembler.snapshot(key)
+                    if snap is not None:
+                        rows.extend((key, r) for r in snap[0])
+                if rows:
+                    await self.store.write_spans(rows, self.clock())
+            await asyncio.to_thread(self.store.close)
+
+    def ready(self) -> bool:
+        return self._ready
+
+    # ------------------------------------------------------------------ ingest (SpanSink)
+
+    def _normalize(
+        self, request: ExportTraceServiceRequest
+    ) -> tuple[list[SpanRecord], list[Rejection]]:
+        if self._normalizer is None:
+            self._normalizer = default_normalizer(self.assembly_config.conversation_id_keys)
+        return self._normalizer(request)
+
+    def _check_capacity(self) -> None:
+        if not self._ready:
+            raise Overloaded("collector is starting or stopping", retry_after_s=1.0)
+        backlog = self._chains.inflight + self.assembler.ready_count
+        if backlog >= self.max_pending_evaluations:
+            raise Overloaded(
+                f"evaluation backlog {backlog} >= {self.max_pending_evaluations}",
+                retry_after_s=1.0,
+            )
+        if self.store is not None and self.store.backlog >= self.max_state_backlog:
+            raise Overloaded(
+                f"state writer backlog {self.store.backlog} >= {self.max_state_backlog}",
+                retry_after_s=0.5,
+            )
+
+    async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
+        self._check_capacity()
+        records, rejections = self._normalize(request)
+        return await self._ingest(records, rejections, request)
+
+    async def ingest_records(
+        self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
+    ) -> IngestResult:
+        """`ingest` for already-normalized records (tests, replay, other front ends)."""
+        self._check_capacity()
+        return await self._ingest(list(records), list(rejections))
+
+    async def _ingest(
+        self,
+        records: list[SpanRecord],
+        rejections: Sequence[Rejection],
+        request: ExportTraceServiceRequest | None = None,
+    ) -> IngestResult:
+        for rej in rejections:
+            self.instruments.spans_rejected.add(1, {"reason": rej.reason})
+        outcome = self.assembler.add(records)
+        if self.assembler.ready_count:
+            self._wake.set()
+        store = self.store
+        if (
+            store is not None
+            and store.durability == "batch"
+            and (outcome.merged or outcome.any_held)
+        ):
+            try:
+                if request is not None:
+                    # The request as received (one row), not a JSON row per span.
+                    await store.write_request(request, outcome.keys, self.clock(), outcome.merged)
+                else:
+                    await store.write_spans(outcome.held, self.clock(), outcome.merged)
+            except StateError as exc:
+                # Not acknowledged: the client retries, and dedupe makes that safe.
+                raise Overloaded(f"state write failed: {exc}", retry_after_s=1.0) from exc
+        message = ""
+        if rejections:
+            first = rejections[0]
+            message = f"{len(rejections)} spans rejected; first: {first.message}"
+        return IngestResult(accepted=len(records), rejected=len(rejections), message=message)
+
+    # ------------------------------------------------------------------ completion loop
+
+    def _turn_target(self, reference_id: str | None, query: str | None) -> int | None:
+        return self.references.catalog.turn_target(reference_id, query)
+
+    async def _loop(self) -> None:
+        tick = self.assembly_config.tick_interval_s
+        reload_every = self.matching_config.reload_interval_s
+        next_reload = time.monotonic() + reload_every
+        next_purge = time.monotonic() + self.purge_interval_s
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=tick)
+            self._wake.clear()
+            try:
+                await self.process_due(wait=False)
+                mono = time.monotonic()
+                if mono >= next_reload:
+                    next_reload = mono + reload_every
+                    await asyncio.to_thread(self.references.poll)
+                if mono >= next_purge and self.store is not None:
+                    next_purge = mono + self.purge_interval_s
+                    await self.purge()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pipeline tick failed")
+
+    async def purge(self) -> int:
+        """Delete stored spans of conversations evaluated longer than `retention_s` ago,
+        and their results `state.results_retention_s` after that."""
+        if self.store is None:
+            return 0
+        now = self.clock()
+        cutoff = now - self.assembly_config.retention_s
+        purged = await self.store.purge(cutoff, keep=self.assembler.open_keys())
+        keep_results = self.state_config.results_retention_s if self.state_config else 0.0
+        if keep_results > 0:
+            await self.store.purge_results(cutoff - keep_results)
+        return purged
+
+    async def process_due(self, now: float | None = None, *, wait: bool = True) -> int:
+        """Hand every conversation that is complete by `now` to evaluation; with `wait`,
+        return after all evaluations (including earlier running ones) finished."""
+        completed = self.assembler.poll(now)
+        for item in completed:
+            self._chains.schedule(item)
+        if wait:
+            await self._chains.drain()
+        return len(completed)
+
+    def _count_error(self) -> None:
+        self._eval_errors.add(1)
+
+    async def _evaluate(self, item: Completed) -> None:
+        conversation = build_conversation(item.key, item.records, complete=item.complete)
+        match = self.references.catalog.match(conversation)
+        if match is None and item.revision == 0:
+            self.instruments.conversations_unmatched.add(1)
+            log.info("conversation %s matched no reference", item.key)
+        reference = match.reference if match is not None else None
+        set_name = match.reference_set if match is not None else None
+        result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        now = self.clock()
+        last_end = max((r.end_ns for r in item.records), default=0)
+        lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
+        stored = StoredResult(conversation, result, item.revision)
+        self._remember(item.key, stored)
+        if self.store is not None:
+            await self.store.put_result(
+                item.key,
+                revision=item.revision,
+                closed_at=item.closed_at,
+                n_spans=len(item.records),
+                stored=stored,
+                evaluated_at=now,
+            )
+        if self.listener is not None:
+            info = ResultInfo(
+                revision=item.revision,
+                reason=item.reason,
+                lag_s=lag,
+                now=now,
+                complete=item.complete,
+                reference_set=set_name,
+                match_method=match.method if match is not None else None,
+                conversation=conversation,
+            )
+            try:
+                ret = self.listener(result, info)
+                if inspect.isawaitable(ret):
+                    await ret
+            except Exception:
+                log.exception("result listener failed for conversation %s", item.key)
+
+    def _remember(self, key: str, stored: StoredResult) -> None:
+        self._results[key] = stored
+        self._results.move_to_end(key)
+        while len(self._results) > self._result_cache_size:
+            self._results.popitem(last=False)
+
+    # ------------------------------------------------------------------ queries
+
+    def latest_result(self, conversation_id: str) -> StoredResult | None:
+        """The latest evaluation of a conversation (memory first, then the state file)."""
+        stored = self._results.get(conversation_id)
+        if stored is None and self.store is not None and self._ready:
+            stored = self.store.get_result(conversation_id)
+        return stored
+
+    def open_conversation(self, conversation_id: str) -> tuple[Conversation, int] | None:
+        """A conversation still being assembled (or re-assembled after late spans) as
+        rebuilt so far, with the revision its next evaluation will have."""
+        snap = self.assembler.snapshot(conversation_id)
+        if snap is None or not snap[2]:
+            return None
+        records, revision, _ = snap
+        return build_conversation(conversation_id, records, complete=False), revision

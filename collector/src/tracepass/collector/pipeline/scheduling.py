@@ -1,0 +1,103 @@
+"""Evaluation scheduling: what the pipeline hands a completed conversation to, and the
+per-conversation chains that keep revisions in order.
+
+Evaluations of one conversation run strictly in revision order (a chain of tasks per
+conversation); different conversations are scored concurrently up to a limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from tracepass.collector.assembly import Completed
+from tracepass.evaluator.models import Conversation, ConversationResult, Reference
+
+__all__ = ["ConversationEvaluator", "EvaluationChains", "ResultInfo", "ResultListener"]
+
+log = logging.getLogger(__name__)
+
+
+class ConversationEvaluator(Protocol):
+    """What the pipeline needs from `tracepass.evaluator.scoring.Evaluator`."""
+
+    async def aevaluate(
+        self,
+        conversation: Conversation,
+        reference: Reference | None,
+        *,
+        reference_set: str | None = None,
+    ) -> ConversationResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResultInfo:
+    """Context of one evaluation handed to the result listener (metrics, events).
+
+    `revision` is 0 for the first evaluation of a conversation and n for the n-th
+    re-evaluation caused by late spans; a later revision supersedes earlier ones.
+    `lag_s` is the time from the conversation's last span end to its evaluation.
+    """
+
+    revision: int
+    reason: str
+    lag_s: float
+    now: float
+    complete: bool
+    reference_set: str | None
+    match_method: str | None
+    conversation: Conversation
+
+
+ResultListener = Callable[[ConversationResult, ResultInfo], Awaitable[None] | None]
+
+
+class EvaluationChains:
+    """Runs `evaluate(item)` for every scheduled conversation: one chain per conversation
+    key (a revision waits for the previous one), at most `concurrency` at a time."""
+
+    def __init__(
+        self,
+        evaluate: Callable[[Completed], Awaitable[None]],
+        *,
+        concurrency: int,
+        on_error: Callable[[], None],
+    ) -> None:
+        self._evaluate = evaluate
+        self._on_error = on_error
+        self._sem = asyncio.Semaphore(concurrency)
+        self._chains: dict[str, asyncio.Task[None]] = {}
+        self.inflight = 0
+
+    def schedule(self, item: Completed) -> None:
+        previous = self._chains.get(item.key)
+        self.inflight += 1
+        task = asyncio.create_task(self._after(previous, item))
+        self._chains[item.key] = task
+
+        def done(t: asyncio.Task[None], key: str = item.key) -> None:
+            self.inflight -= 1
+            if self._chains.get(key) is t:
+                del self._chains[key]
+
+        task.add_done_callback(done)
+
+    async def drain(self) -> None:
+        """Return once every scheduled evaluation (and any scheduled meanwhile) finished."""
+        while self._chains:
+            await asyncio.gather(*list(self._chains.values()), return_exceptions=True)
+
+    async def _after(self, previous: asyncio.Task[None] | None, item: Completed) -> None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(previous)
+        async with self._sem:
+            try:
+                await self._evaluate(item)
+            except Exception:
+                self._on_error()
+                log.exception("evaluation of conversation %s failed", item.key)

@@ -1,5 +1,0 @@
-"""Self-contained HTML report of an evaluation (`tracepass evaluate --format html`)."""
-
-from tracepass.collector.report.html import render_report
-
-__all__ = ["render_report"]

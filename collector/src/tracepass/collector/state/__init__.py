@@ -1,0 +1,19 @@
+"""Durable collector state: the SQLite store (one writer thread) and its codec."""
+
+from tracepass.collector.state.codec import (
+    StoredResult,
+    decode_record,
+    encode_record,
+    encode_request,
+)
+from tracepass.collector.state.store import StateError, StateStore, StoredConversation
+
+__all__ = [
+    "StateError",
+    "StateStore",
+    "StoredConversation",
+    "StoredResult",
+    "decode_record",
+    "encode_record",
+    "encode_request",
+]

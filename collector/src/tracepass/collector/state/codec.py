@@ -1,0 +1,179 @@
+"""How the state file spells things: span records (compact JSON arrays) and stored
+evaluations (versioned JSON of the data, not of any API view).
+
+Never pickled: the file may outlive the code version and must not execute anything on
+load. Stored evaluations carry `"v": RESULT_FORMAT`; rows written before the format had a
+version are the conversation API's view JSON and are read by `_from_view` (the upgrade
+path: nothing is rewritten on disk, old rows decode to the same data).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.evaluator.models import Conversation, ConversationResult, ToolCall, Turn
+
+__all__ = [
+    "RESULT_FORMAT",
+    "StoredResult",
+    "decode_record",
+    "decode_result",
+    "encode_record",
+    "encode_request",
+    "encode_result",
+    "encode_routing",
+]
+
+RESULT_FORMAT = 2
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+# One encoder reused: json.dumps with non-default options builds a new encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_fallback)
+_encode = _ENCODER.encode
+
+
+def encode_routing(routing: list[Any]) -> str:
+    """A request row's routing (which conversation each record went to)."""
+    return _encode(routing)
+
+
+def encode_record(rec: SpanRecord) -> str:
+    calls = rec.requested_tool_calls
+    return _encode(
+        [
+            rec.trace_id,
+            rec.span_id,
+            rec.parent_span_id,
+            rec.kind.value,
+            rec.name,
+            rec.start_ns,
+            rec.end_ns,
+            rec.conversation_id,
+            rec.reference_id,
+            rec.agent_name,
+            rec.agent_version,
+            rec.service_name,
+            rec.input_text,
+            rec.output_text,
+            rec.tool_name,
+            rec.tool_call_id,
+            rec.tool_arguments,
+            rec.tool_result,
+            rec.error,
+            [tc.model_dump(mode="json") for tc in calls] if calls else [],
+            rec.final_answer_uses_tools,
+            rec.attributes,
+        ]
+    )
+
+
+def encode_request(request: ExportTraceServiceRequest) -> bytes:
+    """What `batch` durability stores per export request: its protobuf bytes."""
+    return request.SerializeToString()
+
+
+def decode_record(text: str) -> SpanRecord:
+    f = json.loads(text)
+    return SpanRecord(
+        trace_id=f[0],
+        span_id=f[1],
+        parent_span_id=f[2],
+        kind=RecordKind(f[3]),
+        name=f[4],
+        start_ns=f[5],
+        end_ns=f[6],
+        conversation_id=f[7],
+        reference_id=f[8],
+        agent_name=f[9],
+        agent_version=f[10],
+        service_name=f[11],
+        input_text=f[12],
+        output_text=f[13],
+        tool_name=f[14],
+        tool_call_id=f[15],
+        tool_arguments=f[16],
+        tool_result=f[17],
+        error=f[18],
+        requested_tool_calls=tuple(ToolCall.model_validate(d) for d in f[19]),
+        final_answer_uses_tools=f[20],
+        attributes=f[21],
+    )
+
+
+# ------------------------------------------------------------------------ evaluations
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    """One conversation's latest evaluation as stored: the conversation that was scored,
+    its result and which revision it is."""
+
+    conversation: Conversation
+    result: ConversationResult | None
+    revision: int
+
+
+def encode_result(stored: StoredResult) -> str:
+    result = stored.result
+    return _encode(
+        {
+            "v": RESULT_FORMAT,
+            "revision": stored.revision,
+            "conversation": stored.conversation.model_dump(mode="json", exclude_defaults=True),
+            "result": None if result is None else result.model_dump(mode="json"),
+        }
+    )
+
+
+def decode_result(text: str) -> StoredResult:
+    data: dict[str, Any] = json.loads(text)
+    if "v" not in data:
+        return _from_view(data)
+    if data["v"] != RESULT_FORMAT:
+        raise ValueError(f"stored result format {data['v']!r} is newer than this collector")
+    result = data["result"]
+    return StoredResult(
+        conversation=Conversation.model_validate(data["conversation"]),
+        result=None if result is None else ConversationResult.model_validate(result),
+        revision=int(data["revision"]),
+    )
+
+
+def _from_view(view: dict[str, Any]) -> StoredResult:
+    """Rows written before results were versioned held the API's view JSON: rebuild the
+    data it shows (the view carried every conversation field it renders)."""
+    agent = view.get("agent") or {}
+    conversation = Conversation(
+        id=view["conversation_id"],
+        agent_name=agent.get("name"),
+        agent_version=agent.get("version"),
+        trace_ids=tuple(view.get("trace_ids") or ()),
+        complete=bool(view.get("complete", True)),
+        turns=tuple(
+            Turn(
+                query=t.get("query"),
+                answer=t.get("answer"),
+                tool_calls=tuple(ToolCall.model_validate(c) for c in t.get("tool_calls") or ()),
+            )
+            for t in view.get("turns") or ()
+        ),
+    )
+    evaluation = view.get("evaluation")
+    return StoredResult(
+        conversation=conversation,
+        result=None if evaluation is None else ConversationResult.model_validate(evaluation),
+        revision=int(view.get("revision", 0)),
+    )

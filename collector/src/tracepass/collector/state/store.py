@@ -1,0 +1,555 @@
+"""Durable collector state in SQLite (WAL): spans, evaluation results, key-value blobs.
+
+Why it is shaped like this:
+- One writer thread owns the write connection; the event loop only enqueues work and
+  awaits a future, so gRPC/HTTP keep answering while SQLite fsyncs.
+- Group commit: in `batch` durability every ingest enqueues its spans and waits; the
+  writer takes everything that arrives within `batch_max_delay_ms` of the first waiting
+  request and commits it in one transaction, then releases all of them. A request is
+  acknowledged to its client only after that commit, so an acknowledged span is in the
+  WAL file and survives `kill -9` (synchronous=NORMAL: durable against process death;
+  an OS crash / power loss may lose the last transactions, see docs/collector.md).
+- The ingest path (`write_request`) stores each export request once, as the protobuf
+  bytes the client sent, plus its routing (which conversation each held record went
+  to): one row per request instead of a JSON-encoded row per span, which made `batch`
+  durability cost more CPU than normalization. Recovery decodes and normalizes those
+  requests again (`load(normalize)`). `request_keys` says which conversations still
+  need a request row, so purging a conversation deletes the rows no one needs.
+- Records without a request (`write_spans`: `ingest_records`, the clean shutdown of
+  `none` durability) are stored as compact JSON arrays (`codec.py`).
+- Reads for the conversation API use a second connection: WAL readers never block the
+  writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.state.codec import (
+    StoredResult,
+    decode_record,
+    decode_result,
+    encode_record,
+    encode_request,
+    encode_result,
+    encode_routing,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Durability = Literal["none", "batch"]
+
+SCHEMA_VERSION = 2
+PAGE_SIZE = 16384  # of new state files
+# Version 1 files lack only the request log tables, which `_SCHEMA` creates: upgraded
+# in place.
+_UPGRADABLE = {1}
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    conv_key TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS spans_conv ON spans (conv_key);
+CREATE TABLE IF NOT EXISTS results (
+    conv_key TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    closed_at REAL NOT NULL,
+    evaluated_at REAL NOT NULL,
+    n_spans INTEGER NOT NULL,
+    purged INTEGER NOT NULL DEFAULT 0,
+    view TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_closed ON results (purged, closed_at);
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY,
+    received_at REAL NOT NULL,
+    data BLOB NOT NULL,
+    routing TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS request_keys (
+    conv_key TEXT NOT NULL,
+    req_id INTEGER NOT NULL,
+    PRIMARY KEY (conv_key, req_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS request_keys_req ON request_keys (req_id);
+CREATE TABLE IF NOT EXISTS merges (
+    seq INTEGER PRIMARY KEY,
+    old_key TEXT NOT NULL,
+    new_key TEXT NOT NULL
+);
+"""
+
+
+class StateError(RuntimeError):
+    """The state file cannot be used (message names the file and the problem)."""
+
+
+def _apply_merges(conn: sqlite3.Connection, merges: Iterable[tuple[str, str]]) -> None:
+    """A trace-only buffer joined its conversation: re-key what is stored under it."""
+    for old, new in merges:
+        conn.execute("UPDATE spans SET conv_key=? WHERE conv_key=?", (new, old))
+        conn.execute(
+            "INSERT OR IGNORE INTO request_keys SELECT ?, req_id FROM request_keys "
+            "WHERE conv_key=?",
+            (new, old),
+        )
+        conn.execute("DELETE FROM request_keys WHERE conv_key=?", (old,))
+        conn.execute("INSERT INTO merges (old_key, new_key) VALUES (?,?)", (old, new))
+
+
+# ------------------------------------------------------------------------ recovery
+
+Normalize = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConversation:
+    """What restart recovery needs about one conversation with spans on disk."""
+
+    key: str
+    records: list[SpanRecord]
+    last_seen: float
+    # Set when the conversation was evaluated: its revision, close time and how many
+    # spans that evaluation saw (more on disk now = late spans awaiting re-evaluation).
+    revision: int | None = None
+    closed_at: float | None = None
+    evaluated_spans: int | None = None
+
+
+# ------------------------------------------------------------------------ store
+
+_Op = tuple[Callable[[sqlite3.Connection], Any], "concurrent.futures.Future[Any]"]
+_STOP = object()
+
+
+class StateStore:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        durability: Durability = "batch",
+        batch_max_delay_ms: float = 5.0,
+        max_batch_ops: int = 1024,
+    ) -> None:
+        self.path = Path(path)
+        self.durability = durability
+        self.batch_max_delay_s = batch_max_delay_ms / 1000.0
+        self.max_batch_ops = max_batch_ops
+        self._queue: queue.SimpleQueue[_Op | object] = queue.SimpleQueue()
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._reader: sqlite3.Connection | None = None
+        self.commits = 0  # transactions committed (for the benchmark's report)
+        # CPU seconds the writer thread has used (waiting excluded): the part of
+        # `batch` durability's cost that runs off the event loop (benchmark report).
+        self.writer_cpu_s = 0.0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=5000")
+        return conn
+
+    def open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+            # New files only (SQLite ignores it once the file has pages): request blobs
+            # are ~100 KB-1 MB, and 16 KiB pages write them with a quarter of the
+            # overflow-page bookkeeping of the 4 KiB default (about half the CPU per
+            # stored request, measured).
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StateError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
+            conn.executescript(_SCHEMA)
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) in _UPGRADABLE:
+                conn.execute(
+                    "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise StateError(
+                    f"{self.path}: state schema version {row[0]}, this tracepass reads "
+                    f"version {SCHEMA_VERSION}; move the file away to start fresh"
+                )
+            conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
+        self._reader = self._connect()
+        self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Finish every queued write, then stop the writer (blocking)."""
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join()
+            self._thread = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def backlog(self) -> int:
+        """Writes queued and not yet committed (the pipeline refuses work above a cap)."""
+        return self._pending
+
+    # ---------------------------------------------------------------- writer thread
+
+    def _run(self) -> None:
+        conn = self._connect()
+        conn.execute("PRAGMA synchronous=NORMAL")
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            cpu = time.thread_time()
+            batch: list[_Op] = [first]  # type: ignore[list-item]
+            deadline = time.monotonic() + self.batch_max_delay_s
+            while len(batch) < self.max_batch_ops:
+                timeout = deadline - time.monotonic()
+                try:
+                    item = (
+                        self._queue.get(timeout=timeout)
+                        if timeout > 0
+                        else self._queue.get_nowait()
+                    )
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+            self._commit(conn, batch)
+            self.writer_cpu_s += time.thread_time() - cpu
+        conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for fn, _ in batch:
+                try:
+                    outcomes.append((True, fn(conn)))
+                except Exception as exc:  # one bad op must not fail its neighbours
+                    outcomes.append((False, exc))
+            conn.execute("COMMIT")
+            self.commits += 1
+        except sqlite3.Error as exc:
+            log.error("%s: state commit failed: %s", self.path, exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            outcomes = [(False, StateError(f"{self.path}: commit failed: {exc}"))] * len(batch)
+        with self._pending_lock:
+            self._pending -= len(batch)
+        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+            if fut.set_running_or_notify_cancel():
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> concurrent.futures.Future[T]:
+        """Run `fn(conn)` inside the next group transaction; resolves after COMMIT."""
+        if self._thread is None:
+            raise StateError(f"{self.path}: state store is not open")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._pending_lock:
+            self._pending += 1
+        self._queue.put((fn, fut))
+        return fut
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.wrap_future(self.submit(fn))
+
+    # ---------------------------------------------------------------- spans
+
+    async def write_spans(
+        self,
+        rows: Iterable[tuple[str, SpanRecord]],
+        received_at: float,
+        merges: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Insert new records (dedupe by trace+span id) and re-key merged buffers."""
+        rows = list(rows)
+        merges = list(merges)
+
+        def op(conn: sqlite3.Connection) -> None:
+            _apply_merges(conn, merges)
+            conn.executemany(
+                "INSERT OR IGNORE INTO spans VALUES (?,?,?,?,?)",
+                [(r.trace_id, r.span_id, key, received_at, encode_record(r)) for key, r in rows],
+            )
+
+        await self.run(op)
+
+    async def write_request(
+        self,
+        request: ExportTraceServiceRequest,
+        keys: Sequence[str | None],
+        received_at: float,
+        merges: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Store one export request as received plus its routing: `keys[i]` is the
+        conversation holding the normalizer's i-th record (`AddOutcome.keys`), None for
+        records assembly did not hold (dropped), which recovery skips."""
+        merges = list(merges)
+
+        def op(conn: sqlite3.Connection) -> None:
+            # Serialized here, on the writer thread: the event loop only waits.
+            slots: dict[str, int] = {}
+            index = [-1 if k is None else slots.setdefault(k, len(slots)) for k in keys]
+            _apply_merges(conn, merges)
+            routing = encode_routing([list(slots), index, merges])
+            cur = conn.execute(
+                "INSERT INTO requests (received_at, data, routing) VALUES (?,?,?)",
+                (received_at, encode_request(request), routing),
+            )
+            req_id = cur.lastrowid
+            conn.executemany(
+                "INSERT OR IGNORE INTO request_keys VALUES (?,?)", [(k, req_id) for k in slots]
+            )
+
+        await self.run(op)
+
+    def load(self, normalize: Normalize | None = None) -> list[StoredConversation]:
+        """Every conversation with spans on disk (blocking; call before serving).
+
+        Stored records are read first, then the request log is replayed in arrival
+        order with `normalize` (the normalizer that produced the records): each record
+        goes to the conversation it was routed to, renamed by later trace merges, and
+        only while that conversation still needs the request (not purged). Without
+        `normalize` the request log is not read."""
+        assert self._reader is not None, "open() first"
+        meta = {
+            row[0]: (int(row[1]), float(row[2]), int(row[3]))
+            for row in self._reader.execute(
+                "SELECT conv_key, revision, closed_at, n_spans FROM results WHERE purged=0"
+            )
+        }
+        groups: dict[str, dict[tuple[str, str], SpanRecord]] = {}
+        last: dict[str, float] = {}
+        bad = 0
+        for conv_key, received_at, data in self._reader.execute(
+            "SELECT conv_key, received_at, data FROM spans"
+        ):
+            try:
+                rec = decode_record(data)
+            except (ValueError, TypeError, IndexError) as exc:
+                bad += 1
+                log.error("%s: undecodable span row in %s skipped: %s", self.path, conv_key, exc)
+                continue
+            groups.setdefault(conv_key, {}).setdefault((rec.trace_id, rec.span_id), rec)
+            last[conv_key] = max(last.get(conv_key, 0.0), float(received_at))
+        if normalize is not None:
+            bad += self._replay(normalize, groups, last)
+        if bad:
+            log.error("%s: %d stored spans could not be decoded", self.path, bad)
+        out: list[StoredConversation] = []
+        for key in sorted(groups):
+            records = list(groups[key].values())
+            if not records:
+                continue
+            m = meta.get(key)
+            out.append(
+                StoredConversation(
+                    key,
+                    records,
+                    last[key],
+                    revision=m[0] if m else None,
+                    closed_at=m[1] if m else None,
+                    evaluated_spans=m[2] if m else None,
+                )
+            )
+        return out
+
+    def _replay(
+        self,
+        normalize: Normalize,
+        groups: dict[str, dict[tuple[str, str], SpanRecord]],
+        last: dict[str, float],
+    ) -> int:
+        assert self._reader is not None
+        alias: dict[str, str] = {}
+        for old, new in self._reader.execute("SELECT old_key, new_key FROM merges ORDER BY seq"):
+            alias[old] = new
+
+        def resolve(key: str) -> str:
+            for _ in range(64):  # merge chains are short; a cycle must not hang recovery
+                nxt = alias.get(key)
+                if nxt is None or nxt == key:
+                    break
+                key = nxt
+            return key
+
+        live = set(self._reader.execute("SELECT conv_key, req_id FROM request_keys"))
+        bad = 0
+        index: Any = None
+        for req_id, received_at, data, routing in self._reader.execute(
+            "SELECT id, received_at, data, routing FROM requests ORDER BY id"
+        ):
+            try:
+                keys, index, _ = json.loads(routing)
+                records, _rejected = normalize(ExportTraceServiceRequest.FromString(data))
+                if len(records) != len(index):
+                    raise ValueError(
+                        f"{len(records)} records normalized, {len(index)} routed "
+                        "(normalizer changed since the request was stored?)"
+                    )
+            except Exception as exc:  # a bad row must not stop recovery of the others
+                bad += len(index) if isinstance(index, list) else 1
+                log.error("%s: stored request %d skipped: %s", self.path, req_id, exc)
+                continue
+            current = [resolve(k) for k in keys]
+            for rec, i in zip(records, index, strict=True):
+                if i < 0:
+                    continue
+                key = current[i]
+                if (key, req_id) not in live and (keys[i], req_id) not in live:
+                    continue  # that conversation was purged; the row stays for others
+                groups.setdefault(key, {}).setdefault((rec.trace_id, rec.span_id), rec)
+                if received_at > last.get(key, 0.0):
+                    last[key] = float(received_at)
+        return bad
+
+    def request_count(self) -> int:
+        assert self._reader is not None, "open() first"
+        return int(self._reader.execute("SELECT count(*) FROM requests").fetchone()[0])
+
+    def span_count(self) -> int:
+        assert self._reader is not None, "open() first"
+        return int(self._reader.execute("SELECT count(*) FROM spans").fetchone()[0])
+
+    def span_ids(self) -> set[tuple[str, str]]:
+        assert self._reader is not None, "open() first"
+        return {(t, s) for t, s in self._reader.execute("SELECT trace_id, span_id FROM spans")}
+
+    async def purge(self, closed_before: float, keep: Collection[str] = ()) -> int:
+        """Delete spans of conversations evaluated before `closed_before` (past retention),
+        except `keep` (re-opened by late spans)."""
+        keep_set = set(keep)
+
+        def op(conn: sqlite3.Connection) -> int:
+            keys = [
+                k
+                for (k,) in conn.execute(
+                    "SELECT conv_key FROM results WHERE purged=0 AND closed_at < ?",
+                    (closed_before,),
+                )
+                if k not in keep_set
+            ]
+            n = 0
+            for k in keys:
+                n += conn.execute("DELETE FROM spans WHERE conv_key=?", (k,)).rowcount
+                conn.execute("UPDATE results SET purged=1 WHERE conv_key=?", (k,))
+                req_ids = [
+                    r
+                    for (r,) in conn.execute(
+                        "SELECT req_id FROM request_keys WHERE conv_key=?", (k,)
+                    )
+                ]
+                conn.execute("DELETE FROM request_keys WHERE conv_key=?", (k,))
+                conn.execute("DELETE FROM merges WHERE new_key=?", (k,))
+                # A request row goes once no conversation needs it any more.
+                conn.executemany(
+                    "DELETE FROM requests WHERE id=? AND NOT EXISTS "
+                    "(SELECT 1 FROM request_keys WHERE req_id=?)",
+                    [(r, r) for r in req_ids],
+                )
+            return n
+
+        return await self.run(op)
+
+    async def purge_results(self, evaluated_before: float) -> int:
+        """Delete stored evaluation results whose spans are already purged and which were
+        evaluated before `evaluated_before`: without this the results table grows by
+        every conversation ever seen."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
+            ).rowcount
+
+        return await self.run(op)
+
+    # ---------------------------------------------------------------- results
+
+    async def put_result(
+        self,
+        key: str,
+        *,
+        revision: int,
+        closed_at: float,
+        n_spans: int,
+        stored: StoredResult,
+        evaluated_at: float,
+    ) -> None:
+        """Store the evaluation as data (`encode_result`), never as an API view, so the API's
+        shape can change without touching the file format."""
+        text = encode_result(stored)
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO results VALUES (?,?,?,?,?,0,?) ON CONFLICT(conv_key) DO UPDATE "
+                "SET revision=excluded.revision, closed_at=excluded.closed_at, "
+                "evaluated_at=excluded.evaluated_at, n_spans=excluded.n_spans, purged=0, "
+                "view=excluded.view WHERE excluded.revision >= results.revision",
+                (key, revision, closed_at, evaluated_at, n_spans, text),
+            )
+
+        await self.run(op)
+
+    def get_result(self, key: str) -> StoredResult | None:
+        """The latest stored evaluation of `key`, in either stored format."""
+        assert self._reader is not None, "open() first"
+        row = self._reader.execute("SELECT view FROM results WHERE conv_key=?", (key,)).fetchone()
+        if row is None:
+            return None
+        return decode_result(row[0])
+
+    # ---------------------------------------------------------------- blobs
+
+    def put_blob(self, key: str, value: bytes) -> concurrent.futures.Future[None]:
+        """Store a snapshot (e.g. the rolling aggregator's state); await or ignore."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO kv VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )
+
+        return self.submit(op)
+
+    def get_blob(self, key: str) -> bytes | None:
+        assert self._reader is not None, "open() first"
+        row = self._reader.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])

@@ -1,0 +1,255 @@
+"""The document printed by `tracepass evaluate --format json` and read back by
+`compare`, `review` and the HTML report.
+
+How conversations become pass@k trials (documented in docs/cli.md):
+
+* every conversation matched to a reference is one trial of that reference ("task");
+  several conversations matched to the same reference are repeated trials of one task;
+* conversations whose outcome is ``error`` (a grader or the judge gave no verdict) are
+  not trials: the agent was not at fault and the failure is not evidence either way.
+  They are counted in ``summary.errors``. ``incomplete`` conversations (fewer turns
+  than the reference) *are* failed trials;
+* ``unbiased`` is the tau-bench mean of the per-task unbiased estimator over tasks with
+  at least k trials (``tasks_used``), ``null`` when no task has k trials;
+* ``plugin``, ``mean``, ``lower`` and ``upper`` pool all trials into one group: plug-in
+  ``1-(1-p)^k`` / ``p^k`` with p = Σc/Σn, and the Beta(Σc + 1, Σn - Σc + 1) posterior
+  mean with its exact equal-tailed credible bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from tracepass.evaluator import passk, readiness
+from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.offline.gates import point_estimate
+from tracepass.evaluator.references.matching import Match, ReferenceCatalog
+from tracepass.evaluator.scoring import Evaluator
+
+TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"1,3,5"`` → ``[1, 3, 5]`` (sorted, unique); ValueError with the bad item."""
+    ks: set[int] = set()
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            raise ValueError(f"--k {text!r}: empty item (expected e.g. 1,3,5)")
+        try:
+            k = int(item)
+        except ValueError:
+            raise ValueError(f"--k {text!r}: {item!r} is not an integer") from None
+        if k < 1:
+            raise ValueError(f"--k {text!r}: k must be >= 1, got {k}")
+        ks.add(k)
+    return sorted(ks)
+
+
+TRAJECTORY_KEYS = ("exact", "in_order", "any_order", "precision", "recall", "f1")
+#: A turn's ``trajectory`` when its tools are not checked (no reference turn, no
+#: ``expected_tools``, or a matcher error): the contract's object, every value null.
+NO_TRAJECTORY: dict[str, None] = dict.fromkeys(TRAJECTORY_KEYS)
+
+
+def conversation_json(result: ConversationResult) -> dict[str, Any]:
+    """One entry of ``conversations``: the contract keys plus the extra fields the
+    report, `review` and `compare` need (expected answers/tools, graders, outcome).
+
+    The contract makes ``tool_correctness`` nullable but a turn's ``trajectory`` an
+    object; the result model says "not checked" with None for both, so here the turn's
+    trajectory becomes an object of nulls (consumers read ``trajectory["f1"]`` either
+    way and never confuse "not checked" with a score of 0)."""
+    data = result.model_dump(mode="json")
+    for turn in data["turns"]:
+        if turn.get("trajectory") is None:
+            turn["trajectory"] = dict(NO_TRAJECTORY)
+    return data
+
+
+def proportion(n: int, c: int, level: float = 0.95) -> dict[str, Any]:
+    """Observed rate with the exact Beta(c + 1, n - c + 1) credible interval."""
+    if n <= 0:
+        return {"n": 0, "correct": 0, "rate": None, "lower": None, "upper": None}
+    est = passk.estimate(n, c, 1, level=level).pass_at_k
+    return {"n": n, "correct": c, "rate": c / n, "lower": est.lower, "upper": est.upper}
+
+
+def task_groups(conversations: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """reference id → (trials, successes); see the module docstring for what counts."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for conv in conversations:
+        ref = conv.get("reference_id")
+        if ref is None or conv.get("outcome") in ("error", "unscored"):
+            continue
+        counts[str(ref)][0] += 1
+        counts[str(ref)][1] += int(bool(conv.get("correct")))
+    return {ref: (n, c) for ref, (n, c) in counts.items()}
+
+
+def passk_blocks(
+    groups: Sequence[tuple[int, int]], ks: Sequence[int], level: float = 0.95
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    """(pass_at_k, pass_pow_k, tasks_used) keyed by str(k), in the JSON contract shape."""
+    at: dict[str, Any] = {}
+    pw: dict[str, Any] = {}
+    used: dict[str, int] = {}
+    for k, agg in passk.estimate_tasks(groups, ks, level=level).items():
+        pooled = agg.pooled
+        at[str(k)] = {
+            "plugin": pooled.pass_at_k.plugin,
+            "unbiased": agg.mean_unbiased_at_k,
+            "mean": pooled.pass_at_k.mean,
+            "lower": pooled.pass_at_k.lower,
+            "upper": pooled.pass_at_k.upper,
+        }
+        pw[str(k)] = {
+            "plugin": pooled.pass_pow_k.plugin,
+            "unbiased": agg.mean_unbiased_pow_k,
+            "mean": pooled.pass_pow_k.mean,
+            "lower": pooled.pass_pow_k.lower,
+            "upper": pooled.pass_pow_k.upper,
+        }
+        used[str(k)] = agg.tasks_used
+    return at, pw, used
+
+
+def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterator[Any]:
+    """Every turn's `key`, skipping nulls: a turn the check did not apply to (no expected
+    tools, no expected answer) carries null and counts in neither numerator nor total."""
+    for conv in conversations:
+        for turn in conv.get("turns") or []:
+            value = turn.get(key)
+            if value is not None:
+                yield value
+
+
+def _tool_block(conversations: Sequence[Mapping[str, Any]], level: float) -> dict[str, Any]:
+    sums = dict.fromkeys(TOOL_DIMENSIONS, 0.0)
+    turns = correct = 0
+    for tc in _turn_values(conversations, "tool_correctness"):
+        turns += 1
+        correct += int(bool(tc.get("correct")))
+        for dim in TOOL_DIMENSIONS:
+            sums[dim] += float(tc.get(dim) or 0.0)
+    block = proportion(turns, correct, level)
+    block.update({dim: (sums[dim] / turns if turns else None) for dim in TOOL_DIMENSIONS})
+    return block
+
+
+def _answer_block(conversations: Sequence[Mapping[str, Any]], level: float) -> dict[str, Any]:
+    verdicts = [bool(v) for v in _turn_values(conversations, "answer_correct")]
+    return proportion(len(verdicts), sum(verdicts), level)
+
+
+def readiness_verdict(groups: Sequence[tuple[int, int]], level: float = 0.95) -> dict[str, Any]:
+    """Readiness tier from pass@1 and pass^3 (tiers of `tracepass.evaluator.readiness`),
+    on the same point estimate the gates use (``tier``) and on the lower credible bounds
+    (``confident_tier``: the tier the agent reaches with 1 - (1 - level)/2 certainty)."""
+    at, pw, _used = passk_blocks(groups, (1, 3), level)
+    p1, _ = point_estimate(at["1"])
+    p3, _ = point_estimate(pw["3"])
+    return {
+        "tier": str(readiness.classify(p1, p3)),
+        "confident_tier": str(readiness.classify(at["1"]["lower"], pw["3"]["lower"])),
+        "pass_at_1": p1,
+        "pass_pow_3": p3,
+    }
+
+
+def summarize(
+    conversations: Sequence[Mapping[str, Any]],
+    ks: Sequence[int],
+    *,
+    unmatched: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """The ``summary`` object from the matched conversations' JSON entries."""
+    groups = task_groups(conversations)
+    at, pw, used = passk_blocks(list(groups.values()), ks, level)
+    trials = sum(n for n, _ in groups.values())
+    successes = sum(c for _, c in groups.values())
+    matched = [c for c in conversations if c.get("reference_id") is not None]
+    return {
+        "conversations": len(conversations) + unmatched,
+        "correct": sum(1 for c in matched if c.get("correct")),
+        "matched": len(matched),
+        "unmatched": unmatched,
+        "pass_at_k": at,
+        "pass_pow_k": pw,
+        "readiness": readiness_verdict(list(groups.values()), level),
+        "ks": list(ks),
+        "level": level,
+        "tasks": len(groups),
+        "tasks_used": used,
+        "trials": trials,
+        "errors": sum(1 for c in matched if c.get("outcome") == "error"),
+        "incomplete": sum(1 for c in matched if c.get("outcome") == "incomplete"),
+        "conversation_correctness": proportion(trials, successes, level),
+        "tool_correctness": _tool_block(matched, level),
+        "answer_correctness": _answer_block(matched, level),
+    }
+
+
+def build_document(
+    results: Sequence[ConversationResult],
+    ks: Sequence[int],
+    *,
+    unmatched_ids: Sequence[str] = (),
+    level: float = 0.95,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole `evaluate --format json` document."""
+    conversations = [conversation_json(r) for r in results]
+    document: dict[str, Any] = {
+        "summary": summarize(conversations, ks, unmatched=len(unmatched_ids), level=level),
+        "conversations": conversations,
+        "unmatched_conversations": list(unmatched_ids),
+    }
+    if metadata:
+        document["run"] = dict(metadata)
+    return document
+
+
+# --------------------------------------------------------------------------- running
+
+
+async def evaluate_all(
+    conversations: Sequence[Conversation],
+    catalog: ReferenceCatalog,
+    evaluator: Evaluator,
+    *,
+    concurrency: int = 8,
+    on_done: Callable[[], None] | None = None,
+) -> tuple[list[ConversationResult], list[str]]:
+    """Match every conversation to its reference and score the matched ones.
+
+    Returns (results of matched conversations in input order, ids of unmatched ones).
+    Concurrency only matters for LLM judging; deterministic graders finish inline.
+    """
+    semaphore = asyncio.Semaphore(max(1, concurrency))
+    unmatched: list[str] = []
+    jobs: list[tuple[int, Conversation, Match]] = []
+    for i, conv in enumerate(conversations):
+        match = catalog.match(conv)
+        if match is None:
+            unmatched.append(conv.id)
+            if on_done is not None:
+                on_done()
+        else:
+            jobs.append((i, conv, match))
+
+    async def one(conv: Conversation, match: Match) -> ConversationResult:
+        async with semaphore:
+            result = await evaluator.aevaluate(
+                conv, match.reference, reference_set=match.reference_set
+            )
+        if on_done is not None:
+            on_done()
+        return result
+
+    results = await asyncio.gather(*(one(conv, match) for _, conv, match in jobs))
+    return list(results), unmatched
