@@ -1,7 +1,8 @@
 """Haystack corpus: the shared scenario with a Haystack `Agent` and OpenInference.
 
 Run inside the Haystack environment (see requirements.txt):
-`python generate.py haystack_openinference`.
+`python generate.py haystack_openinference` or `haystack_native` (Haystack's own tracing
+through the opentelemetry-haystack tracer); one scenario per process.
 
 Only the model is fake: Haystack's own `MockChatGenerator` (a real chat-generator
 component) cycles through `harness.model_steps()` as assistant `ChatMessage`s carrying
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import harness
 
-SCENARIOS = ("haystack_openinference",)
+SCENARIOS = ("haystack_openinference", "haystack_native")
+CONTENT_TRACING = "HAYSTACK_CONTENT_TRACING_ENABLED"
 MODEL_NAME = "scripted-travel-model"
 OFFLINE_ENV = {"HAYSTACK_TELEMETRY_ENABLED": "False"}
 
@@ -58,13 +61,15 @@ def build_agent(generator: Any) -> Any:
     )
 
 
-def run_turns(agent: Any) -> list[str]:
+def run_turns(agent: Any, *, session: bool) -> list[str]:
+    from contextlib import nullcontext
+
     from haystack.dataclasses import ChatMessage
     from openinference.instrumentation import using_session
 
     history: list[Any] = []
     answers = []
-    with using_session(harness.CONVERSATION_ID):
+    with using_session(harness.CONVERSATION_ID) if session else nullcontext():
         for turn in harness.TURNS:
             result = agent.run(messages=[*history, ChatMessage.from_user(turn.query)])
             answers.append(result["last_message"].text)
@@ -73,12 +78,7 @@ def run_turns(agent: Any) -> list[str]:
     return answers
 
 
-def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
-    os.environ.update(OFFLINE_ENV)
-    settings = {**harness.content_capture_env(), **OFFLINE_ENV}
-    capture = harness.Capture()
+def instrument_openinference(capture: harness.Capture, settings: dict[str, str]) -> None:
     # The instrumentor wraps the component classes registered when it starts (and those
     # a Pipeline runs later): import the ones the Agent uses first, it runs outside a Pipeline.
     # (Haystack's component packages import lazily: name the classes.)
@@ -88,19 +88,58 @@ def generate(scenario: str) -> Path:
 
     HaystackInstrumentor().instrument(tracer_provider=capture.tracer_provider)
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
+
+
+def instrument_native(capture: harness.Capture, settings: dict[str, str]) -> None:
+    """Haystack's own tracing, sent to OpenTelemetry by the opentelemetry-haystack tracer."""
+    # Haystack's tracer proxy reads it once, when haystack is first imported: set it first.
+    os.environ[CONTENT_TRACING] = "true"
+    settings[CONTENT_TRACING] = "true"
+    from haystack import tracing
+    from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
+
+    assert tracing.tracer.is_content_tracing_enabled, "haystack was imported too early"
+    tracing.enable_tracing(OpenTelemetryTracer(capture.tracer_provider.get_tracer("haystack")))
+    settings["haystack.tracing.enable_tracing"] = "OpenTelemetryTracer"
+
+
+def generate(scenario: str) -> Path:
+    if scenario not in SCENARIOS:
+        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    os.environ.update(OFFLINE_ENV)
+    settings = {**harness.content_capture_env(), **OFFLINE_ENV}
+    capture = harness.Capture()
+    native = scenario == "haystack_native"
+    if native:
+        instrument_native(capture, settings)
+    else:
+        instrument_openinference(capture, settings)
     agent = build_agent(scripted_generator())
     agent.warm_up()
-    answers = run_turns(agent)
+    answers = run_turns(agent, session=not native)
     expected = [turn.answer for turn in harness.TURNS]
     if answers != expected:
         raise SystemExit(
             f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
         )
+    if native:
+        instrumentation = "opentelemetry-haystack"
+        grouping: dict[str, Any] = {"conversations": [[0], [1]], "conversation_id": None}
+        session_note = (
+            "Haystack's tracing has no session id: each Agent.run is its own trace and "
+            "its own conversation (ids derived from the traces)."
+        )
+    else:
+        instrumentation = "openinference-instrumentation-haystack"
+        grouping = {}
+        session_note = (
+            "Session id from openinference.instrumentation.using_session around both turns."
+        )
     meta = harness.Meta(
         framework="haystack-ai",
         framework_version=harness.package_version("haystack-ai"),
-        instrumentation="openinference-instrumentation-haystack",
-        instrumentation_version=harness.package_version("openinference-instrumentation-haystack"),
+        instrumentation=instrumentation,
+        instrumentation_version=harness.package_version(instrumentation),
         settings=settings,
         agent_name=None,
         notes=[
@@ -110,12 +149,16 @@ def generate(scenario: str) -> Path:
             "agent_name is None.",
             "Multi-turn: turn 2's Agent.run gets turn 1's returned messages (without the "
             "system prompt, which the Agent adds itself) plus the new query.",
-            "Session id from openinference.instrumentation.using_session around both turns.",
+            session_note,
             "Turn 1's two get_weather calls come from one model reply; the Agent's "
-            "ToolInvoker runs them concurrently (tool_concurrency_limit=4).",
+            "tool-calling code runs them concurrently (tool_concurrency_limit=4).",
             "book_flight('FL-404') raises: with raise_on_tool_invocation_failure=False (the "
-            "default) the ToolInvoker turns it into an error tool-result message.",
+            "default) the Agent turns it into an error tool-result message "
+            "('Failed to invoke Tool ... Error: flight FL-404 is sold out').",
+            "Haystack stringifies tool results for the model (str() of the list/dict); the "
+            "truth keeps the plain results.",
         ],
+        **grouping,
     )
     return capture.write(scenario, meta)
 
@@ -128,8 +171,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.list:
         print("\n".join(SCENARIOS))
         return
-    for scenario in args.scenarios or SCENARIOS:
-        print(generate(scenario))
+    scenarios = args.scenarios or list(SCENARIOS)
+    if len(scenarios) == 1:
+        print(generate(scenarios[0]))
+        return
+    # Both instrumentations patch Haystack globally: one process per scenario.
+    for scenario in scenarios:
+        subprocess.run([sys.executable, __file__, scenario], check=True)
 
 
 if __name__ == "__main__":
