@@ -1,7 +1,8 @@
 """AutoGen AgentChat corpus: the shared scenario with AutoGen's own OpenTelemetry spans.
 
 Run inside the AutoGen environment (see requirements.txt):
-`python generate.py autogen_native`.
+`python generate.py autogen_native` (AutoGen's own spans only) or
+`autogen_openinference` (plus OpenInference's AgentChat instrumentor); one per process.
 
 Only the model is fake: autogen-ext's `ReplayChatCompletionClient` replays
 `harness.model_steps()` as `CreateResult`s (tool calls as `FunctionCall`s, two in turn 1's
@@ -19,8 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import harness
 
-SCENARIOS = ("autogen_native",)
+SCENARIOS = ("autogen_native", "autogen_openinference")
 MODEL_NAME = "scripted-travel-model"
+AGENT = harness.AGENT_NAME.replace("-", "_")  # AgentChat names must be identifiers
 
 
 def scripted_client() -> Any:
@@ -71,7 +75,7 @@ def build_agent(client: Any) -> Any:
 
     tools = [FunctionTool(fn, description=fn.__doc__ or name) for name, fn in harness.TOOLS.items()]
     return AssistantAgent(
-        name=harness.AGENT_NAME.replace("-", "_"),
+        name=AGENT,
         description="Answers travel questions with tools.",
         system_message=harness.SYSTEM_PROMPT,
         model_client=client,
@@ -88,44 +92,84 @@ async def run_turns(agent: Any) -> list[str]:
     return answers
 
 
+_COMMON_NOTES = [
+    "Model: autogen_ext.models.replay.ReplayChatCompletionClient replaying the "
+    "script (tool calls as FunctionCall, function_calling=True in its ModelInfo).",
+    f"AssistantAgent names must be Python identifiers: the agent is {AGENT!r}.",
+    "Turn 1's two get_weather calls come from one model step; AssistantAgent runs "
+    "them concurrently (asyncio.gather).",
+    "book_flight('FL-404') raises: AssistantAgent turns it into an is_error "
+    "FunctionExecutionResult the model sees ('Error: flight FL-404 is sold out').",
+]
+NATIVE_NOTES = [
+    "AutoGen's native spans carry no content: no query, answer, tool arguments or "
+    "results on any span (the content-capture variables have no effect on it); "
+    "only agent and tool names, tool call ids and errors (exception on execute_tool).",
+]
+
+
 def generate(scenario: str) -> Path:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     settings = harness.content_capture_env()
     capture = harness.Capture()
+    session: Any = nullcontext()
+    if scenario == "autogen_openinference":
+        from openinference.instrumentation import using_session
+        from openinference.instrumentation.autogen_agentchat import (
+            AutogenAgentChatInstrumentor,
+        )
+
+        AutogenAgentChatInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+        settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
+        session = using_session(harness.CONVERSATION_ID)
     agent = build_agent(scripted_client())
-    answers = asyncio.run(run_turns(agent))
+    with session:
+        answers = asyncio.run(run_turns(agent))
     expected = [turn.answer for turn in harness.TURNS]
     if answers != expected:
         raise SystemExit(
             f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
         )
-    meta = harness.Meta(
-        framework="autogen-agentchat",
-        framework_version=harness.package_version("autogen-agentchat"),
-        instrumentation="autogen-core (native OpenTelemetry)",
-        instrumentation_version=harness.package_version("autogen-core"),
-        settings=settings,
-        conversations=[[0], [1]],
-        conversation_id=None,
-        agent_name=harness.AGENT_NAME.replace("-", "_"),
-        notes=[
-            "Model: autogen_ext.models.replay.ReplayChatCompletionClient replaying the "
-            "script (tool calls as FunctionCall, function_calling=True in its ModelInfo).",
-            "AssistantAgent names must be Python identifiers: the agent is "
-            f"{harness.AGENT_NAME.replace('-', '_')!r}.",
-            "Both turns are run() calls on the same AssistantAgent (it keeps its model "
-            "context), but AutoGen has no session id and each run is its own trace: "
-            "conversations are per turn, ids derived from the traces.",
-            "Turn 1's two get_weather calls come from one model step; AssistantAgent runs "
-            "them concurrently (asyncio.gather).",
-            "AutoGen's native spans carry no content: no query, answer, tool arguments or "
-            "results on any span (the content-capture variables have no effect on it); "
-            "only agent and tool names, tool call ids and errors.",
-            "book_flight('FL-404') raises: the execute_tool span records the exception; "
-            "AssistantAgent turns it into an is_error FunctionExecutionResult the model sees.",
-        ],
-    )
+    if scenario == "autogen_openinference":
+        meta = harness.Meta(
+            framework="autogen-agentchat",
+            framework_version=harness.package_version("autogen-agentchat"),
+            instrumentation="openinference-instrumentation-autogen-agentchat",
+            instrumentation_version=harness.package_version(
+                "openinference-instrumentation-autogen-agentchat"
+            ),
+            settings=settings,
+            agent_name=AGENT,
+            notes=[
+                *_COMMON_NOTES,
+                "Both turns are run() calls on the same AssistantAgent (it keeps its model "
+                "context); session id from openinference.instrumentation.using_session.",
+                "OpenInference's LLM spans exist only for autogen-ext's OpenAI clients, so "
+                "the replay client's calls have none.",
+                "AutoGen's native spans (create_agent / invoke_agent / execute_tool) are "
+                "in the same file: they go to the global provider whether or not "
+                "OpenInference is installed.",
+            ],
+        )
+    else:
+        meta = harness.Meta(
+            framework="autogen-agentchat",
+            framework_version=harness.package_version("autogen-agentchat"),
+            instrumentation="autogen-core (native OpenTelemetry)",
+            instrumentation_version=harness.package_version("autogen-core"),
+            settings=settings,
+            conversations=[[0], [1]],
+            conversation_id=None,
+            agent_name=AGENT,
+            notes=[
+                *_COMMON_NOTES,
+                "Both turns are run() calls on the same AssistantAgent (it keeps its model "
+                "context), but AutoGen has no session id and each run is its own trace: "
+                "conversations are per turn, ids derived from the traces.",
+                *NATIVE_NOTES,
+            ],
+        )
     return capture.write(scenario, meta)
 
 
@@ -137,8 +181,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.list:
         print("\n".join(SCENARIOS))
         return
-    for scenario in args.scenarios or SCENARIOS:
-        print(generate(scenario))
+    scenarios = args.scenarios or list(SCENARIOS)
+    if len(scenarios) == 1:
+        print(generate(scenarios[0]))
+        return
+    # The OpenInference instrumentor patches AutoGen globally: one process per scenario.
+    for scenario in scenarios:
+        subprocess.run([sys.executable, __file__, scenario], check=True)
 
 
 if __name__ == "__main__":
