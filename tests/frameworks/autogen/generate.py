@@ -99,7 +99,7 @@ _COMMON_NOTES = [
     "Turn 1's two get_weather calls come from one model step; AssistantAgent runs "
     "them concurrently (asyncio.gather).",
     "book_flight('FL-404') raises: AssistantAgent turns it into an is_error "
-    "FunctionExecutionResult the model sees ('Error: flight FL-404 is sold out').",
+    "FunctionExecutionResult (content: the exception message) that the model sees.",
 ]
 NATIVE_NOTES = [
     "AutoGen's native spans carry no content: no query, answer, tool arguments or "
