@@ -16,9 +16,7 @@ classes it finds under `agno.models.*`, so such a model would get no LLM spans.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,38 +24,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
 
 SCENARIOS = ("agno_openinference",)
 MODEL_NAME = "scripted-travel-model"
-
-
-def completion_body(step: harness.Step, index: int) -> dict[str, Any]:
-    """One chat-completions response, as the OpenAI API would send it, for a script step."""
-    message: dict[str, Any] = {"role": "assistant", "content": step.text}
-    if step.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-            }
-            for c in step.tool_calls
-        ]
-    return {
-        "id": f"chatcmpl-scripted-{index}",
-        "object": "chat.completion",
-        "created": 1_700_000_000 + index,
-        "model": MODEL_NAME,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if step.tool_calls else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-    }
 
 
 def scripted_model() -> Any:
@@ -75,7 +46,7 @@ def scripted_model() -> Any:
     def respond(request: httpx.Request) -> httpx.Response:
         assert request.url.path.endswith("/chat/completions"), request.url
         index, step = next(steps)
-        return httpx.Response(200, json=completion_body(step, index))
+        return httpx.Response(200, json=support.chat_completion_body(step, index, MODEL_NAME))
 
     return OpenAIChat(
         id=MODEL_NAME,
@@ -109,8 +80,6 @@ async def run_turns(agent: Any) -> list[str]:
 
 
 def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     settings = {**harness.content_capture_env(), "AGNO_TELEMETRY": "false"}
     import os
 
@@ -122,11 +91,7 @@ def generate(scenario: str) -> Path:
     settings["agno.Agent.arun(session_id)"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_model())
     answers = asyncio.run(run_turns(agent))
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(
-            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
-        )
+    support.check_answers(scenario, answers)
     meta = harness.Meta(
         framework="agno",
         framework_version=harness.package_version("agno"),
@@ -148,15 +113,8 @@ def generate(scenario: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*")
-    parser.add_argument("--list", action="store_true", help="print the scenario names")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return
-    for scenario in args.scenarios or SCENARIOS:
-        print(generate(scenario))
+    doc = __doc__ or ""
+    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,8 @@ AutoGen's tracing is native: autogen-core opens `create_agent` / `invoke_agent` 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -29,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
 
 SCENARIOS = ("autogen_native", "autogen_openinference")
@@ -109,8 +108,6 @@ NATIVE_NOTES = [
 
 
 def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     settings = harness.content_capture_env()
     capture = harness.Capture()
     session: Any = nullcontext()
@@ -126,11 +123,7 @@ def generate(scenario: str) -> Path:
     agent = build_agent(scripted_client())
     with session:
         answers = asyncio.run(run_turns(agent))
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(
-            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
-        )
+    support.check_answers(scenario, answers)
     if scenario == "autogen_openinference":
         meta = harness.Meta(
             framework="autogen-agentchat",
@@ -174,20 +167,8 @@ def generate(scenario: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*")
-    parser.add_argument("--list", action="store_true", help="print the scenario names")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return
-    scenarios = args.scenarios or list(SCENARIOS)
-    if len(scenarios) == 1:
-        print(generate(scenarios[0]))
-        return
-    # The OpenInference instrumentor patches AutoGen globally: one process per scenario.
-    for scenario in scenarios:
-        subprocess.run([sys.executable, __file__, scenario], check=True)
+    doc = __doc__ or ""
+    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
 
 
 if __name__ == "__main__":

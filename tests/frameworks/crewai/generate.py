@@ -18,10 +18,8 @@ disable our tracer provider too.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
 
 SCENARIOS = ("crewai_openinference", "crewai_openinference_events")
@@ -137,8 +136,6 @@ def run_turns(agent: Any, *, session: bool) -> list[str]:
 
 
 def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     os.environ.pop("OTEL_SDK_DISABLED", None)
     os.environ.update(OFFLINE_ENV)
     settings = {**harness.content_capture_env(), **OFFLINE_ENV}
@@ -156,11 +153,7 @@ def generate(scenario: str) -> Path:
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_llm(harness.model_steps()))
     answers = run_turns(agent, session=True)
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(
-            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
-        )
+    support.check_answers(scenario, answers)
     meta = harness.Meta(
         framework="crewai",
         framework_version=harness.package_version("crewai"),
@@ -194,20 +187,8 @@ NOTES = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*")
-    parser.add_argument("--list", action="store_true", help="print the scenario names")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return
-    scenarios = args.scenarios or list(SCENARIOS)
-    if len(scenarios) == 1:
-        print(generate(scenarios[0]))
-        return
-    # The instrumentor patches CrewAI globally: one process per scenario.
-    for scenario in scenarios:
-        subprocess.run([sys.executable, __file__, scenario], check=True)
+    doc = __doc__ or ""
+    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
 
 
 if __name__ == "__main__":

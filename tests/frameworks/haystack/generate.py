@@ -14,9 +14,7 @@ The session id comes from OpenInference's `using_session`.
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
 
 SCENARIOS = ("haystack_openinference", "haystack_native")
@@ -104,8 +103,6 @@ def instrument_native(capture: harness.Capture, settings: dict[str, str]) -> Non
 
 
 def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     os.environ.update(OFFLINE_ENV)
     settings = {**harness.content_capture_env(), **OFFLINE_ENV}
     capture = harness.Capture()
@@ -117,11 +114,7 @@ def generate(scenario: str) -> Path:
     agent = build_agent(scripted_generator())
     agent.warm_up()
     answers = run_turns(agent, session=not native)
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(
-            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
-        )
+    support.check_answers(scenario, answers)
     if native:
         instrumentation = "opentelemetry-haystack"
         grouping: dict[str, Any] = {"conversations": [[0], [1]], "conversation_id": None}
@@ -164,20 +157,8 @@ def generate(scenario: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*")
-    parser.add_argument("--list", action="store_true", help="print the scenario names")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return
-    scenarios = args.scenarios or list(SCENARIOS)
-    if len(scenarios) == 1:
-        print(generate(scenarios[0]))
-        return
-    # Both instrumentations patch Haystack globally: one process per scenario.
-    for scenario in scenarios:
-        subprocess.run([sys.executable, __file__, scenario], check=True)
+    doc = __doc__ or ""
+    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
 
 
 if __name__ == "__main__":

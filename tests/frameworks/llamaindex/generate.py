@@ -14,7 +14,6 @@ The session id comes from OpenInference's `using_session`, the documented way to
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
 
 SCENARIOS = ("llamaindex_openinference",)
@@ -111,8 +111,6 @@ async def run_turns(agent: Any) -> list[str]:
 
 
 def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     settings = harness.content_capture_env()
     capture = harness.Capture()
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
@@ -121,11 +119,7 @@ def generate(scenario: str) -> Path:
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_llm(harness.model_steps()))
     answers = asyncio.run(run_turns(agent))
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(
-            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
-        )
+    support.check_answers(scenario, answers)
     meta = harness.Meta(
         framework="llama-index-core",
         framework_version=harness.package_version("llama-index-core"),
@@ -151,15 +145,8 @@ def generate(scenario: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*")
-    parser.add_argument("--list", action="store_true", help="print the scenario names")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return
-    for scenario in args.scenarios or SCENARIOS:
-        print(generate(scenario))
+    doc = __doc__ or ""
+    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
 
 
 if __name__ == "__main__":

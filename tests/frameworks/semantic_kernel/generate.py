@@ -18,9 +18,7 @@ log records with the SDK's `LoggingHandler`, as Semantic Kernel's telemetry guid
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -30,43 +28,21 @@ from typing import Annotated, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
 
 SCENARIOS = ("semantic_kernel_native",)
 MODEL_NAME = "scripted-travel-model"
+PLUGIN = "travel"
 DIAGNOSTICS_ENV = {
     "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
     "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true",
 }
 
 
-def completion_body(step: harness.Step, index: int) -> dict[str, Any]:
-    """One chat-completions response, as the OpenAI API would send it, for a script step."""
-    message: dict[str, Any] = {"role": "assistant", "content": step.text}
-    if step.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                # Semantic Kernel names plugin functions `<plugin>-<function>`.
-                "function": {"name": f"travel-{c.name}", "arguments": json.dumps(c.arguments)},
-            }
-            for c in step.tool_calls
-        ]
-    return {
-        "id": f"chatcmpl-scripted-{index}",
-        "object": "chat.completion",
-        "created": 1_700_000_000 + index,
-        "model": MODEL_NAME,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if step.tool_calls else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-    }
+def plugin_function(tool: str) -> str:
+    """Semantic Kernel names plugin functions `<plugin>-<function>`: the model calls those."""
+    return f"{PLUGIN}-{tool}"
 
 
 def scripted_service() -> Any:
@@ -79,7 +55,8 @@ def scripted_service() -> Any:
     def respond(request: httpx.Request) -> httpx.Response:
         assert request.url.path.endswith("/chat/completions"), request.url
         index, step = next(steps)
-        return httpx.Response(200, json=completion_body(step, index))
+        body = support.chat_completion_body(step, index, MODEL_NAME, plugin_function)
+        return httpx.Response(200, json=body)
 
     client = AsyncOpenAI(
         api_key="scripted",
@@ -111,7 +88,7 @@ def travel_plugin() -> Any:
         def book_flight(self, flight_id: Annotated[str, "The flight id"]) -> dict[str, Any]:
             return harness.book_flight(flight_id)
 
-    return KernelPlugin.from_object("travel", TravelPlugin())
+    return KernelPlugin.from_object(PLUGIN, TravelPlugin())
 
 
 def build_agent(service: Any) -> Any:
@@ -164,8 +141,6 @@ def bridge_logging(capture: harness.Capture) -> None:
 
 
 def generate(scenario: str) -> Path:
-    if scenario not in SCENARIOS:
-        raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     # Read when semantic_kernel is imported: set before any import of it.
     os.environ.update(DIAGNOSTICS_ENV)
     settings = {**harness.content_capture_env(), **DIAGNOSTICS_ENV}
@@ -174,11 +149,7 @@ def generate(scenario: str) -> Path:
     settings["logging.getLogger('semantic_kernel')"] = "INFO -> opentelemetry LoggingHandler"
     agent = build_agent(scripted_service())
     answers = asyncio.run(run_turns(agent))
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(
-            f"{scenario}: the agent answered {answers!r}, the script said {expected!r}"
-        )
+    support.check_answers(scenario, answers)
     meta = harness.Meta(
         framework="semantic-kernel",
         framework_version=harness.package_version("semantic-kernel"),
@@ -208,15 +179,8 @@ def generate(scenario: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*")
-    parser.add_argument("--list", action="store_true", help="print the scenario names")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(SCENARIOS))
-        return
-    for scenario in args.scenarios or SCENARIOS:
-        print(generate(scenario))
+    doc = __doc__ or ""
+    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
 
 
 if __name__ == "__main__":
