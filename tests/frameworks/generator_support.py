@@ -64,17 +64,19 @@ def chat_completion_body(
 
 def run_cli(
     script: str,
-    description: str,
+    doc: str | None,
     scenarios: Sequence[str],
     generate: Callable[[str], Path],
     argv: Sequence[str] | None = None,
 ) -> None:
-    """`generate.py [--list] [SCENARIO...]`: no scenario means all of them.
+    """`generate.py [--list] [SCENARIO...]` (all scenarios when none is named).
+
+    `doc` is the generator's docstring: its first line describes the command.
 
     Several scenarios run one process each (re-running `script`): instrumentations patch
     the framework globally, so a second one in the same process would see the first.
     """
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
     parser.add_argument("scenarios", nargs="*")
     parser.add_argument("--list", action="store_true", help="print the scenario names")
     args = parser.parse_args(argv)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +111,5 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    doc = __doc__ or ""
-    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
-
-
 if __name__ == "__main__":
-    main()
+    support.run_cli(__file__, __doc__, SCENARIOS, generate)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -166,10 +165,5 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    doc = __doc__ or ""
-    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
-
-
 if __name__ == "__main__":
-    main()
+    support.run_cli(__file__, __doc__, SCENARIOS, generate)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,10 +186,5 @@ NOTES = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    doc = __doc__ or ""
-    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
-
-
 if __name__ == "__main__":
-    main()
+    support.run_cli(__file__, __doc__, SCENARIOS, generate)

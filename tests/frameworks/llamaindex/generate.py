@@ -144,10 +144,5 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    doc = __doc__ or ""
-    support.run_cli(__file__, doc.splitlines()[0], SCENARIOS, generate, argv)
-
-
 if __name__ == "__main__":
-    main()
+    support.run_cli(__file__, __doc__, SCENARIOS, generate)
