@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import generator_support as support
 import harness
 
-SCENARIOS = ("crewai_openinference", "crewai_openinference_events")
+SCENARIOS = ("crewai_openinference", "crewai_openinference_events", "crewai_openinference_crew")
 MODEL_NAME = "scripted-travel-model"
 OFFLINE_ENV = {
     "CREWAI_DISABLE_TELEMETRY": "true",
@@ -135,6 +135,35 @@ def run_turns(agent: Any, *, session: bool) -> list[str]:
     return answers
 
 
+CREW_TASK = "Conversation so far:\n{history}\n\nThe traveller now asks: {query}"
+
+
+def run_crew_turns(agent: Any) -> list[str]:
+    """The same conversation as a one-task Crew kicked off once per turn.
+
+    A Crew keeps nothing between kickoffs (its memory needs an embedder), so the
+    conversation so far goes in as a task input, the usual way to chat with a crew.
+    """
+    from crewai import Crew, Task
+    from openinference.instrumentation import using_session
+
+    task = Task(
+        description=CREW_TASK,
+        expected_output="A short answer for the traveller.",
+        agent=agent,
+    )
+    crew = Crew(agents=[agent], tasks=[task], verbose=False)
+    history: list[str] = []
+    answers = []
+    for turn in harness.TURNS:
+        inputs = {"history": "\n".join(history) or "(none)", "query": turn.query}
+        with using_session(harness.CONVERSATION_ID):
+            output = crew.kickoff(inputs=inputs)
+        answers.append(str(output.raw))
+        history += [f"Traveller: {turn.query}", f"Agent: {output.raw}"]
+    return answers
+
+
 def generate(scenario: str) -> Path:
     os.environ.pop("OTEL_SDK_DISABLED", None)
     os.environ.update(OFFLINE_ENV)
@@ -152,7 +181,10 @@ def generate(scenario: str) -> Path:
         CrewAIInstrumentor().instrument(tracer_provider=capture.tracer_provider)
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_llm(harness.model_steps()))
-    answers = run_turns(agent, session=True)
+    if scenario.endswith("_crew"):
+        answers = run_crew_turns(agent)
+    else:
+        answers = run_turns(agent, session=True)
     support.check_answers(scenario, answers)
     meta = harness.Meta(
         framework="crewai",
@@ -165,12 +197,21 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-_COMMON_NOTES = [
+_MODEL_NOTE = (
     f"Model: a crewai BaseLLM subclass (model {MODEL_NAME!r}) with native function "
-    "calling; it returns OpenAI-style tool-call dicts and emits CrewAI's LLM call events.",
+    "calling; it returns OpenAI-style tool-call dicts and emits CrewAI's LLM call events."
+)
+_STANDALONE_NOTE = (
     "Agent run standalone with Agent.kickoff(messages); the agent's role is the agent "
     "name. Turn 2's messages carry turn 1's query and answer (CrewAI has no session "
-    "object for a standalone agent: the conversation is the history passed in).",
+    "object for a standalone agent: the conversation is the history passed in)."
+)
+_CREW_NOTE = (
+    "A one-agent, one-task Crew kicked off once per turn with inputs {history, query}; "
+    f"the task description is {CREW_TASK!r}, so the model sees the query inside it. "
+    "The agent's role is the agent name."
+)
+_COMMON_NOTES = [
     "Turn 1's two get_weather calls come from one model step; CrewAI's native tool loop "
     "runs them in parallel threads.",
     "Session id from openinference.instrumentation.using_session around each kickoff.",
@@ -178,8 +219,21 @@ _COMMON_NOTES = [
     "('Error executing tool: ...'), which the model sees; the truth keeps the error.",
 ]
 NOTES = {
-    "crewai_openinference": [*_COMMON_NOTES, "Instrumentor in its default (wrapper) mode."],
+    "crewai_openinference": [
+        _MODEL_NOTE,
+        _STANDALONE_NOTE,
+        *_COMMON_NOTES,
+        "Instrumentor in its default (wrapper) mode.",
+    ],
+    "crewai_openinference_crew": [
+        _MODEL_NOTE,
+        _CREW_NOTE,
+        *_COMMON_NOTES,
+        "Instrumentor in its default (wrapper) mode.",
+    ],
     "crewai_openinference_events": [
+        _MODEL_NOTE,
+        _STANDALONE_NOTE,
         *_COMMON_NOTES,
         "Instrumentor with use_event_listener=True: spans built from CrewAI's event bus.",
     ],
