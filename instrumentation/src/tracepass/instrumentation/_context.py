@@ -67,10 +67,6 @@ def current_reference_id() -> str | None:
     return None if state is None else state.reference_id
 
 
-def in_agent() -> bool:
-    return bool(otel_context.get_value(IN_AGENT_KEY))
-
-
 class conversation:  # lowercase: used like a function, `with conversation(...)`
     """One multi-turn conversation; sync (`with`) and async (`async with`) context manager.
 
