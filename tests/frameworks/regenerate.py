@@ -3,13 +3,19 @@
     python tests/frameworks/regenerate.py                  # all frameworks
     python tests/frameworks/regenerate.py --only langgraph --only pydantic_ai
     python tests/frameworks/regenerate.py --reinstall      # rebuild the venvs
+    python tests/frameworks/regenerate.py --venv-root /work/fwenv --out /tmp/corpus-check
 
 A framework is a directory here with a `requirements.txt` (exact pins) and a
 `generate.py` (`--list` prints its scenarios, `generate.py SCENARIO` writes one). For each,
-this script builds `.tools/frameworks/<framework>` (`python -m venv` + `pip install -r`;
-kept between runs and rebuilt only when `requirements.txt` changed), then runs
-`generate.py SCENARIO` once per scenario, each in a fresh process because
-instrumentations patch frameworks globally. Exit status 1 if anything failed.
+this script builds `<venv-root>/<framework>` (default `.tools/frameworks/`; `python -m
+venv` + `pip install -r`; kept between runs and rebuilt only when `requirements.txt`
+changed), then runs `generate.py SCENARIO` once per scenario, each in a fresh process
+because instrumentations patch frameworks globally. Exit status 1 if anything failed.
+
+A venv this script did not build (no `requirements.sha256` stamp in it) is used as it is
+(`--reinstall` rebuilds it), so a check can reuse venvs made by hand. `--out DIR` writes
+the files there instead of the committed `corpus/` (the generators honour
+`TRACEPASS_CORPUS_DIR`), e.g. to compare a regenerated truth with the committed one.
 
 Why separate environments: the frameworks pin conflicting OpenTelemetry and library
 versions. Why this is not a test: it installs packages from the network and takes
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +37,7 @@ FRAMEWORKS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = FRAMEWORKS_DIR.parent.parent
 VENVS_DIR = REPO_ROOT / ".tools" / "frameworks"
 STAMP = "requirements.sha256"
+CORPUS_DIR_ENV = "TRACEPASS_CORPUS_DIR"  # harness.CORPUS_DIR_ENV (not importable here)
 
 
 @dataclass
@@ -51,8 +59,10 @@ def say(framework: str, message: str) -> None:
     print(f"[{framework}] {message}", flush=True)
 
 
-def run(command: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+def run(
+    command: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
 def show_failure(result: subprocess.CompletedProcess[str]) -> None:
@@ -62,19 +72,30 @@ def show_failure(result: subprocess.CompletedProcess[str]) -> None:
         print(f"    | {line}", flush=True)
 
 
-def ensure_venv(framework: str, python: str, reinstall: bool) -> Path | None:
+@dataclass(frozen=True)
+class Options:
+    python: str
+    reinstall: bool
+    venv_root: Path
+    out: Path | None
+
+
+def ensure_venv(framework: str, options: Options) -> Path | None:
     """The framework's venv interpreter, (re)built when its requirements changed."""
     requirements = FRAMEWORKS_DIR / framework / "requirements.txt"
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()
-    venv = VENVS_DIR / framework
+    venv = options.venv_root / framework
     interpreter = venv / "bin" / "python"
     stamp = venv / STAMP
-    up_to_date = interpreter.exists() and stamp.exists() and stamp.read_text().strip() == digest
-    if up_to_date and not reinstall:
-        say(framework, f"venv up to date: {venv.relative_to(REPO_ROOT)}")
-        return interpreter
-    say(framework, f"creating venv {venv.relative_to(REPO_ROOT)}")
-    created = run([python, "-m", "venv", "--clear", str(venv)], cwd=REPO_ROOT)
+    if interpreter.exists() and not options.reinstall:
+        if not stamp.exists():
+            say(framework, f"using {venv} as it is (not built by this script)")
+            return interpreter
+        if stamp.read_text().strip() == digest:
+            say(framework, f"venv up to date: {venv}")
+            return interpreter
+    say(framework, f"creating venv {venv}")
+    created = run([options.python, "-m", "venv", "--clear", str(venv)], cwd=REPO_ROOT)
     if created.returncode != 0:
         say(framework, "FAILED to create the venv")
         show_failure(created)
@@ -94,9 +115,9 @@ def ensure_venv(framework: str, python: str, reinstall: bool) -> Path | None:
     return interpreter
 
 
-def regenerate(framework: str, python: str, reinstall: bool) -> Outcome:
+def regenerate(framework: str, options: Options) -> Outcome:
     outcome = Outcome(framework)
-    interpreter = ensure_venv(framework, python, reinstall)
+    interpreter = ensure_venv(framework, options)
     if interpreter is None:
         outcome.failed.append("(environment)")
         return outcome
@@ -109,9 +130,12 @@ def regenerate(framework: str, python: str, reinstall: bool) -> Outcome:
         outcome.failed.append("(--list)")
         return outcome
     say(framework, f"{len(scenarios)} scenario(s): {', '.join(scenarios)}")
+    env = dict(os.environ)
+    if options.out is not None:
+        env[CORPUS_DIR_ENV] = str(options.out)
     for scenario in scenarios:
         started = time.monotonic()
-        result = run([str(interpreter), "generate.py", scenario], cwd=directory)
+        result = run([str(interpreter), "generate.py", scenario], cwd=directory, env=env)
         elapsed = time.monotonic() - started
         if result.returncode == 0:
             say(framework, f"  ok      {scenario} ({elapsed:.1f}s)")
@@ -141,9 +165,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reinstall", action="store_true", help="rebuild the venvs even if up to date"
     )
+    parser.add_argument(
+        "--venv-root",
+        type=Path,
+        default=VENVS_DIR,
+        metavar="DIR",
+        help="where the venvs are, one per framework (default: .tools/frameworks)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the corpus files here instead of tests/frameworks/corpus",
+    )
     args = parser.parse_args(argv)
+    options = Options(
+        python=args.python,
+        reinstall=args.reinstall,
+        venv_root=args.venv_root.resolve(),
+        out=args.out.resolve() if args.out else None,
+    )
     selected = args.only or available
-    outcomes = [regenerate(name, args.python, args.reinstall) for name in selected]
+    outcomes = [regenerate(name, options) for name in selected]
     print()
     for outcome in outcomes:
         status = "FAILED" if outcome.failed else "ok"

@@ -14,7 +14,7 @@ Why one scenario per process: ADK resolves its telemetry configuration from the
 environment, and the OpenTelemetry globals can only be set once.
 
 Run inside the ADK environment (see requirements.txt):
-    python generate.py adk_native adk_native_span_content adk_native_legacy
+    python generate.py --list | [SCENARIO...]
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import generator_support as support
 import harness
 
 MODEL_NAME = "scripted-travel-model"
@@ -39,7 +39,7 @@ USER_ID = "user-1"
 ADK_AGENT_NAME = harness.AGENT_NAME.replace("-", "_")
 
 # Scenario name -> environment switches besides `harness.content_capture_env()`.
-SCENARIOS: dict[str, dict[str, str]] = {
+SCENARIO_ENV: dict[str, dict[str, str]] = {
     "adk_native": {},
     # Content on the spans as well as in the log records (ADK's non-boolean capture modes).
     "adk_native_span_content": {
@@ -110,7 +110,7 @@ def tool_error_to_response(
     return {"error": str(error)}
 
 
-async def run_turns() -> None:
+async def run_turns() -> list[str | None]:
     from google.adk.agents import LlmAgent
     from google.adk.runners import InMemoryRunner
     from google.genai import types
@@ -137,21 +137,19 @@ async def run_turns() -> None:
             if event.is_final_response() and event.content and event.content.parts:
                 final = "".join(part.text or "" for part in event.content.parts)
         answers.append(final)
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(f"the agent answered {answers!r}, expected {expected!r}")
     await runner.close()
+    return answers
 
 
 def generate(scenario: str) -> Path:
     settings = harness.content_capture_env()
-    settings.update(SCENARIOS[scenario])
-    os.environ.update(SCENARIOS[scenario])
+    settings.update(SCENARIO_ENV[scenario])
+    os.environ.update(SCENARIO_ENV[scenario])
     # ADK's tracer and logger come from the OpenTelemetry globals: install ours first.
     capture = harness.Capture()
     settings["InMemoryRunner session_id"] = harness.CONVERSATION_ID
     settings["LlmAgent(on_tool_error_callback)"] = "returns {'error': str(exception)}"
-    asyncio.run(run_turns())
+    support.check_answers(scenario, asyncio.run(run_turns()))
     notes = [
         f"ADK agent names must be identifiers: the agent is named {ADK_AGENT_NAME!r}.",
         "Both turns run in one InMemorySessionService session whose id is the conversation "
@@ -168,11 +166,10 @@ def generate(scenario: str) -> Path:
         "Token counts are a size estimate of the request made by the scripted model.",
     ]
     notes.extend(SCENARIO_NOTES.get(scenario, []))
-    meta = harness.Meta(
-        framework="google-adk",
-        framework_version=harness.package_version("google-adk"),
-        instrumentation="google-adk-native",
-        instrumentation_version=harness.package_version("google-adk"),
+    meta = support.meta(
+        "google-adk",
+        "google-adk-native",
+        instrumentation_package="google-adk",
         settings=settings,
         agent_name=ADK_AGENT_NAME,
         notes=notes,
@@ -180,21 +177,7 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-def main(argv: list[str]) -> int:
-    if argv == ["--list"]:
-        print("\n".join(SCENARIOS))
-        return 0
-    unknown = [name for name in argv if name not in SCENARIOS]
-    if not argv or unknown:
-        print(f"usage: generate.py --list | SCENARIO...; unknown: {unknown}", file=sys.stderr)
-        return 2
-    if len(argv) > 1:
-        for name in argv:
-            subprocess.run([sys.executable, __file__, name], check=True)
-        return 0
-    print(generate(argv[0]))
-    return 0
-
+SCENARIOS = dict.fromkeys(SCENARIO_ENV, generate)
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(support.run_cli(SCENARIOS, __doc__))

@@ -40,18 +40,11 @@ def scripted_model() -> Any:
     import httpx
     from agno.models.openai import OpenAIChat
 
-    steps = enumerate(harness.model_steps())
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        assert request.url.path.endswith("/chat/completions"), request.url
-        index, step = next(steps)
-        return httpx.Response(200, json=support.chat_completion_body(step, index, MODEL_NAME))
-
     return OpenAIChat(
         id=MODEL_NAME,
         api_key="scripted",
         base_url="http://scripted-model.invalid/v1",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(respond)),
+        http_client=httpx.AsyncClient(transport=support.chat_completions_transport(MODEL_NAME)),
     )
 
 
@@ -86,16 +79,14 @@ def generate(scenario: str) -> Path:
     capture = harness.Capture()
     from openinference.instrumentation.agno import AgnoInstrumentor
 
-    AgnoInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+    support.instrument(capture, AgnoInstrumentor)
     settings["agno.Agent.arun(session_id)"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_model())
     answers = asyncio.run(run_turns(agent))
     support.check_answers(scenario, answers)
-    meta = harness.Meta(
-        framework="agno",
-        framework_version=harness.package_version("agno"),
-        instrumentation="openinference-instrumentation-agno",
-        instrumentation_version=harness.package_version("openinference-instrumentation-agno"),
+    meta = support.meta(
+        "agno",
+        "openinference-instrumentation-agno",
         settings=settings,
         notes=[
             f"Model: agno's OpenAIChat (id {MODEL_NAME!r}) whose OpenAI client talks to an "
@@ -112,4 +103,4 @@ def generate(scenario: str) -> Path:
 
 
 if __name__ == "__main__":
-    support.run_cli(__file__, __doc__, SCENARIOS, generate)
+    raise SystemExit(support.run_cli(dict.fromkeys(SCENARIOS, generate), __doc__))

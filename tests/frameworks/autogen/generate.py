@@ -116,7 +116,7 @@ def generate(scenario: str) -> Path:
             AutogenAgentChatInstrumentor,
         )
 
-        AutogenAgentChatInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+        support.instrument(capture, AutogenAgentChatInstrumentor)
         settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
         session = using_session(harness.CONVERSATION_ID)
     agent = build_agent(scripted_client())
@@ -124,13 +124,9 @@ def generate(scenario: str) -> Path:
         answers = asyncio.run(run_turns(agent))
     support.check_answers(scenario, answers)
     if scenario == "autogen_openinference":
-        meta = harness.Meta(
-            framework="autogen-agentchat",
-            framework_version=harness.package_version("autogen-agentchat"),
-            instrumentation="openinference-instrumentation-autogen-agentchat",
-            instrumentation_version=harness.package_version(
-                "openinference-instrumentation-autogen-agentchat"
-            ),
+        meta = support.meta(
+            "autogen-agentchat",
+            "openinference-instrumentation-autogen-agentchat",
             settings=settings,
             agent_name=AGENT,
             notes=[
@@ -145,11 +141,10 @@ def generate(scenario: str) -> Path:
             ],
         )
     else:
-        meta = harness.Meta(
-            framework="autogen-agentchat",
-            framework_version=harness.package_version("autogen-agentchat"),
-            instrumentation="autogen-core (native OpenTelemetry)",
-            instrumentation_version=harness.package_version("autogen-core"),
+        meta = support.meta(
+            "autogen-agentchat",
+            "autogen-core (native OpenTelemetry)",
+            instrumentation_package="autogen-core",
             settings=settings,
             conversations=[[0], [1]],
             conversation_id=None,
@@ -166,4 +161,4 @@ def generate(scenario: str) -> Path:
 
 
 if __name__ == "__main__":
-    support.run_cli(__file__, __doc__, SCENARIOS, generate)
+    raise SystemExit(support.run_cli(dict.fromkeys(SCENARIOS, generate), __doc__))

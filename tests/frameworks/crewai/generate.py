@@ -173,12 +173,10 @@ def generate(scenario: str) -> Path:
 
     events = scenario.endswith("_events")
     if events:
-        CrewAIInstrumentor().instrument(
-            tracer_provider=capture.tracer_provider, use_event_listener=True
-        )
+        support.instrument(capture, CrewAIInstrumentor, use_event_listener=True)
         settings["CrewAIInstrumentor.use_event_listener"] = "true"
     else:
-        CrewAIInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+        support.instrument(capture, CrewAIInstrumentor)
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_llm(harness.model_steps()))
     if scenario.endswith("_crew"):
@@ -186,11 +184,9 @@ def generate(scenario: str) -> Path:
     else:
         answers = run_turns(agent, session=True)
     support.check_answers(scenario, answers)
-    meta = harness.Meta(
-        framework="crewai",
-        framework_version=harness.package_version("crewai"),
-        instrumentation="openinference-instrumentation-crewai",
-        instrumentation_version=harness.package_version("openinference-instrumentation-crewai"),
+    meta = support.meta(
+        "crewai",
+        "openinference-instrumentation-crewai",
         settings=settings,
         notes=NOTES[scenario],
     )
@@ -241,4 +237,4 @@ NOTES = {
 
 
 if __name__ == "__main__":
-    support.run_cli(__file__, __doc__, SCENARIOS, generate)
+    raise SystemExit(support.run_cli(dict.fromkeys(SCENARIOS, generate), __doc__))

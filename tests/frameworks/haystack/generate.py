@@ -84,7 +84,7 @@ def instrument_openinference(capture: harness.Capture, settings: dict[str, str])
     from haystack.components.generators.chat import MockChatGenerator  # noqa: F401
     from openinference.instrumentation.haystack import HaystackInstrumentor
 
-    HaystackInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+    support.instrument(capture, HaystackInstrumentor)
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
 
 
@@ -127,11 +127,9 @@ def generate(scenario: str) -> Path:
         session_note = (
             "Session id from openinference.instrumentation.using_session around both turns."
         )
-    meta = harness.Meta(
-        framework="haystack-ai",
-        framework_version=harness.package_version("haystack-ai"),
-        instrumentation=instrumentation,
-        instrumentation_version=harness.package_version(instrumentation),
+    meta = support.meta(
+        "haystack-ai",
+        instrumentation,
         settings=settings,
         agent_name=None,
         notes=[
@@ -156,4 +154,4 @@ def generate(scenario: str) -> Path:
 
 
 if __name__ == "__main__":
-    support.run_cli(__file__, __doc__, SCENARIOS, generate)
+    raise SystemExit(support.run_cli(dict.fromkeys(SCENARIOS, generate), __doc__))

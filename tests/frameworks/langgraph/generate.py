@@ -33,9 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
-import scenario_cli
-from instrumenting import Installer, installer
 
 FRAMEWORK = "langgraph"
 MODEL_NAME = "scripted-travel-model"
@@ -146,37 +145,30 @@ CREATE_AGENT = Agent(
 )
 
 
-def run_turns(agent_kind: Agent) -> None:
+def run_turns(agent_kind: Agent) -> list[str]:
     agent = agent_kind.build()
     config = {"configurable": {"thread_id": harness.CONVERSATION_ID}}
-    for turn in harness.TURNS:
-        out = agent.invoke({"messages": [("user", turn.query)]}, config=config)
-        answer = out["messages"][-1].content
-        if answer != turn.answer:
-            raise SystemExit(f"scripted run went off script: {answer!r} != {turn.answer!r}")
+    return [
+        agent.invoke({"messages": [("user", turn.query)]}, config=config)["messages"][-1].content
+        for turn in harness.TURNS
+    ]
 
 
 def _generate(
     scenario: str,
     agent: Agent,
     *,
-    instrumentor: Installer,
+    install: support.Installer,
     instrumentation: str,
-    distribution: str,
     settings: dict[str, str],
+    distribution: str | None = None,
     notes: Sequence[str] = (),
 ) -> Path:
-    capture = harness.Capture()
-    active = instrumentor(capture)
-    try:
-        run_turns(agent)
-    finally:
-        active.uninstrument()
-    meta = harness.Meta(
-        framework=FRAMEWORK,
-        framework_version=harness.package_version("langgraph"),
-        instrumentation=instrumentation,
-        instrumentation_version=harness.package_version(distribution),
+    capture = support.run_instrumented(scenario, install, partial(run_turns, agent))
+    meta = support.meta(
+        FRAMEWORK,
+        instrumentation,
+        instrumentation_package=distribution,
         settings=settings,
         notes=[*agent.notes, *COMMON_NOTES, *notes],
     )
@@ -189,9 +181,8 @@ def openinference(scenario: str, agent: Agent) -> Path:
     return _generate(
         scenario,
         agent,
-        instrumentor=installer(LangChainInstrumentor),
+        install=support.installer(LangChainInstrumentor),
         instrumentation="openinference-instrumentation-langchain",
-        distribution="openinference-instrumentation-langchain",
         settings=harness.content_capture_env(),
         notes=[
             "OpenInference reads session.id from the run metadata key thread_id (also "
@@ -207,7 +198,7 @@ def openllmetry(scenario: str, agent: Agent) -> Path:
     return _generate(
         scenario,
         agent,
-        instrumentor=installer(LangchainInstrumentor),
+        install=support.installer(LangchainInstrumentor),
         instrumentation="opentelemetry-instrumentation-langchain (OpenLLMetry, traceloop)",
         distribution="opentelemetry-instrumentation-langchain",
         settings={**harness.content_capture_env(), "LangchainInstrumentor": "defaults"},
@@ -243,7 +234,7 @@ def otel_genai(
     return _generate(
         scenario,
         agent,
-        instrumentor=installer(LangChainInstrumentor, logs=True),
+        install=support.installer(LangChainInstrumentor, logs=True),
         instrumentation="opentelemetry-instrumentation-genai-langchain (OpenTelemetry GenAI)",
         distribution="opentelemetry-instrumentation-genai-langchain",
         settings={CAPTURE_MODE: capture_mode},
@@ -251,7 +242,7 @@ def otel_genai(
     )
 
 
-SCENARIOS: dict[str, scenario_cli.Generator] = {
+SCENARIOS: dict[str, support.Generator] = {
     "langgraph_openinference": partial(openinference, agent=REACT),
     "langgraph_openllmetry": partial(openllmetry, agent=REACT),
     "langgraph_otel_genai": partial(otel_genai, agent=REACT),
@@ -264,4 +255,4 @@ SCENARIOS: dict[str, scenario_cli.Generator] = {
 }
 
 if __name__ == "__main__":
-    raise SystemExit(scenario_cli.main(SCENARIOS))
+    raise SystemExit(support.run_cli(SCENARIOS, __doc__))

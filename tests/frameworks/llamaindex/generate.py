@@ -115,18 +115,14 @@ def generate(scenario: str) -> Path:
     capture = harness.Capture()
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
-    LlamaIndexInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+    support.instrument(capture, LlamaIndexInstrumentor)
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_llm(harness.model_steps()))
     answers = asyncio.run(run_turns(agent))
     support.check_answers(scenario, answers)
-    meta = harness.Meta(
-        framework="llama-index-core",
-        framework_version=harness.package_version("llama-index-core"),
-        instrumentation="openinference-instrumentation-llama-index",
-        instrumentation_version=harness.package_version(
-            "openinference-instrumentation-llama-index"
-        ),
+    meta = support.meta(
+        "llama-index-core",
+        "openinference-instrumentation-llama-index",
         settings=settings,
         notes=[
             "Model: a subclass of llama_index.core.llms.mock.MockFunctionCallingLLM "
@@ -145,4 +141,4 @@ def generate(scenario: str) -> Path:
 
 
 if __name__ == "__main__":
-    support.run_cli(__file__, __doc__, SCENARIOS, generate)
+    raise SystemExit(support.run_cli(dict.fromkeys(SCENARIOS, generate), __doc__))

@@ -30,9 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import generator_support as support
 import harness
-import scenario_cli
-from instrumenting import Installer, installer, together
 
 FRAMEWORK = "openai-agents"
 MODEL_NAME = "scripted-travel-model"
@@ -188,27 +187,30 @@ def build_agent(model: Any) -> Any:
     )
 
 
-async def run_turns(model: Any, turn_context: Callable[[], AbstractContextManager[Any]]) -> None:
+async def run_turns(
+    model: Any, turn_context: Callable[[], AbstractContextManager[Any]]
+) -> list[str]:
     from agents import RunConfig, Runner
     from agents.memory.sqlite_session import SQLiteSession
 
     agent = build_agent(model)
     session = SQLiteSession(harness.CONVERSATION_ID)
     config = RunConfig(group_id=harness.CONVERSATION_ID, workflow_name="travel-workflow")
+    answers = []
     for turn in harness.TURNS:
         with turn_context():
             result = await Runner.run(agent, turn.query, session=session, run_config=config)
-        if result.final_output != turn.answer:
-            raise SystemExit(f"went off script: {result.final_output!r} != {turn.answer!r}")
+        answers.append(result.final_output)
+    return answers
 
 
 def _generate(
     scenario: str,
     *,
-    instrument: Installer,
+    install: support.Installer,
     instrumentation: str,
-    distribution: str,
     settings: dict[str, str],
+    distribution: str | None = None,
     notes: Sequence[str] = (),
     turn_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
     model: Callable[[], Any] = scripted_model,
@@ -217,18 +219,17 @@ def _generate(
     from agents import flush_traces, set_trace_processors
 
     set_trace_processors([])  # no upload to OpenAI: the instrumentation adds its own
-    capture = harness.Capture()
-    instrumentor = instrument(capture)
-    try:
-        asyncio.run(run_turns(model(), turn_context))
+
+    def run() -> list[str]:
+        answers = asyncio.run(run_turns(model(), turn_context))
         flush_traces()
-    finally:
-        instrumentor.uninstrument()
-    meta = harness.Meta(
-        framework=FRAMEWORK,
-        framework_version=harness.package_version("openai-agents"),
-        instrumentation=instrumentation,
-        instrumentation_version=harness.package_version(distribution),
+        return answers
+
+    capture = support.run_instrumented(scenario, install, run)
+    meta = support.meta(
+        FRAMEWORK,
+        instrumentation,
+        instrumentation_package=distribution,
         settings=settings,
         notes=[
             *COMMON_NOTES,
@@ -247,9 +248,8 @@ def openinference(scenario: str) -> Path:
 
     return _generate(
         scenario,
-        instrument=installer(OpenAIAgentsInstrumentor),
+        install=support.installer(OpenAIAgentsInstrumentor),
         instrumentation="openinference-instrumentation-openai-agents",
-        distribution="openinference-instrumentation-openai-agents",
         settings={
             **harness.content_capture_env(),
             "session": "openinference.instrumentation.using_session(CONVERSATION_ID) per run",
@@ -285,7 +285,7 @@ CLIENT_NOTE = (
 )
 
 
-def otel_genai(*, with_client: bool) -> scenario_cli.Generator:
+def otel_genai(*, with_client: bool) -> support.Generator:
     """The official agents instrumentation; `with_client` adds the openai client's own."""
 
     def generate(scenario: str) -> Path:
@@ -293,11 +293,13 @@ def otel_genai(*, with_client: bool) -> scenario_cli.Generator:
         os.environ.update(OTEL_GENAI_CAPTURE)
         from opentelemetry.instrumentation.genai.openai_agents import OpenAIAgentsInstrumentor
 
-        install = installer(OpenAIAgentsInstrumentor, logs=True, disable_openai_trace_export=True)
+        install = support.installer(
+            OpenAIAgentsInstrumentor, logs=True, disable_openai_trace_export=True
+        )
         if with_client:
             from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
 
-            install = together(install, installer(OpenAIInstrumentor, logs=True))
+            install = support.together(install, support.installer(OpenAIInstrumentor, logs=True))
 
         settings = {**OTEL_GENAI_CAPTURE, "disable_openai_trace_export": "True"}
         if with_client:
@@ -305,7 +307,7 @@ def otel_genai(*, with_client: bool) -> scenario_cli.Generator:
             settings["opentelemetry-instrumentation-genai-openai"] = version
         return _generate(
             scenario,
-            instrument=install,
+            install=install,
             instrumentation="opentelemetry-instrumentation-genai-openai-agents"
             + (" + opentelemetry-instrumentation-genai-openai" if with_client else "")
             + " (OpenTelemetry GenAI)",
@@ -324,7 +326,7 @@ def otel_contrib_v2(scenario: str) -> Path:
 
     return _generate(
         scenario,
-        instrument=installer(OpenAIAgentsInstrumentor),
+        install=support.installer(OpenAIAgentsInstrumentor),
         instrumentation="opentelemetry-instrumentation-openai-agents-v2 (OpenTelemetry contrib)",
         distribution="opentelemetry-instrumentation-openai-agents-v2",
         settings=harness.content_capture_env(),
@@ -339,7 +341,7 @@ def otel_contrib_v2(scenario: str) -> Path:
     )
 
 
-SCENARIOS: dict[str, scenario_cli.Generator] = {
+SCENARIOS: dict[str, support.Generator] = {
     "openai_agents_openinference": openinference,
     "openai_agents_otel_genai": otel_genai(with_client=False),
     "openai_agents_otel_genai_responses": otel_genai(with_client=True),
@@ -347,4 +349,4 @@ SCENARIOS: dict[str, scenario_cli.Generator] = {
 }
 
 if __name__ == "__main__":
-    raise SystemExit(scenario_cli.main(SCENARIOS))
+    raise SystemExit(support.run_cli(SCENARIOS, __doc__))

@@ -49,18 +49,11 @@ def scripted_service() -> Any:
     from openai import AsyncOpenAI
     from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion
 
-    steps = enumerate(harness.model_steps())
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        assert request.url.path.endswith("/chat/completions"), request.url
-        index, step = next(steps)
-        body = support.chat_completion_body(step, index, MODEL_NAME, plugin_function)
-        return httpx.Response(200, json=body)
-
+    transport = support.chat_completions_transport(MODEL_NAME, plugin_function)
     client = AsyncOpenAI(
         api_key="scripted",
         base_url="http://scripted-model.invalid/v1",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(respond)),
+        http_client=httpx.AsyncClient(transport=transport),
     )
     return OpenAIChatCompletion(ai_model_id=MODEL_NAME, async_client=client)
 
@@ -149,11 +142,10 @@ def generate(scenario: str) -> Path:
     agent = build_agent(scripted_service())
     answers = asyncio.run(run_turns(agent))
     support.check_answers(scenario, answers)
-    meta = harness.Meta(
-        framework="semantic-kernel",
-        framework_version=harness.package_version("semantic-kernel"),
-        instrumentation="semantic-kernel (native OpenTelemetry)",
-        instrumentation_version=harness.package_version("semantic-kernel"),
+    meta = support.meta(
+        "semantic-kernel",
+        "semantic-kernel (native OpenTelemetry)",
+        instrumentation_package="semantic-kernel",
         settings=settings,
         conversations=[[0], [1]],
         conversation_id=None,
@@ -178,4 +170,4 @@ def generate(scenario: str) -> Path:
 
 
 if __name__ == "__main__":
-    support.run_cli(__file__, __doc__, SCENARIOS, generate)
+    raise SystemExit(support.run_cli(dict.fromkeys(SCENARIOS, generate), __doc__))

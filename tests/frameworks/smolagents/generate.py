@@ -16,26 +16,24 @@ an `Args:` section; the harness functions are kept as they are and wrapped in `T
 classes that declare their inputs, which is the framework's other documented way.
 
 Run inside the smolagents environment (see requirements.txt):
-    python generate.py smolagents_openinference
+    python generate.py --list | [SCENARIO...]
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import generator_support as support
 import harness
 
 MODEL_ID = "scripted-travel-model"
 # smolagents agent names must be identifiers, so the harness name cannot be used as is.
 SMOL_AGENT_NAME = harness.AGENT_NAME.replace("-", "_")
-
-SCENARIOS: dict[str, dict[str, str]] = {"smolagents_openinference": {}}
 
 
 def build_tools() -> list[Any]:
@@ -140,7 +138,7 @@ def generate(scenario: str) -> Path:
     from openinference.instrumentation import using_session
     from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
-    SmolagentsInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+    support.instrument(capture, SmolagentsInstrumentor)
     from smolagents import ToolCallingAgent
 
     agent = ToolCallingAgent(
@@ -155,9 +153,7 @@ def generate(scenario: str) -> Path:
     with using_session(harness.CONVERSATION_ID):
         for index, turn in enumerate(harness.TURNS):
             answers.append(agent.run(turn.query, reset=index == 0))
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(f"{scenario}: the agent answered {answers!r}, expected {expected!r}")
+    support.check_answers(scenario, answers)
     settings["openinference using_session"] = harness.CONVERSATION_ID
     settings["agent.run(reset)"] = "True for turn 1, False for turn 2"
     settings["smolagents.ScriptedModel"] = "scripted model class registered before instrument()"
@@ -180,11 +176,9 @@ def generate(scenario: str) -> Path:
         "on it.",
         "Token counts are a size estimate of the messages made by the scripted model.",
     ]
-    meta = harness.Meta(
-        framework="smolagents",
-        framework_version=harness.package_version("smolagents"),
-        instrumentation="openinference-instrumentation-smolagents",
-        instrumentation_version=harness.package_version("openinference-instrumentation-smolagents"),
+    meta = support.meta(
+        "smolagents",
+        "openinference-instrumentation-smolagents",
         settings=settings,
         agent_name=SMOL_AGENT_NAME,
         notes=notes,
@@ -192,21 +186,7 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-def main(argv: list[str]) -> int:
-    if argv == ["--list"]:
-        print("\n".join(SCENARIOS))
-        return 0
-    unknown = [name for name in argv if name not in SCENARIOS]
-    if not argv or unknown:
-        print(f"usage: generate.py --list | SCENARIO...; unknown: {unknown}", file=sys.stderr)
-        return 2
-    if len(argv) > 1:
-        for name in argv:
-            subprocess.run([sys.executable, __file__, name], check=True)
-        return 0
-    print(generate(argv[0]))
-    return 0
-
+SCENARIOS = {"smolagents_openinference": generate}
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(support.run_cli(SCENARIOS, __doc__))

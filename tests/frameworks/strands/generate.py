@@ -10,14 +10,13 @@ singleton) and reads `OTEL_SEMCONV_STABILITY_OPT_IN` then, so each setting needs
 interpreter. Asking for several scenarios re-runs this script once per scenario.
 
 Run inside the Strands environment (see requirements.txt):
-    python generate.py strands_native strands_native_latest
+    python generate.py --list | [SCENARIO...]
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
@@ -25,12 +24,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import generator_support as support
 import harness
 
 MODEL_ID = "scripted-travel-model"
 
 # Scenario name -> the environment switches it needs besides content capture.
-SCENARIOS: dict[str, dict[str, str]] = {
+SCENARIO_ENV: dict[str, dict[str, str]] = {
     "strands_native": {},
     "strands_native_latest": {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
 }
@@ -104,8 +104,8 @@ def build_model_class() -> type[Any]:
 
 def generate(scenario: str) -> Path:
     settings = harness.content_capture_env()
-    settings.update(SCENARIOS[scenario])
-    os.environ.update(SCENARIOS[scenario])
+    settings.update(SCENARIO_ENV[scenario])
+    os.environ.update(SCENARIO_ENV[scenario])
     # Strands' Tracer takes the global tracer provider when first used: install ours first.
     capture = harness.Capture()
 
@@ -121,10 +121,7 @@ def generate(scenario: str) -> Path:
         callback_handler=None,
     )
     settings["Agent(trace_attributes)"] = json.dumps({"session.id": harness.CONVERSATION_ID})
-    answers = [str(agent(turn.query)).strip() for turn in harness.TURNS]
-    expected = [turn.answer for turn in harness.TURNS]
-    if answers != expected:
-        raise SystemExit(f"{scenario}: the agent answered {answers!r}, expected {expected!r}")
+    support.check_answers(scenario, [str(agent(turn.query)).strip() for turn in harness.TURNS])
 
     notes = [
         "Both turns run on one Agent instance (its message history is the conversation); the "
@@ -139,32 +136,17 @@ def generate(scenario: str) -> Path:
         "The scripted model streams Bedrock ConverseStream events (Strands' provider interface); "
         "token counts are Strands' own estimate of the input, not a real model's.",
     ]
-    meta = harness.Meta(
-        framework="strands-agents",
-        framework_version=harness.package_version("strands-agents"),
-        instrumentation="strands-native",
-        instrumentation_version=harness.package_version("strands-agents"),
+    meta = support.meta(
+        "strands-agents",
+        "strands-native",
+        instrumentation_package="strands-agents",
         settings=settings,
         notes=notes,
     )
     return capture.write(scenario, meta)
 
 
-def main(argv: list[str]) -> int:
-    if argv == ["--list"]:
-        print("\n".join(SCENARIOS))
-        return 0
-    unknown = [name for name in argv if name not in SCENARIOS]
-    if not argv or unknown:
-        print(f"usage: generate.py --list | SCENARIO...; unknown: {unknown}", file=sys.stderr)
-        return 2
-    if len(argv) > 1:
-        for name in argv:
-            subprocess.run([sys.executable, __file__, name], check=True)
-        return 0
-    print(generate(argv[0]))
-    return 0
-
+SCENARIOS = dict.fromkeys(SCENARIO_ENV, generate)
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(support.run_cli(SCENARIOS, __doc__))
