@@ -23,6 +23,9 @@ import harness
 Generator = Callable[[str], Path]
 Installer = Callable[[harness.Capture], Any]
 
+#: The model name every scripted model reports (where the framework records one).
+MODEL_NAME = "scripted-travel-model"
+
 
 def run_cli(
     scenarios: Mapping[str, Generator], doc: str | None, argv: Sequence[str] | None = None
@@ -147,6 +150,12 @@ def meta(
     )
 
 
+def per_turn_conversations() -> dict[str, Any]:
+    """`Meta` fields for spans that carry no session id: each turn is its own conversation,
+    whose id tracepass derives from the trace (so none is expected)."""
+    return {"conversations": [[0], [1]], "conversation_id": None}
+
+
 def check_answers(scenario: str, answers: Sequence[str | None]) -> None:
     """Stop when the agent's answers are not the script's: the run did not go as scripted."""
     expected = [turn.answer for turn in harness.TURNS]
@@ -154,6 +163,20 @@ def check_answers(scenario: str, answers: Sequence[str | None]) -> None:
         raise SystemExit(
             f"{scenario}: the agent answered {list(answers)!r}, the script said {expected!r}"
         )
+
+
+def openai_tool_calls(
+    step: harness.Step, tool_name: Callable[[str], str] = str
+) -> list[dict[str, Any]]:
+    """A step's tool calls in the OpenAI chat-completions shape (arguments as JSON text)."""
+    return [
+        {
+            "id": c.id,
+            "type": "function",
+            "function": {"name": tool_name(c.name), "arguments": json.dumps(c.arguments)},
+        }
+        for c in step.tool_calls
+    ]
 
 
 def chat_completion_body(
@@ -166,14 +189,7 @@ def chat_completion_body(
     """
     message: dict[str, Any] = {"role": "assistant", "content": step.text}
     if step.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": tool_name(c.name), "arguments": json.dumps(c.arguments)},
-            }
-            for c in step.tool_calls
-        ]
+        message["tool_calls"] = openai_tool_calls(step, tool_name)
     return {
         "id": f"chatcmpl-scripted-{index}",
         "object": "chat.completion",

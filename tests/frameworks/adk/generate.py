@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import generator_support as support
 import harness
 
-MODEL_NAME = "scripted-travel-model"
 APP_NAME = "travel-app"
 USER_ID = "user-1"
 # ADK agent names must be Python identifiers, so the harness name cannot be used as is.
@@ -97,10 +96,10 @@ def build_model(types: Any) -> Any:
                     candidates_token_count=output_tokens,
                     total_token_count=prompt_tokens + output_tokens,
                 ),
-                model_version=MODEL_NAME,
+                model_version=support.MODEL_NAME,
             )
 
-    return ScriptedLlm(model=MODEL_NAME)
+    return ScriptedLlm(model=support.MODEL_NAME)
 
 
 def tool_error_to_response(

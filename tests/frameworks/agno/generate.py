@@ -27,7 +27,6 @@ import generator_support as support
 import harness
 
 SCENARIOS = ("agno_openinference",)
-MODEL_NAME = "scripted-travel-model"
 
 
 def scripted_model() -> Any:
@@ -41,10 +40,12 @@ def scripted_model() -> Any:
     from agno.models.openai import OpenAIChat
 
     return OpenAIChat(
-        id=MODEL_NAME,
+        id=support.MODEL_NAME,
         api_key="scripted",
         base_url="http://scripted-model.invalid/v1",
-        http_client=httpx.AsyncClient(transport=support.chat_completions_transport(MODEL_NAME)),
+        http_client=httpx.AsyncClient(
+            transport=support.chat_completions_transport(support.MODEL_NAME)
+        ),
     )
 
 
@@ -82,14 +83,13 @@ def generate(scenario: str) -> Path:
     support.instrument(capture, AgnoInstrumentor)
     settings["agno.Agent.arun(session_id)"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_model())
-    answers = asyncio.run(run_turns(agent))
-    support.check_answers(scenario, answers)
+    support.check_answers(scenario, asyncio.run(run_turns(agent)))
     meta = support.meta(
         "agno",
         "openinference-instrumentation-agno",
         settings=settings,
         notes=[
-            f"Model: agno's OpenAIChat (id {MODEL_NAME!r}) whose OpenAI client talks to an "
+            f"Model: agno's OpenAIChat (id {support.MODEL_NAME!r}) whose OpenAI client talks to an "
             "in-process httpx.MockTransport replaying the script as chat-completions "
             "responses (a custom agno Model subclass gets no LLM spans from OpenInference).",
             "Both turns are Agent.arun calls with session_id=conv-travel-1 (InMemoryDb, "

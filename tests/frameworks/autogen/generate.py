@@ -30,7 +30,6 @@ import generator_support as support
 import harness
 
 SCENARIOS = ("autogen_native", "autogen_openinference")
-MODEL_NAME = "scripted-travel-model"
 AGENT = harness.AGENT_NAME.replace("-", "_")  # AgentChat names must be identifiers
 
 
@@ -146,8 +145,7 @@ def generate(scenario: str) -> Path:
             "autogen-core (native OpenTelemetry)",
             instrumentation_package="autogen-core",
             settings=settings,
-            conversations=[[0], [1]],
-            conversation_id=None,
+            **support.per_turn_conversations(),
             agent_name=AGENT,
             notes=[
                 *_COMMON_NOTES,

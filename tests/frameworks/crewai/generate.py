@@ -18,7 +18,6 @@ disable our tracer provider too.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -31,7 +30,6 @@ import generator_support as support
 import harness
 
 SCENARIOS = ("crewai_openinference", "crewai_openinference_events", "crewai_openinference_crew")
-MODEL_NAME = "scripted-travel-model"
 OFFLINE_ENV = {
     "CREWAI_DISABLE_TELEMETRY": "true",
     "CREWAI_DISABLE_TRACKING": "true",
@@ -58,25 +56,18 @@ def scripted_llm(steps: Iterator[harness.Step]) -> Any:
         ) -> Any:
             from crewai.events.types.llm_events import LLMCallType
 
+            origin = {"from_task": from_task, "from_agent": from_agent}
             with llm_call_context():
                 self._emit_call_started_event(
                     messages=messages,
                     tools=tools,
                     callbacks=callbacks,
                     available_functions=available_functions,
-                    from_task=from_task,
-                    from_agent=from_agent,
+                    **origin,
                 )
                 step = next(steps)
                 if step.tool_calls:
-                    response: Any = [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                        }
-                        for c in step.tool_calls
-                    ]
+                    response: Any = support.openai_tool_calls(step)
                     call_type = LLMCallType.TOOL_CALL
                 else:
                     response = step.text
@@ -84,10 +75,9 @@ def scripted_llm(steps: Iterator[harness.Step]) -> Any:
                 self._emit_call_completed_event(
                     response=response,
                     call_type=call_type,
-                    from_task=from_task,
-                    from_agent=from_agent,
                     messages=messages,
                     finish_reason="tool_calls" if step.tool_calls else "stop",
+                    **origin,
                 )
                 return response
 
@@ -97,7 +87,7 @@ def scripted_llm(steps: Iterator[harness.Step]) -> Any:
         def get_context_window_size(self) -> int:
             return 128_000
 
-    return ScriptedLLM(model=MODEL_NAME, provider="scripted")
+    return ScriptedLLM(model=support.MODEL_NAME, provider="scripted")
 
 
 def build_agent(llm: Any) -> Any:
@@ -184,6 +174,12 @@ def generate(scenario: str) -> Path:
     else:
         answers = run_turns(agent, session=True)
     support.check_answers(scenario, answers)
+    # Event handlers run on CrewAI's thread pool; with use_event_listener the last kickoff
+    # span ends in one of them, possibly after kickoff returned: wait for them before writing.
+    from crewai.events.event_bus import crewai_event_bus
+
+    if not crewai_event_bus.flush():
+        raise SystemExit(f"{scenario}: CrewAI's event handlers did not finish in time")
     meta = support.meta(
         "crewai",
         "openinference-instrumentation-crewai",
@@ -194,7 +190,7 @@ def generate(scenario: str) -> Path:
 
 
 _MODEL_NOTE = (
-    f"Model: a crewai BaseLLM subclass (model {MODEL_NAME!r}) with native function "
+    f"Model: a crewai BaseLLM subclass (model {support.MODEL_NAME!r}) with native function "
     "calling; it returns OpenAI-style tool-call dicts and emits CrewAI's LLM call events."
 )
 _STANDALONE_NOTE = (

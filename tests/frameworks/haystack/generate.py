@@ -26,7 +26,6 @@ import harness
 
 SCENARIOS = ("haystack_openinference", "haystack_native")
 CONTENT_TRACING = "HAYSTACK_CONTENT_TRACING_ENABLED"
-MODEL_NAME = "scripted-travel-model"
 OFFLINE_ENV = {"HAYSTACK_TELEMETRY_ENABLED": "False"}
 
 
@@ -45,7 +44,7 @@ def scripted_generator() -> Any:
         else:
             assert step.text is not None
             replies.append(ChatMessage.from_assistant(step.text))
-    return MockChatGenerator(responses=replies, model=MODEL_NAME)
+    return MockChatGenerator(responses=replies, model=support.MODEL_NAME)
 
 
 def build_agent(generator: Any) -> Any:
@@ -116,7 +115,7 @@ def generate(scenario: str) -> Path:
     support.check_answers(scenario, answers)
     if native:
         instrumentation = "opentelemetry-haystack"
-        grouping: dict[str, Any] = {"conversations": [[0], [1]], "conversation_id": None}
+        grouping = support.per_turn_conversations()
         session_note = (
             "Haystack's tracing has no session id: each Agent.run is its own trace and "
             "its own conversation (ids derived from the traces)."
@@ -134,7 +133,7 @@ def generate(scenario: str) -> Path:
         agent_name=None,
         notes=[
             "Model: haystack.components.generators.chat.MockChatGenerator cycling through "
-            f"the script's replies (model {MODEL_NAME!r}); tool calls as ToolCall.",
+            f"the script's replies (model {support.MODEL_NAME!r}); tool calls as ToolCall.",
             "The Agent is run directly (no Pipeline); a Haystack Agent has no name, so "
             "agent_name is None.",
             "Multi-turn: turn 2's Agent.run gets turn 1's returned messages (without the "

@@ -37,7 +37,6 @@ import generator_support as support
 import harness
 
 FRAMEWORK = "langgraph"
-MODEL_NAME = "scripted-travel-model"
 COMMON_NOTES = [
     "session: config={'configurable': {'thread_id': CONVERSATION_ID}}",
     "LangChain stringifies non-string tool results for the ToolMessage (search_flights' list "
@@ -52,7 +51,7 @@ def _ai_message(step: harness.Step) -> Any:
     finish_reason = "tool_calls" if step.tool_calls else "stop"
     return AIMessage(
         content=step.text or "",
-        response_metadata={"finish_reason": finish_reason, "model_name": MODEL_NAME},
+        response_metadata={"finish_reason": finish_reason, "model_name": support.MODEL_NAME},
         tool_calls=[
             {"name": call.name, "args": call.arguments, "id": call.id, "type": "tool_call"}
             for call in step.tool_calls
@@ -70,7 +69,7 @@ def scripted_model() -> Any:
         OpenTelemetry GenAI instrumentation records no chat span for a model without one.
         """
 
-        model_name: str = MODEL_NAME
+        model_name: str = support.MODEL_NAME
 
         def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
             return self

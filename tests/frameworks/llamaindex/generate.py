@@ -26,7 +26,6 @@ import generator_support as support
 import harness
 
 SCENARIOS = ("llamaindex_openinference",)
-MODEL_NAME = "scripted-travel-model"
 
 
 def scripted_llm(steps: Iterator[harness.Step]) -> Any:
@@ -63,7 +62,7 @@ def scripted_llm(steps: Iterator[harness.Step]) -> Any:
         @property
         def metadata(self) -> LLMMetadata:
             return LLMMetadata(
-                model_name=MODEL_NAME, is_function_calling_model=True, is_chat_model=True
+                model_name=support.MODEL_NAME, is_function_calling_model=True, is_chat_model=True
             )
 
         def _prepare_chat_with_tools(
@@ -118,15 +117,14 @@ def generate(scenario: str) -> Path:
     support.instrument(capture, LlamaIndexInstrumentor)
     settings["openinference.instrumentation.using_session"] = harness.CONVERSATION_ID
     agent = build_agent(scripted_llm(harness.model_steps()))
-    answers = asyncio.run(run_turns(agent))
-    support.check_answers(scenario, answers)
+    support.check_answers(scenario, asyncio.run(run_turns(agent)))
     meta = support.meta(
         "llama-index-core",
         "openinference-instrumentation-llama-index",
         settings=settings,
         notes=[
             "Model: a subclass of llama_index.core.llms.mock.MockFunctionCallingLLM "
-            f"(model name {MODEL_NAME!r}) with a scripted response generator (tool calls "
+            f"(model name {support.MODEL_NAME!r}) with a scripted response generator (tool calls "
             "as ToolCallBlock; tools sent as OpenAI-style schemas); FunctionAgent "
             "streams, so the LLM spans are astream_chat spans.",
             "Turn 1's two get_weather calls come from one model step; the agent workflow "

@@ -34,7 +34,6 @@ import generator_support as support
 import harness
 
 FRAMEWORK = "openai-agents"
-MODEL_NAME = "scripted-travel-model"
 COMMON_NOTES = [
     "session: Runner.run(..., session=SQLiteSession(CONVERSATION_ID), "
     "run_config=RunConfig(group_id=CONVERSATION_ID, workflow_name='travel-workflow'))",
@@ -96,7 +95,7 @@ def _response(step: harness.Step, index: int, instructions: str | None) -> Any:
     return Response(
         id=f"resp_{index}",
         created_at=time.time(),
-        model=MODEL_NAME,
+        model=support.MODEL_NAME,
         instructions=instructions,
         object="response",
         output=output,
@@ -169,7 +168,7 @@ def scripted_responses_model() -> Any:
         max_retries=0,
         http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
     )
-    return OpenAIResponsesModel(model=MODEL_NAME, openai_client=client)
+    return OpenAIResponsesModel(model=support.MODEL_NAME, openai_client=client)
 
 
 def build_agent(model: Any) -> Any:
@@ -214,7 +213,7 @@ def _generate(
     notes: Sequence[str] = (),
     turn_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
     model: Callable[[], Any] = scripted_model,
-    conversations: list[list[int]] | None = None,
+    grouping: dict[str, Any] | None = None,
 ) -> Path:
     from agents import flush_traces, set_trace_processors
 
@@ -236,9 +235,8 @@ def _generate(
             CUSTOM_MODEL_NOTE if model is scripted_model else RESPONSES_MODEL_NOTE,
             *notes,
         ],
+        **(grouping or {}),
     )
-    if conversations is not None:  # the spans carry no conversation id
-        meta.conversations, meta.conversation_id = conversations, None
     return capture.write(scenario, meta)
 
 
@@ -337,7 +335,7 @@ def otel_contrib_v2(scenario: str) -> Path:
             "it records neither RunConfig.group_id nor any other conversation id: each turn is "
             "its own trace-only conversation",
         ],
-        conversations=[[0], [1]],
+        grouping=support.per_turn_conversations(),
     )
 
 

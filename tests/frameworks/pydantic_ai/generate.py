@@ -30,7 +30,6 @@ import generator_support as support
 import harness
 
 FRAMEWORK = "pydantic-ai"
-MODEL_NAME = "scripted-travel-model"
 NOTES = [
     "model: pydantic_ai.models.function.FunctionModel(model_name='scripted-travel-model')",
     "session: Agent.run(query, conversation_id=CONVERSATION_ID, message_history=<previous "
@@ -72,9 +71,9 @@ def scripted_model() -> Any:
         ]
         if step.text is not None:
             parts.append(TextPart(content=step.text))
-        return ModelResponse(parts=parts, model_name=MODEL_NAME)
+        return ModelResponse(parts=parts, model_name=support.MODEL_NAME)
 
-    return FunctionModel(respond, model_name=MODEL_NAME)
+    return FunctionModel(respond, model_name=support.MODEL_NAME)
 
 
 async def run_turns(instrument: Any) -> list[str]:

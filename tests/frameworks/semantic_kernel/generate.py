@@ -31,7 +31,6 @@ import generator_support as support
 import harness
 
 SCENARIOS = ("semantic_kernel_native",)
-MODEL_NAME = "scripted-travel-model"
 PLUGIN = "travel"
 DIAGNOSTICS_ENV = {
     "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true",
@@ -49,13 +48,13 @@ def scripted_service() -> Any:
     from openai import AsyncOpenAI
     from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion
 
-    transport = support.chat_completions_transport(MODEL_NAME, plugin_function)
+    transport = support.chat_completions_transport(support.MODEL_NAME, plugin_function)
     client = AsyncOpenAI(
         api_key="scripted",
         base_url="http://scripted-model.invalid/v1",
         http_client=httpx.AsyncClient(transport=transport),
     )
-    return OpenAIChatCompletion(ai_model_id=MODEL_NAME, async_client=client)
+    return OpenAIChatCompletion(ai_model_id=support.MODEL_NAME, async_client=client)
 
 
 def travel_plugin() -> Any:
@@ -140,18 +139,16 @@ def generate(scenario: str) -> Path:
     bridge_logging(capture)
     settings["logging.getLogger('semantic_kernel')"] = "INFO -> opentelemetry LoggingHandler"
     agent = build_agent(scripted_service())
-    answers = asyncio.run(run_turns(agent))
-    support.check_answers(scenario, answers)
+    support.check_answers(scenario, asyncio.run(run_turns(agent)))
     meta = support.meta(
         "semantic-kernel",
         "semantic-kernel (native OpenTelemetry)",
         instrumentation_package="semantic-kernel",
         settings=settings,
-        conversations=[[0], [1]],
-        conversation_id=None,
+        **support.per_turn_conversations(),
         notes=[
             "Model: semantic_kernel's OpenAIChatCompletion with an AsyncOpenAI client over "
-            f"an in-process httpx.MockTransport replaying the script (model {MODEL_NAME!r}).",
+            f"an in-process httpx.MockTransport replaying the script (model {support.MODEL_NAME!r}).",
             "Tools: a plugin 'travel' whose kernel functions call the harness functions; "
             "the model calls them as 'travel-<tool>' (Semantic Kernel's function naming), "
             "the tool names in the truth are the plain ones.",

@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import generator_support as support
 import harness
 
-MODEL_ID = "scripted-travel-model"
 # smolagents agent names must be identifiers, so the harness name cannot be used as is.
 SMOL_AGENT_NAME = harness.AGENT_NAME.replace("-", "_")
 
@@ -143,7 +142,7 @@ def generate(scenario: str) -> Path:
 
     agent = ToolCallingAgent(
         tools=build_tools(),
-        model=model_class(model_id=MODEL_ID),
+        model=model_class(model_id=support.MODEL_NAME),
         name=SMOL_AGENT_NAME,
         instructions=harness.SYSTEM_PROMPT,
         max_steps=6,

@@ -27,8 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import generator_support as support
 import harness
 
-MODEL_ID = "scripted-travel-model"
-
 # Scenario name -> the environment switches it needs besides content capture.
 SCENARIO_ENV: dict[str, dict[str, str]] = {
     "strands_native": {},
@@ -73,7 +71,7 @@ def build_model_class() -> type[Any]:
             self._steps = harness.model_steps()
             # `config` (not a private name): Strands reads `model.config["model_id"]` for
             # gen_ai.request.model, as the built-in providers store it.
-            self.config: dict[str, Any] = {"model_id": MODEL_ID}
+            self.config: dict[str, Any] = {"model_id": support.MODEL_NAME}
 
         def update_config(self, **model_config: Any) -> None:
             self.config.update(model_config)
