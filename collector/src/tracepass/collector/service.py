@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.collector.api import ConversationViews, conversation_routes
+from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
@@ -92,6 +92,7 @@ class CollectorService:
         self.telemetry: Any = None
         self.pipeline: Pipeline | None = None
         self.views: ConversationViews | None = None
+        self.read_model: ReadModel | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -170,11 +171,14 @@ class CollectorService:
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
+        self.read_model = ReadModel(
+            self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+        )
         self.receivers = ReceiverServers(
             self.pipeline,
             instruments,
             cfg.receiver,
-            extra_routes=conversation_routes(self.views),
+            extra_routes=[*conversation_routes(self.views), *read_routes(self.read_model)],
         )
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
@@ -220,6 +224,7 @@ class CollectorService:
             await pipeline.stop()
             self.pipeline = None
             self.views = None
+            self.read_model = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
