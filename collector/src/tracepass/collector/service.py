@@ -174,11 +174,13 @@ class CollectorService:
         self.read_model = ReadModel(
             self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
         )
+        routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        if cfg.ui.enabled:
+            from tracepass.collector.api.ui import ui_routes
+
+            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
         self.receivers = ReceiverServers(
-            self.pipeline,
-            instruments,
-            cfg.receiver,
-            extra_routes=[*conversation_routes(self.views), *read_routes(self.read_model)],
+            self.pipeline, instruments, cfg.receiver, extra_routes=routes
         )
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")

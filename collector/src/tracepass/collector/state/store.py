@@ -624,6 +624,33 @@ class StateStore:
         rows = self._reader.execute(sql + " GROUP BY reference_id", args)
         return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
 
+    def outcome_trend(
+        self, since: float, buckets: int
+    ) -> tuple[float, float, list[tuple[str | None, str | None, int, int, int]]]:
+        """Trials and passes per agent version in `buckets` equal time slices spanning
+        the results completed since `since` (first to last of them): returns (start,
+        slice seconds, rows of (agent, version, slice index, trials, passes)). Trials
+        count as in `reference_counts`."""
+        assert self._reader is not None, "open() first"
+        trial = (
+            "closed_at >= ? AND reference_id IS NOT NULL "
+            "AND outcome IN ('pass','fail','incomplete')"
+        )
+        lo, hi = self._reader.execute(
+            f"SELECT min(closed_at), max(closed_at) FROM results WHERE {trial}", (since,)
+        ).fetchone()
+        if lo is None:
+            return since, 0.0, []
+        width = max((float(hi) - float(lo)) / buckets, 1e-3)
+        rows = self._reader.execute(
+            "SELECT agent_name, agent_version, "
+            f"min(CAST((closed_at - ?) / ? AS INTEGER), {buckets - 1}) AS b, "
+            f"count(*), sum(outcome='pass') FROM results WHERE {trial} "
+            "GROUP BY agent_name, agent_version, b",
+            (lo, width, since),
+        )
+        return float(lo), width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
+
     # ---------------------------------------------------------------- blobs
 
     def put_blob(self, key: str, value: bytes) -> concurrent.futures.Future[None]:
