@@ -145,4 +145,13 @@ def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
 
         # A bad filter is a page naming the parameter, not a crash.
         assert "outcome: 'nope'" in _text(page("bad-filter", "/ui/conversations?outcome=nope"))
+        # One logfmt line per failing conversation on the tracepass.failures logger.
+        logged = [line for line in s.stderr().splitlines() if "conversation_failed" in line]
+        assert len(logged) == len(failing)
+        line = next(x for x in logged if f"conversation_id={target['conversation_id']} " in x)
+        assert "tracepass.failures" in line
+        assert "agent_version=1.1 " in line
+        assert "outcome=fail " in line
+        assert f"trace_ids={','.join(target['trace_ids'])}" in line
+        assert reason.split(": ", 1)[1] in line
         s.terminate()

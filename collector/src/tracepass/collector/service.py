@@ -249,13 +249,17 @@ class CollectorService:
         await self._metrics_ready.wait()
         if self.metrics is None:  # start() failed before the metrics existed
             return
-        self.metrics.record(
+        recorded = self.metrics.record(
             result,
             revision=info.revision,
             lag_s=info.lag_s,
             now=info.now,
             conversation=info.conversation,
         )
+        if recorded:
+            from tracepass.collector.export.failure_log import log_failure
+
+            log_failure(result, info.conversation, info.revision)
         self.evaluated += 1
         for listener in self.listeners:
             try:
