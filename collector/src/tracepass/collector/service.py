@@ -334,6 +334,14 @@ class CollectorService:
     def metrics_url(self) -> str | None:
         return self.telemetry.prometheus_url if self.telemetry is not None else None
 
+    @property
+    def ui_url(self) -> str | None:
+        """Loopback URL of the web UI (None when it or the HTTP receiver is off)."""
+        if not self.config.ui.enabled:
+            return None
+        base = self.endpoint("http")
+        return None if base is None else f"{base}/ui/"
+
     def endpoint(self, protocol: str = "http") -> str | None:
         """Loopback URL an exporter on this machine should use."""
         port = self.ports.http if protocol == "http" else self.ports.grpc

@@ -64,6 +64,8 @@ class DemoOptions:
     examples: Path | None = None
     protocol: str = "http/protobuf"
     ports_file: Path | None = None
+    # After the run, keep the collector (web UI, API, /metrics) up until Ctrl-C.
+    keep_serving: bool = False
 
     @property
     def switch_at(self) -> float:
@@ -277,6 +279,9 @@ async def run_demo(
                 render(state, service)
                 await asyncio.sleep(0.2)
             render(state, service)
+            while options.keep_serving and not state.interrupted:
+                render(state, service)
+                await asyncio.sleep(0.5)
         finally:
             stop.set()
             await asyncio.to_thread(instrumentation.shutdown)
