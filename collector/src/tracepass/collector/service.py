@@ -165,6 +165,7 @@ class CollectorService:
             aggregator,
             event_logger=self.telemetry.event_logger(),
             clock=self.clock,
+            exemplars=self.telemetry.exemplars,
         )
         if judge is not None:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
