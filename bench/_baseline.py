@@ -1,6 +1,6 @@
 """The baseline the collector benchmarks compare against: decode each payload with the
 generated OTLP classes and read every resource and span attribute into Python values —
-the least any consumer of the spans must do (issue 4's definition)."""
+the least any consumer of the spans must do."""
 
 from __future__ import annotations
 

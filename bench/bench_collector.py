@@ -26,6 +26,7 @@ from opentelemetry.metrics import Meter, NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from _baseline import decode_and_read_attributes
+from tracepass.collector.api import ConversationViews, conversation_routes
 from tracepass.collector.app.cli.serve import tune_gc
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig, StateConfig
 from tracepass.collector.instruments import CollectorInstruments
@@ -158,7 +159,7 @@ async def serve_and_measure(
         ReceiverConfig(
             host="127.0.0.1", http_port=0, grpc_enabled=False, max_inflight_requests=256
         ),
-        pipeline,
+        extra_routes=conversation_routes(ConversationViews(pipeline)),
     )
     await servers.start()
     ctx = mp.get_context("spawn")

@@ -4,7 +4,7 @@ graders (contains / exact), scored with `Evaluator.evaluate`.
 Prints, as the median (and min–max) of several repeats: conversations/s and µs per turn
 for `Evaluator.evaluate`; the same for a naive scorer measured in this same run on the
 same data, and the ratio; the ratio against Fair Forge's frequentist path (≈ 52 µs per
-turn — a published figure from issue 3, NOT measured here; target ≥ 50×); and a
+turn — the published Fair Forge figure, NOT measured here; target ≥ 50×); and a
 calibration loop (ns per iteration of a fixed pure-Python loop) so readers can judge
 how loaded or slow the machine was.
 
@@ -379,8 +379,8 @@ def main() -> None:
         f"(≈ {statistics.median(iters) * 20 / 1e3:.1f} µs/turn at 20 ns/iteration)"
     )
     print(
-        f"vs Fair Forge frequentist path: {FAIR_FORGE_US_PER_TURN:.0f} µs/turn is the published "
-        f"figure from issue 3, NOT measured here (other machine, other data): "
+        f"vs Fair Forge frequentist path: {FAIR_FORGE_US_PER_TURN:.0f} µs/turn is the "
+        f"published Fair Forge figure, NOT measured here (other machine, other data): "
         f"{FAIR_FORGE_US_PER_TURN / us_turn:.1f}× (target ≥ 50×, i.e. ≤ "
         f"{FAIR_FORGE_US_PER_TURN / 50:.2f} µs/turn)"
     )

@@ -155,7 +155,9 @@ def _fake_models() -> Any:
         def _generate(
             self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
         ) -> ChatResult:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage('{"winner": "A"}'))])
+            return ChatResult(
+                generations=[ChatGeneration(message=AIMessage('{"reasoning": "A", "score": 1}'))]
+            )
 
     class Prefers42(BaseChatModel):
         """Prefers the answer saying 42, whatever its position."""
@@ -168,16 +170,10 @@ def _fake_models() -> Any:
             self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
         ) -> ChatResult:
             text = str(messages[-1].content)
-            a = text.split("<<<ANSWER A>>>")[1].split("<<<END ANSWER A>>>")[0]
-            b = text.split("<<<ANSWER B>>>")[1].split("<<<END ANSWER B>>>")[0]
-            winner = (
-                "A"
-                if "42" in a and "42" not in b
-                else "B"
-                if "42" in b and "42" not in a
-                else "tie"
-            )
-            reply = f'Sure.\n```json\n{{"winner": "{winner}", "reasoning": "x"}}\n```'
+            a = text.split("<answer_a>")[1].split("</answer_a>")[0]
+            b = text.split("<answer_b>")[1].split("</answer_b>")[0]
+            score = 1 if "42" in a and "42" not in b else 0 if "42" in b and "42" not in a else 0.5
+            reply = f'Sure.\n```json\n{{"reasoning": "x", "score": {score}}}\n```'
             return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
 
     return AlwaysA, Prefers42

@@ -23,8 +23,8 @@ from tracepass.evaluator.offline.pairwise import (
     PairItem,
     combine,
     judge_pairs,
-    parse_verdict,
     tally,
+    verdict_of,
 )
 
 
@@ -66,13 +66,10 @@ def test_check_gates_point_lower_and_no_data() -> None:
     assert missing.value is None
 
 
-def test_parse_verdict_and_combine() -> None:
-    assert parse_verdict('```json\n{"winner": "a"}\n```') == "A"
-    assert parse_verdict('Sure: {"winner": "tie", "reasoning": "same"}') == "tie"
-    with pytest.raises(ValueError, match="no JSON object"):
-        parse_verdict("B is better")
-    with pytest.raises(ValueError, match="no winner"):
-        parse_verdict('{"winner": "C"}')
+def test_verdict_of_score_and_combine() -> None:
+    assert verdict_of(1.0) == "A"
+    assert verdict_of(0.5) == "tie"
+    assert verdict_of(0.0) == "B"
     assert combine("B", "A") == "candidate"
     assert combine("A", "B") == "base"
     assert combine("A", "A") == "tie"  # position bias cancels
@@ -108,7 +105,7 @@ def test_judge_module_is_imported_from_the_working_directory(
     (tmp_path / "tp_cwd_judges.py").write_text(
         "from langchain_core.language_models.fake_chat_models import FakeListChatModel\n"
         "def make():\n"
-        '    return FakeListChatModel(responses=[\'{"winner": "tie"}\'])\n',
+        "    return FakeListChatModel(responses=['{\"score\": 0.5}'])\n",
         encoding="utf-8",
     )
     monkeypatch.chdir(tmp_path)

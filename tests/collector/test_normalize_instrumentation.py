@@ -1,4 +1,4 @@
-"""Spans from tracepass's own instrumentation (issue 1), normalized.
+"""Spans from tracepass's own instrumentation, normalized.
 
 Run in a subprocess: the decorators use the global tracer provider, which can be set
 only once per process and must not leak into other tests sharing an xdist worker.

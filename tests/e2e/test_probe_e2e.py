@@ -178,7 +178,7 @@ def test_probe_gates_exit_1_on_a_regression_and_0_when_met() -> None:
     assert failed.returncode == 1, failed.stderr
     doc = json.loads(failed.stdout)
     assert doc["gates"][0]["passed"] is False
-    assert "gate FAIL pass_pow_k@3" in failed.stderr
+    assert "gate FAIL: pass_pow_k@3" in failed.stderr
     passed = subprocess.run(
         [*base, *args, "--fail-under", "pass_at_k@1=0.01"],
         capture_output=True, text=True, env=env, timeout=240,

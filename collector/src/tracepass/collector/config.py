@@ -71,6 +71,13 @@ class MatchingConfig(_Section):
     reload_interval_s: float = Field(default=2.0, gt=0)
 
 
+class JudgeBudgetConfig(_Section):
+    # null: unlimited. A call the budget cannot pay for makes its conversation
+    # `skipped_budget` (no trial), never a failure.
+    calls_per_minute: float | None = Field(default=None, gt=0)
+    calls_per_day: int | None = Field(default=None, ge=0)
+
+
 class EvaluationSettings(_Section):
     profile: Literal["default", "fair-forge"] = "default"
     threshold: float = Field(default=0.7, ge=0, le=1)
@@ -80,6 +87,27 @@ class EvaluationSettings(_Section):
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
+    judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+
+
+class SamplingRuleConfig(_Section):
+    # Globs (fnmatch, case-sensitive); a field left out matches anything. reference_set
+    # matches only conversations whose spans name their reference (an explicit id).
+    agent_name: str | None = None
+    agent_version: str | None = None
+    reference_set: str | None = None
+    rate: float = Field(ge=0, le=1)
+
+
+class SamplingConfig(_Section):
+    # Share of conversations evaluated, decided from the conversation id alone (the
+    # formula in docs/configuration.md), so replicas with one seed agree.
+    rate: float = Field(default=1.0, ge=0, le=1)
+    seed: str = ""
+    # First matching rule wins; else `rate`.
+    rules: list[SamplingRuleConfig] = Field(default_factory=list)
+    # Lower the share of judge-needing conversations so the judge's daily budget lasts.
+    adaptive: bool = False
 
 
 class WindowConfig(_Section):
@@ -136,6 +164,7 @@ class CollectorConfig(_Section):
     state: StateConfig = StateConfig()
     matching: MatchingConfig = MatchingConfig()
     evaluation: EvaluationSettings = EvaluationSettings()
+    sampling: SamplingConfig = SamplingConfig()
     metrics: MetricsConfig = MetricsConfig()
     ui: UIConfig = UIConfig()
 

@@ -32,9 +32,12 @@ from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
+from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
+from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, StateCapture
@@ -57,16 +60,21 @@ class BoundPorts:
     metrics: int | None
 
 
-def load_judge(spec: str, *, threshold: float, concurrency: int, cache: Any) -> Any:
+def load_judge(
+    spec: str, *, threshold: float, concurrency: int, cache: Any, budget: Any = None
+) -> Any:
     """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
-    or a zero-argument factory). Errors are `ConfigError`s naming `evaluation.judge`."""
+    or a zero-argument factory), paying its calls from `budget` if given. Errors are
+    `ConfigError`s naming `evaluation.judge`."""
     try:
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
         raise ConfigError(f"evaluation.judge {exc}") from exc
     from tracepass.evaluator.judge import LLMJudge
 
-    return LLMJudge(model, pass_threshold=threshold, concurrency=concurrency, cache=cache)
+    return LLMJudge(
+        model, pass_threshold=threshold, concurrency=concurrency, cache=cache, budget=budget
+    )
 
 
 class CollectorService:
@@ -127,17 +135,31 @@ class CollectorService:
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
         judge = None
+        budget = None
         if ev.judge is not None:
             if ev.judge_cache is not None:
                 from tracepass.evaluator.judge_cache import JudgeCache
 
                 self._judge_cache = JudgeCache(ev.judge_cache)
+            limits = ev.judge_budget
+            if limits.calls_per_minute is not None or limits.calls_per_day is not None:
+                budget = JudgeBudget(limits.calls_per_minute, limits.calls_per_day)
+                register_budget_gauge(meter, budget)
             judge = load_judge(
                 ev.judge,
                 threshold=ev.threshold,
                 concurrency=ev.judge_concurrency,
                 cache=self._judge_cache,
+                budget=budget,
             )
+        sampler = ConversationSampler(
+            cfg.sampling,
+            instruments,
+            meter,
+            budget=budget,
+            default_grader=ev.default_grader,
+            common_labels=self._common_labels,
+        )
         evaluator = Evaluator(
             EvaluationConfig(
                 profile=ev.profile,
@@ -155,6 +177,7 @@ class CollectorService:
             listener=self._on_result,
             clock=self.clock,
             end_grace_s=self.end_grace_s,
+            sampler=sampler,
         )
         # Loads references (a broken file fails here) and recovers durable state.
         await self.pipeline.start()
@@ -191,6 +214,16 @@ class CollectorService:
             self.receivers.http_port,
             self.metrics_url,
         )
+
+    def _common_labels(
+        self, agent_name: str | None, agent_version: str | None, reference_set: str | None
+    ) -> dict[str, str]:
+        if self.metrics is None:  # decisions before metrics exist carry no common labels
+            return {}
+        labels: dict[str, str] = self.metrics.common_labels(
+            agent_name, agent_version, reference_set
+        )
+        return labels
 
     async def stop(self) -> None:
         """Drain receivers, evaluate what is due, persist, shut everything down."""

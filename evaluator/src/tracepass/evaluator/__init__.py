@@ -1,1 +1,4 @@
-"""Pure scoring and statistics for tool-using agents (no network, no OTLP)."""
+"""Scoring and statistics for tool-using agents (no network, no OTLP), plus offline
+evaluation (`offline/`). Import public names from the modules' `__all__`."""
+
+__all__: list[str] = []

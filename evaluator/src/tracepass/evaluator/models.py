@@ -131,6 +131,8 @@ class Outcome(StrEnum):
     INCOMPLETE = "incomplete"  # fewer turns than the reference, or evicted before completion
     # No reference to score against (reference-free evaluation): neither pass nor fail.
     UNSCORED = "unscored"
+    # A turn needed the LLM judge when its budget was spent: no trial, neither pass nor fail.
+    SKIPPED_BUDGET = "skipped_budget"
 
 
 class ToolCorrectness(_Frozen):

@@ -338,13 +338,10 @@ def estimate_many(
 # --------------------------------------------------------------------------- scalar API
 
 
-def _opt(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
 @dataclass(frozen=True, slots=True)
 class PassKEstimate:
-    """One quantity (pass@k or pass^k) for one group. `None` = not defined: `plugin`,
+    """One quantity (pass@k or pass^k) for one group: the one estimate type, used by
+    `estimate`, the rolling windows and offline runs alike. `None` = not defined: `plugin`,
     `mean`, `lower`, `upper` when n == 0; `unbiased` also when n < k or counts are
     fractional. `mean` is the posterior mean (bayes) or the plug-in value (wilson)."""
 
@@ -372,36 +369,6 @@ class PassKPair:
     @property
     def has_data(self) -> bool:
         return self.n > 0
-
-
-def _pairs_from_arrays(arr: PassKArrays, method: Method, level: float) -> list[PassKPair]:
-    out: list[PassKPair] = []
-    for i in range(arr.n.size):
-        n, c = float(arr.n.flat[i]), float(arr.c.flat[i])
-        at = PassKEstimate(
-            "pass_at_k",
-            arr.k,
-            n,
-            c,
-            _opt(arr.plugin_at_k.flat[i]),
-            _opt(arr.unbiased_at_k.flat[i]),
-            _opt(arr.mean_at_k.flat[i]),
-            _opt(arr.lower_at_k.flat[i]),
-            _opt(arr.upper_at_k.flat[i]),
-        )
-        pw = PassKEstimate(
-            "pass_pow_k",
-            arr.k,
-            n,
-            c,
-            _opt(arr.plugin_pow_k.flat[i]),
-            _opt(arr.unbiased_pow_k.flat[i]),
-            _opt(arr.mean_pow_k.flat[i]),
-            _opt(arr.lower_pow_k.flat[i]),
-            _opt(arr.upper_pow_k.flat[i]),
-        )
-        out.append(PassKPair(arr.k, n, c, method, level, at, pw))
-    return out
 
 
 def estimate(

@@ -47,12 +47,11 @@ import numpy as np
 
 from tracepass.evaluator.cusum import BernoulliCusum
 from tracepass.evaluator.passk import (
-    PriorSpec,
+    PassKEstimate,
     estimate_many,
-    prior_params,
     tau_bench_means,
-    validate_k,
 )
+from tracepass.evaluator.rolling_config import RollingConfig
 from tracepass.evaluator.rolling_state import (
     NOT_COUNTED,
     STATE_VERSION,
@@ -68,7 +67,6 @@ __all__ = [
     "AddResult",
     "Key",
     "KeySnapshot",
-    "Quantity",
     "RollingAggregator",
     "RollingConfig",
     "StateCapture",
@@ -77,91 +75,14 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class RollingConfig:
-    windows: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("24h", 86400.0))
-    # None disables the decayed window.
-    decay_half_life_s: float | None = 900.0
-    decay_window_name: str = "fast"
-    ks: tuple[int, ...] = (1, 3, 5)
-    level: float = 0.95
-    prior: PriorSpec = "uniform"
-    min_conversations: int = 20
-    cusum_p0: float = 0.9
-    cusum_p1: float = 0.7
-
-    def __post_init__(self) -> None:
-        names = [w[0] for w in self.windows]
-        if self.decay_half_life_s is not None:
-            names.append(self.decay_window_name)
-            if not (self.decay_half_life_s > 0 and math.isfinite(self.decay_half_life_s)):
-                raise ValueError(f"decay_half_life_s must be > 0, got {self.decay_half_life_s}")
-        if not names:
-            raise ValueError("configure at least one window (time window or decay half-life)")
-        if len(set(names)) != len(names):
-            raise ValueError(f"window names must be unique, got {names}")
-        for name, seconds in self.windows:
-            if not (seconds > 0 and math.isfinite(seconds)):
-                raise ValueError(f"window {name!r}: seconds must be > 0, got {seconds}")
-        if not self.ks:
-            raise ValueError("ks must name at least one k")
-        for k in self.ks:
-            validate_k(k)
-        if not 0 < self.level < 1:
-            raise ValueError(f"level must be in (0, 1), got {self.level}")
-        prior_params(self.prior)
-        if self.min_conversations < 1:
-            raise ValueError(f"min_conversations must be >= 1, got {self.min_conversations}")
-        BernoulliCusum(self.cusum_p0, self.cusum_p1)  # validates the rates
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "windows": [[n, s] for n, s in self.windows],
-            "decay_half_life_s": self.decay_half_life_s,
-            "decay_window_name": self.decay_window_name,
-            "ks": list(self.ks),
-            "level": self.level,
-            "prior": list(self.prior) if isinstance(self.prior, tuple) else self.prior,
-            "min_conversations": self.min_conversations,
-            "cusum_p0": self.cusum_p0,
-            "cusum_p1": self.cusum_p1,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RollingConfig:
-        prior = d.get("prior", "uniform")
-        return cls(
-            windows=tuple((str(n), float(s)) for n, s in d["windows"]),
-            decay_half_life_s=d.get("decay_half_life_s"),
-            decay_window_name=d.get("decay_window_name", "fast"),
-            ks=tuple(int(k) for k in d["ks"]),
-            level=float(d["level"]),
-            prior=(float(prior[0]), float(prior[1])) if isinstance(prior, list) else prior,
-            min_conversations=int(d["min_conversations"]),
-            cusum_p0=float(d["cusum_p0"]),
-            cusum_p1=float(d["cusum_p1"]),
-        )
-
-
 # --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True, slots=True)
-class Quantity:
-    """pass@k or pass^k in one window. `unbiased` is the tau-bench per-task mean."""
-
-    plugin: float | None
-    unbiased: float | None
-    mean: float | None
-    lower: float | None
-    upper: float | None
 
 
 @dataclass(frozen=True, slots=True)
 class WindowEstimate:
     k: int
-    pass_at_k: Quantity
-    pass_pow_k: Quantity
+    pass_at_k: PassKEstimate
+    pass_pow_k: PassKEstimate
     tasks_used: int  # tasks with n_i >= k entering the unbiased mean
 
 
@@ -539,14 +460,22 @@ class RollingAggregator:
                     unb_at, unb_pow, used = tau_bench_means(tn, tc, k)
                 result[r][k] = WindowEstimate(
                     k=k,
-                    pass_at_k=Quantity(
+                    pass_at_k=PassKEstimate(
+                        "pass_at_k",
+                        k,
+                        float(arr.n[j]),
+                        float(arr.c[j]),
                         _f(arr.plugin_at_k[j]),
                         unb_at,
                         _f(arr.mean_at_k[j]),
                         _f(arr.lower_at_k[j]),
                         _f(arr.upper_at_k[j]),
                     ),
-                    pass_pow_k=Quantity(
+                    pass_pow_k=PassKEstimate(
+                        "pass_pow_k",
+                        k,
+                        float(arr.n[j]),
+                        float(arr.c[j]),
                         _f(arr.plugin_pow_k[j]),
                         unb_pow,
                         _f(arr.mean_pow_k[j]),

@@ -15,13 +15,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from tracepass.evaluator.rolling import RollingConfig
+from tracepass.evaluator.rolling_config import RollingConfig
 
 Key = tuple[str, str, str]  # (agent_name, agent_version, reference_set)
 STATE_VERSION = 2

@@ -22,7 +22,8 @@ Rules (docs/metrics.md has the full table):
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -31,6 +32,7 @@ from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
 from tracepass.evaluator.fairforge import fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
+from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -60,6 +62,9 @@ if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "ToolWeights"]
+
+# What `_grade` returns when the judge budget is spent (compared by identity).
+_BUDGET_SPENT = TurnAnswer(None, None, "judge budget spent", ())
 
 
 class ToolWeights(BaseModel):
@@ -167,6 +172,35 @@ def _single_tool_use(names: tuple[str, ...], calls: Any) -> dict[str, bool] | No
     return {name: name in called for name in names}
 
 
+@dataclass(slots=True)
+class _Tally:
+    """What scoring the turns one by one gathers for the conversation-level verdict."""
+
+    names: list[str] = field(default_factory=list)  # called tool names (name mode)
+    matched: int = 0  # Σ per-turn matched counts (name mode)
+    matched_known: bool = True  # False when a turn could not be matched
+    error: bool = False
+    all_correct: bool = True
+
+
+def _grade_now(grading: TurnGrading, turn: Turn) -> TurnAnswer:
+    """Grade a turn with plain calls (raises `NeedsEventLoop` if a grader awaits)."""
+    tool_results = (
+        tuple([c.result for c in turn.tool_calls if c.result is not None])
+        if grading.uses_tool_results
+        else ()
+    )
+    return grading.grade_sync(turn.query, turn.answer, tool_results)
+
+
+def _outcome(*, error: bool, incomplete: bool, all_correct: bool) -> Outcome:
+    if error:
+        return Outcome.ERROR
+    if incomplete:
+        return Outcome.INCOMPLETE
+    return Outcome.PASS if all_correct else Outcome.FAIL
+
+
 class Evaluator:
     """Scores conversations against references. Reusable and cheap to call; holds a
     small cache of compiled references keyed by identity."""
@@ -223,6 +257,17 @@ class Evaluator:
     def _reference_free(
         self, conversation: Conversation, reference_set: str | None
     ) -> ConversationResult:
+        outcome = Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE
+        return self._unjudged(conversation, reference_set, outcome, None)
+
+    def _unjudged(
+        self,
+        conversation: Conversation,
+        reference_set: str | None,
+        outcome: Outcome,
+        reference_id: str | None,
+    ) -> ConversationResult:
+        """A result with no scores: no reference, or the judge budget was spent."""
         turns = tuple(
             _turn_result(i, t, None, None, None, None, None, None)
             for i, t in enumerate(conversation.turns)
@@ -231,12 +276,12 @@ class Evaluator:
             ConversationResult,
             {
                 "conversation_id": conversation.id,
-                "reference_id": None,
+                "reference_id": reference_id,
                 "reference_set": reference_set,
                 "agent_name": conversation.agent_name,
                 "agent_version": conversation.agent_version,
                 "correct": False,
-                "outcome": Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
+                "outcome": outcome,
                 "turns": turns,
                 "trajectory": None,
                 "single_tool_use": None,
@@ -252,137 +297,24 @@ class Evaluator:
     ) -> ConversationResult:
         """Score with answers already graded, or (`answers` None) grading each turn on
         the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
-        cfg = self.config
         turns = conversation.turns
         cturns = cref.turns
         n_ref = len(cturns)
-        fair_forge = self._fair_forge
-        weights = self._weights
-        tool_threshold = cfg.tool_threshold
-        utilization = cfg.utilization
-        single_names = cfg.single_tool_use
-        by_args = self._by_args
-        conv_names: list[str] = []
-        turns_matched = 0  # Σ per-turn matched counts (name mode)
-        error = False
-        all_correct = len(turns) == n_ref
+        tally = _Tally()
         results: list[TurnResult] = []
         for i, turn in enumerate(turns):
-            calls = turn.tool_calls
-            if i >= n_ref:
+            if i >= n_ref:  # more turns than the reference: reported, not scored
                 results.append(_turn_result(i, turn, None, None, None, None, None, None))
                 continue
             ct = cturns[i]
-            rt = ct.rt
-            if answers is not None:
-                ans = answers[i]
-            else:
-                grading = ct.grading
-                tool_results = (
-                    tuple([c.result for c in calls if c.result is not None])
-                    if grading.uses_tool_results
-                    else ()
-                )
-                ans = grading.grade_sync(turn.query, turn.answer, tool_results)
-            tc: ToolCorrectness | None = None
-            traj: TrajectoryScores | None = None
-            tool_error: str | None = None
-            compiled_tools = ct.tools
-            if compiled_tools is not None:
-                names = None
-                if not by_args:
-                    names = [c.name for c in calls]
-                    conv_names.extend(names)
-                try:
-                    if fair_forge:
-                        tc = fair_forge_tool_correctness(
-                            calls,
-                            rt,
-                            declared=turn.final_answer_uses_tools,
-                            weights=weights,
-                            tool_threshold=tool_threshold,
-                        )
-                        matched = -1
-                    else:
-                        tc, matched = score_turn(
-                            calls,
-                            compiled_tools,
-                            turn.answer,
-                            turn.final_answer_uses_tools,
-                            weights,
-                            tool_threshold,
-                            utilization,
-                        )
-                    if names is None:
-                        traj = trajectory_scores(
-                            calls, compiled_tools.expected, match="name_and_arguments"
-                        )
-                    else:
-                        if matched < 0:
-                            matched = matched_names(names, ct.counts)
-                        traj = name_trajectory(names, ct.names, matched)
-                        turns_matched += matched
-                except ArgumentMatchError as exc:
-                    tc, traj, tool_error = None, None, str(exc)
-                    turns_matched = -(1 << 30)  # unknown: count the conversation in full
-            correct: bool | None
-            if ans.error is not None or tool_error is not None:
-                error = True
-                correct = None
-            else:
-                answer_ok = True if ans.correct is None else ans.correct
-                correct = answer_ok and (tc is None or tc.correct)
-            if not correct:
-                all_correct = False
-            # every field of TurnResult, in one dict: see models.construct_unchecked
-            results.append(
-                construct_unchecked(
-                    TurnResult,
-                    {
-                        "index": i,
-                        "query": turn.query,
-                        "answer": turn.answer,
-                        "expected_answer": rt.expected_answer,
-                        "answer_score": ans.score,
-                        "answer_correct": ans.correct,
-                        "answer_error": ans.error,
-                        "graders": ans.graders,
-                        "tool_correctness": tc,
-                        "trajectory": traj,
-                        "tool_calls": calls,
-                        "expected_tools": rt.expected_tools,
-                        "correct": correct,
-                        "tool_error": tool_error,
-                        "single_tool_use": _single_tool_use(single_names, calls),
-                    },
-                )
-            )
-
-        conv_traj: TrajectoryScores | None = None
-        if cref.any_checked:
-            if by_args:
-                try:
-                    conv_traj = conversation_trajectory(
-                        turns, cref.reference, match="name_and_arguments"
-                    )
-                except ArgumentMatchError:
-                    error = True
-            else:
-                # Matching across the concatenation finds at least the per-turn matches
-                # and at most min(n_p, n_r); when those bounds meet no recount is needed.
-                bound = min(len(conv_names), len(cref.names))
-                conv_matched = (
-                    bound if turns_matched == bound else matched_names(conv_names, cref.counts)
-                )
-                conv_traj = name_trajectory(conv_names, cref.names, conv_matched)
-        if error:
-            outcome = Outcome.ERROR
-        elif len(turns) < n_ref or not conversation.complete:
-            outcome = Outcome.INCOMPLETE
-        elif all_correct:
-            outcome = Outcome.PASS
-        else:
-            outcome = Outcome.FAIL
+            ans = answers[i] if answers is not None else _grade_now(ct.grading, turn)
+            results.append(self._score_turn(i, turn, ct, ans, tally))
+        conv_traj = self._conversation_trajectory(turns, cref, tally) if cref.any_checked else None
+        outcome = _outcome(
+            error=tally.error,
+            incomplete=len(turns) < n_ref or not conversation.complete,
+            all_correct=tally.all_correct and len(turns) == n_ref,
+        )
         return construct_unchecked(
             ConversationResult,
             {
@@ -396,10 +328,109 @@ class Evaluator:
                 "turns": tuple(results),
                 "trajectory": conv_traj,
                 "single_tool_use": _single_tool_use(
-                    single_names, [c for t in turns for c in t.tool_calls]
+                    self.config.single_tool_use, [c for t in turns for c in t.tool_calls]
                 ),
             },
         )
+
+    def _score_turn(
+        self, i: int, turn: Turn, ct: _CompiledTurn, ans: TurnAnswer, tally: _Tally
+    ) -> TurnResult:
+        """One paired turn: its tools (when the reference checks them) and its verdict."""
+        calls = turn.tool_calls
+        tc: ToolCorrectness | None = None
+        traj: TrajectoryScores | None = None
+        tool_error: str | None = None
+        if ct.tools is not None:
+            try:
+                tc, traj = self._score_tools(turn, ct, ct.tools, tally)
+            except ArgumentMatchError as exc:
+                tool_error = str(exc)
+                tally.matched_known = False  # unknown: count the conversation in full
+        correct: bool | None
+        if ans.error is not None or tool_error is not None:
+            tally.error = True
+            correct = None
+        else:
+            answer_ok = True if ans.correct is None else ans.correct
+            correct = answer_ok and (tc is None or tc.correct)
+        if not correct:
+            tally.all_correct = False
+        rt = ct.rt
+        # every field of TurnResult, in one dict: see models.construct_unchecked
+        return construct_unchecked(
+            TurnResult,
+            {
+                "index": i,
+                "query": turn.query,
+                "answer": turn.answer,
+                "expected_answer": rt.expected_answer,
+                "answer_score": ans.score,
+                "answer_correct": ans.correct,
+                "answer_error": ans.error,
+                "graders": ans.graders,
+                "tool_correctness": tc,
+                "trajectory": traj,
+                "tool_calls": calls,
+                "expected_tools": rt.expected_tools,
+                "correct": correct,
+                "tool_error": tool_error,
+                "single_tool_use": _single_tool_use(self.config.single_tool_use, calls),
+            },
+        )
+
+    def _score_tools(
+        self, turn: Turn, ct: _CompiledTurn, compiled: CompiledTurn, tally: _Tally
+    ) -> tuple[ToolCorrectness | None, TrajectoryScores]:
+        """Tool correctness and trajectory of one turn; raises `ArgumentMatchError`."""
+        cfg = self.config
+        calls = turn.tool_calls
+        names = None if self._by_args else [c.name for c in calls]
+        if names is not None:
+            tally.names.extend(names)
+        matched = -1  # unknown until counted
+        if self._fair_forge:
+            tc = fair_forge_tool_correctness(
+                calls,
+                ct.rt,
+                declared=turn.final_answer_uses_tools,
+                weights=self._weights,
+                tool_threshold=cfg.tool_threshold,
+            )
+        else:
+            tc, matched = score_turn(
+                calls,
+                compiled,
+                turn.answer,
+                turn.final_answer_uses_tools,
+                self._weights,
+                cfg.tool_threshold,
+                cfg.utilization,
+            )
+        if names is None:
+            return tc, trajectory_scores(calls, compiled.expected, match="name_and_arguments")
+        if matched < 0:
+            matched = matched_names(names, ct.counts)
+        tally.matched += matched
+        return tc, name_trajectory(names, ct.names, matched)
+
+    def _conversation_trajectory(
+        self, turns: Sequence[Turn], cref: _CompiledReference, tally: _Tally
+    ) -> TrajectoryScores | None:
+        if self._by_args:
+            try:
+                return conversation_trajectory(turns, cref.reference, match="name_and_arguments")
+            except ArgumentMatchError:
+                tally.error = True
+                return None
+        # Matching across the concatenation finds at least the per-turn matches and at
+        # most min(n_p, n_r); when those bounds meet no recount is needed.
+        bound = min(len(tally.names), len(cref.names))
+        if tally.matched_known and tally.matched == bound:
+            conv_matched = bound
+        else:
+            conv_matched = matched_names(tally.names, cref.counts)
+        return name_trajectory(tally.names, cref.names, conv_matched)
 
     async def _grade(
         self, grading: TurnGrading, query: str | None, answer: str | None, results: tuple[Any, ...]
@@ -408,6 +439,8 @@ class Evaluator:
             return await grading.grade(query, answer, results)
         except asyncio.CancelledError:
             raise
+        except JudgeBudgetExhausted:
+            return _BUDGET_SPENT
         except Exception as exc:  # grading reports errors itself; this is a backstop
             return TurnAnswer(None, None, f"{type(exc).__name__}: {exc}", ())
 
@@ -452,6 +485,10 @@ class Evaluator:
             answers = list(await asyncio.gather(*pending))
         else:
             answers = [await p for p in pending]
+        if any(a is _BUDGET_SPENT for a in answers):
+            return self._unjudged(
+                conversation, reference_set, Outcome.SKIPPED_BUDGET, cref.reference.id
+            )
         return self._score(conversation, cref, reference_set, answers)
 
     def evaluate(

@@ -109,7 +109,9 @@ def start_tool_call(
     attrs[sc.TOOL_CALL_ID] = new_tool_call_id() if call_id is None else str(call_id)
     state = CURRENT.get()
     if state is not None:
-        attrs[sc.CONVERSATION_ID] = state.id
+        # Stamped here, not only by the processor, so the span carries the conversation
+        # and reference ids even on a provider the processor was never installed on.
+        attrs.update(state.attributes)
     truncated = None
     if settings.capture:
         attrs[sc.TOOL_CALL_ARGUMENTS], truncated = _content.capture_json(
@@ -185,7 +187,7 @@ def start_agent_call(
     if version is not None:
         attrs[sc.AGENT_VERSION] = version
     if state is not None:
-        attrs[sc.CONVERSATION_ID] = state.id
+        attrs.update(state.attributes)  # as in `start_tool_call`
         if not otel_context.get_value(IN_AGENT_KEY):
             state.count_turn()
     truncated = None

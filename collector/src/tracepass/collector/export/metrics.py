@@ -161,10 +161,16 @@ class EvaluationMetrics:
     # ------------------------------------------------------------------ recording
 
     def labels(self, result: ConversationResult) -> dict[str, str]:
+        return self.common_labels(result.agent_name, result.agent_version, result.reference_set)
+
+    def common_labels(
+        self, agent_name: str | None, agent_version: str | None, reference_set: str | None
+    ) -> dict[str, str]:
+        """The bounded common labels (docs/exported-metrics.md) for these values."""
         return {
-            "agent_name": self.limiter("agent_name", result.agent_name),
-            "agent_version": self.limiter("agent_version", result.agent_version),
-            "reference_set": self.limiter("reference_set", result.reference_set),
+            "agent_name": self.limiter("agent_name", agent_name),
+            "agent_version": self.limiter("agent_version", agent_version),
+            "reference_set": self.limiter("reference_set", reference_set),
         }
 
     def record(

@@ -24,13 +24,3 @@ def span_id_hex(raw: bytes) -> str | None:
     if len(raw) != 8 or raw == _ZERO_SPAN:
         return None
     return raw.hex()
-
-
-def parent_id_hex(raw: bytes) -> str | bool | None:
-    """Parent span id: None for a root (empty or all-zero, as some SDKs send roots),
-    False when malformed (wrong length), else lowercase hex."""
-    if not raw or raw == _ZERO_SPAN:
-        return None
-    if len(raw) != 8:
-        return False
-    return raw.hex()

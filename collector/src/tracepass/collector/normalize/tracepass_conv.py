@@ -17,12 +17,6 @@ AGENT_VERSION = "tracepass.agent.version"
 TRUNCATED = "tracepass.content.truncated"
 
 
-def is_end_marker(name: str, attrs: dict[str, Any]) -> bool:
-    """The end marker is recognised by its name or its flag, so a renamed span still ends
-    the conversation (a missed end costs an idle timeout, a false one an early score)."""
-    return name == END_SPAN_NAME or attrs.get(END_ATTR) is True
-
-
 def turn_count(attrs: dict[str, Any]) -> int | None:
     """`tracepass.conversation.turns` as a non-negative int (strings of digits accepted)."""
     raw = attrs.get(TURNS_ATTR)

@@ -26,6 +26,7 @@ class ReceiverServers:
         sink: SpanSink,
         instruments: CollectorInstruments,
         config: ReceiverConfig | None = None,
+        *,
         extra_routes: Sequence[GetRoute] = (),
     ) -> None:
         self.config = config or ReceiverConfig()

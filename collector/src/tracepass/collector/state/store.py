@@ -515,25 +515,16 @@ class StateStore:
             ]
             n = 0
             for k in keys:
-                n += conn.execute("DELETE FROM spans WHERE conv_key=?", (k,)).rowcount
+                n += _delete_conversation(conn, k)
                 conn.execute("UPDATE results SET purged=1 WHERE conv_key=?", (k,))
-                req_ids = [
-                    r
-                    for (r,) in conn.execute(
-                        "SELECT req_id FROM request_keys WHERE conv_key=?", (k,)
-                    )
-                ]
-                conn.execute("DELETE FROM request_keys WHERE conv_key=?", (k,))
-                conn.execute("DELETE FROM merges WHERE new_key=?", (k,))
-                # A request row goes once no conversation needs it any more.
-                conn.executemany(
-                    "DELETE FROM requests WHERE id=? AND NOT EXISTS "
-                    "(SELECT 1 FROM request_keys WHERE req_id=?)",
-                    [(r, r) for r in req_ids],
-                )
             return n
 
         return await self.run(op)
+
+    async def discard(self, key: str) -> int:
+        """Delete a conversation's stored spans without a result (sampled out at
+        completion): it will not be evaluated, so nothing may restore it."""
+        return await self.run(lambda conn: _delete_conversation(conn, key))
 
     async def purge_results(self, evaluated_before: float) -> int:
         """Delete stored evaluation results whose spans are already purged and which were
@@ -668,3 +659,20 @@ class StateStore:
         assert self._reader is not None, "open() first"
         row = self._reader.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
         return None if row is None else bytes(row[0])
+
+
+def _delete_conversation(conn: sqlite3.Connection, key: str) -> int:
+    """Delete one conversation's spans, its request links, merges into it, and the
+    request rows no other conversation needs; returns the number of span rows deleted."""
+    n = conn.execute("DELETE FROM spans WHERE conv_key=?", (key,)).rowcount
+    req_ids = [
+        r for (r,) in conn.execute("SELECT req_id FROM request_keys WHERE conv_key=?", (key,))
+    ]
+    conn.execute("DELETE FROM request_keys WHERE conv_key=?", (key,))
+    conn.execute("DELETE FROM merges WHERE new_key=?", (key,))
+    # A request row goes once no conversation needs it any more.
+    conn.executemany(
+        "DELETE FROM requests WHERE id=? AND NOT EXISTS (SELECT 1 FROM request_keys WHERE req_id=?)",
+        [(r, r) for r in req_ids],
+    )
+    return n

@@ -146,6 +146,18 @@ def evaluate(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Conversations graded in parallel.")
     ] = 8,
+    sample_rate: Annotated[
+        float,
+        typer.Option(
+            "--sample-rate",
+            min=0.0,
+            max=1.0,
+            help="Evaluate only the conversations production's sampling keeps at this rate.",
+        ),
+    ] = 1.0,
+    sample_seed: Annotated[
+        str, typer.Option("--sample-seed", help="The collector's sampling.seed.")
+    ] = "",
     progress: Annotated[
         bool | None,
         typer.Option(
@@ -200,6 +212,20 @@ def evaluate(
         sets = sources.reference_sets(references or [])
         conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
         source = ", ".join(map(str, files))
+    if sample_rate < 1.0:
+        # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
+        # exactly what production evaluated.
+        from tracepass.evaluator.sampling import keep_conversation
+
+        total = len(conversations)
+        conversations = [
+            c for c in conversations if keep_conversation(c.id, sample_rate, sample_seed)
+        ]
+        stderr_console().print(
+            f"sampling: {len(conversations)} of {total} conversations kept "
+            f"(rate {sample_rate:g}, seed {sample_seed!r})",
+            highlight=False,
+        )
 
     config = EvaluationConfig(
         profile=profile.value,
@@ -236,7 +262,13 @@ def evaluate(
         ks,
         unmatched_ids=unmatched,
         level=level,
-        metadata={"source": source, "profile": profile.value, "gate_on": gate_on.value},
+        metadata={
+            "source": source,
+            "profile": profile.value,
+            "gate_on": gate_on.value,
+            "sample_rate": sample_rate,
+            "sample_seed": sample_seed,
+        },
     )
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:

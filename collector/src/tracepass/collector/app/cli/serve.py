@@ -1,4 +1,4 @@
-"""`tracepass serve`: the long-running collector + evaluator (issue 4's contract)."""
+"""`tracepass serve`: the long-running collector + evaluator."""
 
 from __future__ import annotations
 

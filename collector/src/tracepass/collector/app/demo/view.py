@@ -13,12 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from tracepass.collector.app.demo.runner import KS, MIN_CONVERSATIONS, DemoOutcome, DemoState
-from tracepass.evaluator.rolling import Quantity
+from tracepass.evaluator.passk import PassKEstimate
 
 WINDOW_ORDER = {"fast": 0, "1m": 1, "run": 2}
 
 
-def _q(q: Quantity | None, *, interval: bool = True) -> str:
+def _q(q: PassKEstimate | None, *, interval: bool = True) -> str:
     """Posterior mean with its credible interval (pooled over the window's trials)."""
     if q is None or q.mean is None:
         return "—"
@@ -28,7 +28,7 @@ def _q(q: Quantity | None, *, interval: bool = True) -> str:
     return text
 
 
-def _u(q: Quantity | None) -> str:
+def _u(q: PassKEstimate | None) -> str:
     """The unbiased per-task (tau-bench) estimate; needs k trials of a task."""
     return "—" if q is None or q.unbiased is None else f"{q.unbiased:.2f}"
 

@@ -1,0 +1,5 @@
+"""Offline evaluation of recorded conversations: runs and summaries (`evaluation_run`),
+CI gates (`gates`), comparing two versions (`compare`, `pairwise`) and human review
+(`review`). Needs no collector: callers pass conversations already rebuilt."""
+
+__all__: list[str] = []
