@@ -22,7 +22,7 @@ from tracepass.collector.api.params import (
 from tracepass.collector.state import StateStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
 from tracepass.evaluator import passk
-from tracepass.evaluator.rolling import KeySnapshot, Quantity, RollingConfig
+from tracepass.evaluator.rolling import KeySnapshot, RollingConfig
 
 __all__ = ["ReadModel", "natural_key", "row_json"]
 
@@ -52,7 +52,7 @@ def row_json(row: ResultRow) -> dict[str, Any]:
     }
 
 
-def _quantity(q: Quantity) -> dict[str, float | None]:
+def _quantity(q: passk.PassKEstimate) -> dict[str, float | None]:
     return {
         "plugin": q.plugin,
         "unbiased": q.unbiased,
