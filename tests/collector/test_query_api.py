@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tracepass.collector.api.params import ParamError, parse_time
-from tracepass.collector.api.read_model import ReadModel, natural_key
+from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore, StoredResult
-from tracepass.evaluator.explain import failure_reasons, trajectory_rows
+from tracepass.evaluator.explain import failure_reasons, natural_key, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,

@@ -14,6 +14,7 @@ and the score they gave is already in the result.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +33,7 @@ __all__ = [
     "CallRow",
     "failed_turns",
     "failure_reasons",
+    "natural_key",
     "trajectory_rows",
     "violation_rules",
 ]
@@ -182,6 +184,13 @@ def trajectory_rows(
         rows.append(CallRow(status, expected[j], call, out_of_order=j in late, diffs=diffs))
     flush_missing(None)
     return rows
+
+
+def natural_key(text: str | None) -> tuple[tuple[int, int, str], ...]:
+    """Sort key for ids shown to people: digit runs compare as numbers, so `demo-0-20`
+    comes before `demo-0-199`."""
+    parts = re.split(r"(\d+)", text or "")
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
 
 
 def failed_turns(result: ConversationResult) -> int:

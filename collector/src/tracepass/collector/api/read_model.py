@@ -9,7 +9,6 @@ page is always the number the API returns. The JSON field names are a contract
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,17 +21,12 @@ from tracepass.collector.api.params import (
 from tracepass.collector.state import StateStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
 from tracepass.evaluator import passk
+from tracepass.evaluator.explain import natural_key
 from tracepass.evaluator.rolling import KeySnapshot, RollingConfig
 
 __all__ = ["ReadModel", "natural_key", "row_json"]
 
 Snapshots = Callable[[], Sequence[KeySnapshot]]
-
-
-def natural_key(text: str | None) -> tuple[Any, ...]:
-    """Sort key putting `demo-0-20` before `demo-0-199` (digit runs compare as numbers)."""
-    parts = re.split(r"(\d+)", text or "")
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
 
 
 def row_json(row: ResultRow) -> dict[str, Any]:

@@ -20,12 +20,18 @@ import jinja2
 from aiohttp import web
 
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
-from tracepass.collector.api.read_model import ReadModel, natural_key
+from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
-from tracepass.evaluator.explain import ArgumentDiff, CallRow, failure_reasons, trajectory_rows
+from tracepass.evaluator.explain import (
+    ArgumentDiff,
+    CallRow,
+    failure_reasons,
+    natural_key,
+    trajectory_rows,
+)
 from tracepass.evaluator.models import TurnResult
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]

@@ -6,14 +6,13 @@ what these functions return.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.evaluator import passk
-from tracepass.evaluator.explain import trajectory_rows
+from tracepass.evaluator.explain import natural_key, trajectory_rows
 from tracepass.evaluator.models import ExpectedTool, ToolCall
 from tracepass.evaluator.offline.evaluation_run import (
     TOOL_DIMENSIONS,
@@ -31,12 +30,6 @@ def version_label(conv: Mapping[str, Any]) -> str:
     name = conv.get("agent_name") or "agent"
     version = conv.get("agent_version")
     return f"{name} {version}" if version else str(name)
-
-
-def natural_key(text: str | None) -> tuple[tuple[int, int, str], ...]:
-    """Digit runs compare as numbers: `demo-0-20` sorts before `demo-0-199`."""
-    parts = re.split(r"(\d+)", text or "")
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
 
 
 def by_version(doc: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
