@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tracepass.collector.api.params import ParamError, parse_time
 from tracepass.collector.api.read_model import ReadModel
@@ -17,6 +18,7 @@ from tracepass.collector.state import StateStore, StoredResult
 from tracepass.evaluator.explain import failure_reasons, natural_key, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
+    ConversationResult,
     ExpectedTool,
     Reference,
     ReferenceTurn,
@@ -261,3 +263,50 @@ def test_failure_reasons_are_short_and_name_the_argument() -> None:
 def test_natural_sort() -> None:
     ids = ["demo-0-199", "demo-0-20", "demo-0-3"]
     assert sorted(ids, key=natural_key) == ["demo-0-3", "demo-0-20", "demo-0-199"]
+
+
+class _Violation(BaseModel):
+    rule: str
+    turn: int = 0
+    tool_call: int | None = None
+    message: str = ""
+
+
+class _ResultWithViolations(ConversationResult):
+    """The shape results have once policies land (branch `policy`): a `violations`
+    list of objects with a `rule`. The index reads it without depending on the type."""
+
+    violations: tuple[_Violation, ...] = ()
+
+
+def test_violation_rules_of_a_result_are_indexed_and_filterable(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    store.open()
+    try:
+        conv = _conversation("p-1", "1.1", city="Lyon")
+        base = Evaluator().evaluate(conv, REFERENCE, reference_set="travel-refs")
+        result = _ResultWithViolations(
+            **base.model_dump(),
+            violations=(
+                _Violation(rule="forbidden_tool", message="called delete_account"),
+                _Violation(rule="order", message="book before search"),
+                _Violation(rule="forbidden_tool", message="again"),
+            ),
+        )
+        asyncio.run(
+            store.put_result(
+                "p-1", revision=0, closed_at=T0, n_spans=3,
+                stored=StoredResult(conv, result, 0), evaluated_at=T0,
+            )
+        )  # fmt: skip
+        model = _model(store)
+        for rule in ("forbidden_tool", "order"):
+            rows = model.conversations({"violation": rule})["conversations"]
+            assert [r["conversation_id"] for r in rows] == ["p-1"]
+            assert "violation forbidden_tool: called delete_account" in rows[0]["reasons"]
+        assert model.conversations({"violation": "max_tool_calls"})["conversations"] == []
+        with sqlite3.connect(store.path) as conn:
+            rules = sorted(r for (r,) in conn.execute("SELECT rule FROM result_violations"))
+        assert rules == ["forbidden_tool", "order"]
+    finally:
+        store.close()
