@@ -188,7 +188,10 @@ def test_violation_filter_reads_the_violations_table(store: StateStore, tmp_path
     # Results with policy violations come from another branch's model; the table is what
     # the filter reads, so fill it as `write_violations` does and query through the API.
     with sqlite3.connect(store.path) as conn:
-        conn.execute("INSERT INTO result_violations VALUES ('forbidden_tool', 'demo-3')")
+        conn.execute(
+            "INSERT INTO result_violations VALUES ('forbidden_tool', 'demo-3', ?, 'fail')",
+            (T0 + 3,),
+        )
     model = _model(store)
     rows = model.conversations({"violation": "forbidden_tool"})["conversations"]
     assert [r["conversation_id"] for r in rows] == ["demo-3"]
@@ -308,5 +311,73 @@ def test_violation_rules_of_a_result_are_indexed_and_filterable(tmp_path: Path) 
         with sqlite3.connect(store.path) as conn:
             rules = sorted(r for (r,) in conn.execute("SELECT rule FROM result_violations"))
         assert rules == ["forbidden_tool", "order"]
+    finally:
+        store.close()
+
+
+def test_every_filter_combination_pages_like_brute_force(tmp_path: Path) -> None:
+    """Pages (several outcomes merged, violation rows driving, cursors) equal filtering
+    and sorting every stored row in Python."""
+    specs = []
+    for i in range(40):
+        version = ("1.0", "1.1", "1.2")[i % 3]
+        city = "Lyon" if i % 4 == 0 else "Paris"
+        # Ties on completion time: ordered by id, and cursors must not skip them.
+        specs.append((f"c-{i:02d}", version, city, T0 + i // 3))
+    store = _store_results(tmp_path / "state.sqlite", specs)
+    try:
+        with sqlite3.connect(store.path) as conn:
+            for cid, _, city, at in specs[::5]:
+                outcome = "fail" if city == "Lyon" else "pass"
+                conn.execute(
+                    "INSERT INTO result_violations VALUES ('order', ?, ?, ?)", (cid, at, outcome)
+                )
+        truth = {
+            cid: {
+                "agent_version": version,
+                "outcome": "fail" if city == "Lyon" else "pass",
+                "at": at,
+                "violation": "order" if (cid, version, city, at) in specs[::5] else None,
+            }
+            for cid, version, city, at in specs
+        }
+        model = _model(store)
+        combos: list[dict[str, str]] = [
+            {},
+            {"outcome": "fail"},
+            {"outcome": "fail,pass"},
+            {"outcome": "pass,error,incomplete"},
+            {"agent_name": "travel", "agent_version": "1.1"},
+            {"agent_version": "1.2", "outcome": "fail,pass"},
+            {"violation": "order"},
+            {"violation": "order", "outcome": "fail,pass"},
+            {"violation": "order", "agent_version": "1.0"},
+            {"since": str(T0 + 3), "until": str(T0 + 9), "outcome": "pass,fail"},
+        ]
+        for params in combos:
+            expected = sorted(
+                (
+                    cid
+                    for cid, t in truth.items()
+                    if (not params.get("outcome") or t["outcome"] in params["outcome"].split(","))
+                    and params.get("agent_version", t["agent_version"]) == t["agent_version"]
+                    and params.get("violation", t["violation"]) == t["violation"]
+                    and t["at"] >= float(params.get("since", "-inf"))
+                    and t["at"] < float(params.get("until", "inf"))
+                ),
+                key=lambda cid: (truth[cid]["at"], cid),
+                reverse=True,
+            )
+            got: list[str] = []
+            cursor = None
+            while True:
+                page = model.conversations(
+                    {**params, "limit": "4", **({"cursor": cursor} if cursor else {})}
+                )
+                got += [c["conversation_id"] for c in page["conversations"]]
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    break
+            assert got == expected, params
     finally:
         store.close()

@@ -13,6 +13,8 @@ it decodes each stored result once, at open.
 from __future__ import annotations
 
 import base64
+import heapq
+import itertools
 import json
 import logging
 import sqlite3
@@ -50,19 +52,29 @@ INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("summary", "TEXT"),
 )
 
+# Every index ends in (closed_at, conv_key): a page is then an ordered index range read
+# from the newest end, never a sort of everything that matches.
 INDEX_SCHEMA = """
 CREATE INDEX IF NOT EXISTS results_recent ON results (closed_at, conv_key);
-CREATE INDEX IF NOT EXISTS results_outcome ON results (outcome, closed_at);
+CREATE INDEX IF NOT EXISTS results_outcome ON results (outcome, closed_at, conv_key);
 CREATE INDEX IF NOT EXISTS results_agent
-    ON results (agent_name, agent_version, outcome, closed_at);
-CREATE INDEX IF NOT EXISTS results_reference ON results (reference_id, closed_at);
+    ON results (agent_name, agent_version, outcome, closed_at, conv_key);
+CREATE INDEX IF NOT EXISTS results_reference ON results (reference_id, closed_at, conv_key);
 CREATE TABLE IF NOT EXISTS result_violations (
     rule TEXT NOT NULL,
     conv_key TEXT NOT NULL,
+    closed_at REAL NOT NULL,
+    outcome TEXT,
     PRIMARY KEY (rule, conv_key)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS result_violations_recent
+    ON result_violations (rule, closed_at, conv_key);
+CREATE INDEX IF NOT EXISTS result_violations_outcome
+    ON result_violations (rule, outcome, closed_at, conv_key);
 CREATE INDEX IF NOT EXISTS result_violations_conv ON result_violations (conv_key);
 """
+# What a row's outcome column can hold: the Outcome values, or NULL (no evaluation).
+_ALL_OUTCOMES = ("pass", "fail", "error", "incomplete", "unscored", None)
 
 
 def index_values(stored: StoredResult) -> tuple[Any, ...]:
@@ -88,14 +100,19 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
     )
 
 
-def write_violations(conn: sqlite3.Connection, key: str, stored: StoredResult) -> None:
+def write_violations(
+    conn: sqlite3.Connection, key: str, stored: StoredResult, closed_at: float
+) -> None:
     """Replace the violation rows of `key` by those of `stored` (inside the writer's
-    transaction, right after the result row)."""
+    transaction, right after the result row). The row's `closed_at` and outcome are
+    copied, so a violation filter (with or without outcomes) pages through this table's
+    own indexes in completion order."""
     conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
-    if stored.result is not None:
+    result = stored.result
+    if result is not None:
         conn.executemany(
-            "INSERT OR IGNORE INTO result_violations VALUES (?,?)",
-            [(rule, key) for rule in violation_rules(stored.result)],
+            "INSERT OR IGNORE INTO result_violations VALUES (?,?,?,?)",
+            [(rule, key, closed_at, result.outcome.value) for rule in violation_rules(result)],
         )
 
 
@@ -103,9 +120,11 @@ def backfill(conn: sqlite3.Connection, path: object) -> int:
     """Fill the index columns of rows stored before they existed; returns rows done.
     An undecodable row keeps empty columns (listed with outcome null) and is logged."""
     done = 0
-    rows = conn.execute("SELECT conv_key, view FROM results WHERE summary IS NULL").fetchall()
+    rows = conn.execute(
+        "SELECT conv_key, view, closed_at FROM results WHERE summary IS NULL"
+    ).fetchall()
     assignments = ", ".join(f"{name}=?" for name, _ in INDEX_COLUMNS)
-    for key, text in rows:
+    for key, text, closed_at in rows:
         try:
             stored = decode_result(text)
         except (ValueError, TypeError, KeyError) as exc:
@@ -114,7 +133,7 @@ def backfill(conn: sqlite3.Connection, path: object) -> int:
         conn.execute(
             f"UPDATE results SET {assignments} WHERE conv_key=?", (*index_values(stored), key)
         )
-        write_violations(conn, key, stored)
+        write_violations(conn, key, stored, float(closed_at))
         done += 1
     return done
 
@@ -172,8 +191,8 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
 
 
 _COLUMNS = (
-    "conv_key, agent_name, agent_version, reference_set, reference_id, outcome, revision, "
-    "closed_at, turns, failed_turns, summary"
+    "r.conv_key, r.agent_name, r.agent_version, r.reference_set, r.reference_id, r.outcome, "
+    "r.revision, r.closed_at, r.turns, r.failed_turns, r.summary"
 )
 
 
@@ -185,38 +204,74 @@ def list_results(
     cursor: tuple[float, str] | None = None,
 ) -> tuple[list[ResultRow], tuple[float, str] | None]:
     """Rows matching `where`, newest completion first (ties by key), at most `limit`,
-    after `cursor`; returns them and the cursor of the next page (None: last page)."""
+    after `cursor`; returns them and the cursor of the next page (None: last page).
+
+    Each outcome is its own ordered index range, so several outcomes (`fail,error`),
+    or none with an agent filter, run as one query per outcome whose pages are merged:
+    one `outcome IN (...)` query would have to sort everything that matches."""
+    outcomes: Sequence[str | None] = where.outcomes
+    if not outcomes and (where.agent_name is not None or where.agent_version is not None):
+        outcomes = _ALL_OUTCOMES
+    if len(outcomes) <= 1:
+        rows = _query(conn, where, outcomes[0] if outcomes else None, bool(outcomes), limit, cursor)
+    else:
+        pages = [_query(conn, where, o, True, limit, cursor) for o in outcomes]
+        merged = heapq.merge(
+            *pages, key=lambda r: (r.completed_at, r.conversation_id), reverse=True
+        )
+        rows = list(itertools.islice(merged, limit + 1))
+    out = rows[:limit]
+    more = len(rows) > limit
+    return out, ((out[-1].completed_at, out[-1].conversation_id) if more and out else None)
+
+
+def _query(
+    conn: sqlite3.Connection,
+    where: ResultFilter,
+    outcome: str | None,
+    by_outcome: bool,
+    limit: int,
+    cursor: tuple[float, str] | None,
+) -> list[ResultRow]:
+    """One ordered page (limit + 1 rows). With a violation filter the rows are read
+    through `result_violations`' (rule, closed_at, conv_key) index."""
     clauses: list[str] = []
     args: list[Any] = []
-    if where.outcomes:
-        clauses.append(f"outcome IN ({','.join('?' * len(where.outcomes))})")
-        args.extend(where.outcomes)
+    if where.violation is not None:
+        # Time and order come from the violation rows (a copy of the results' closed_at);
+        # CROSS JOIN keeps them the outer loop (SQLite's join-order hint), so the page is
+        # read in index order instead of sorting every match of the other filters.
+        source = "result_violations v CROSS JOIN results r ON r.conv_key = v.conv_key"
+        t, k, o = "v.closed_at", "v.conv_key", "v.outcome"
+        clauses.append("v.rule = ?")
+        args.append(where.violation)
+    else:
+        source = "results r"
+        t, k, o = "r.closed_at", "r.conv_key", "r.outcome"
+    if by_outcome:
+        clauses.append(f"{o} IS NULL" if outcome is None else f"{o} = ?")
+        if outcome is not None:
+            args.append(outcome)
     for column in ("agent_name", "agent_version", "reference_id", "reference_set"):
         value = getattr(where, column)
         if value is not None:
-            clauses.append(f"{column}=?")
+            clauses.append(f"r.{column} = ?")
             args.append(value)
-    if where.violation is not None:
-        clauses.append("conv_key IN (SELECT conv_key FROM result_violations WHERE rule=?)")
-        args.append(where.violation)
     if where.since is not None:
-        clauses.append("closed_at >= ?")
+        clauses.append(f"{t} >= ?")
         args.append(where.since)
     if where.until is not None:
-        clauses.append("closed_at < ?")
+        clauses.append(f"{t} < ?")
         args.append(where.until)
     if cursor is not None:
-        clauses.append("(closed_at < ? OR (closed_at = ? AND conv_key < ?))")
+        clauses.append(f"({t} < ? OR ({t} = ? AND {k} < ?))")
         args.extend((cursor[0], cursor[0], cursor[1]))
-    sql = f"SELECT {_COLUMNS} FROM results"
+    sql = f"SELECT {_COLUMNS} FROM {source}"
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
-    sql += " ORDER BY closed_at DESC, conv_key DESC LIMIT ?"
+    sql += f" ORDER BY {t} DESC, {k} DESC LIMIT ?"
     args.append(limit + 1)
-    rows = conn.execute(sql, args).fetchall()
-    out = [_row(r) for r in rows[:limit]]
-    more = len(rows) > limit
-    return out, ((out[-1].completed_at, out[-1].conversation_id) if more and out else None)
+    return [_row(r) for r in conn.execute(sql, args)]
 
 
 def _row(r: Sequence[Any]) -> ResultRow:

@@ -567,7 +567,7 @@ class StateStore:
                 _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
             ).rowcount
             if changed:
-                write_violations(conn, key, stored)
+                write_violations(conn, key, stored, closed_at)
 
         await self.run(op)
 
