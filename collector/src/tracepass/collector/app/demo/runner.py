@@ -279,9 +279,13 @@ async def run_demo(
                 render(state, service)
                 await asyncio.sleep(0.2)
             render(state, service)
-            while options.keep_serving and not state.interrupted:
-                render(state, service)
-                await asyncio.sleep(0.5)
+            if options.keep_serving and not state.interrupted:
+                # The run is complete; Ctrl-C now only ends the serving, so the summary
+                # still says "finished".
+                while not state.interrupted:
+                    render(state, service)
+                    await asyncio.sleep(0.5)
+                state.interrupted = False
         finally:
             stop.set()
             await asyncio.to_thread(instrumentation.shutdown)
