@@ -43,12 +43,13 @@ def _run(*args: str | Path, cwd: Path = ROOT) -> str:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     _run(UV, "build", "--all-packages", "--out-dir", out)
-    files = sorted(p.name for p in out.iterdir())
+    built = sorted(p for p in out.iterdir() if p.name.endswith((".whl", ".tar.gz")))
+    files = [p.name for p in built]
     for name in ("tracepass_instrumentation", "tracepass_evaluator", "tracepass_collector"):
         assert any(f.startswith(name) and f.endswith(".whl") for f in files), files
         assert any(f.startswith(name) and f.endswith(".tar.gz") for f in files), files
     twine = Path(sys.executable).with_name("twine")
-    _run(twine, "check", "--strict", *sorted(out.iterdir()))
+    _run(twine, "check", "--strict", *built)
     return out
 
 
@@ -65,13 +66,34 @@ def _wheel(dist: Path, name: str) -> Path:
 def test_collector_wheels_install_in_a_clean_venv(dist: Path, tmp_path: Path) -> None:
     python = _venv(tmp_path / "venv")
     wheels = [_wheel(dist, n) for n in ("tracepass_instrumentation", "tracepass_evaluator")]
-    _run(UV, "pip", "install", "--python", python, *wheels, _wheel(dist, "tracepass_collector"))
+    collector = f"{_wheel(dist, 'tracepass_collector')}[report]"
+    _run(UV, "pip", "install", "--python", python, *wheels, collector)
     tracepass = python.with_name("tracepass")
     version = _run(tracepass, "--version")
     for name in ("tracepass-collector", "tracepass-evaluator", "tracepass-instrumentation"):
         assert name in version
     assert "--grpc-port" in _run(tracepass, "serve", "--help")
     _run(python, "-c", "import tracepass.instrumentation, tracepass.evaluator")
+
+    # The demo finds its example agent and references in the wheel (no checkout here).
+    report = tmp_path / "demo.html"
+    _run(
+        tracepass,
+        "demo",
+        "--duration",
+        "4",
+        "--no-live",
+        "--grpc-port",
+        "0",
+        "--http-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--report",
+        report,
+        cwd=tmp_path,
+    )
+    assert report.stat().st_size > 0
 
 
 def test_instrumentation_wheel_alone_needs_only_api_and_sdk(dist: Path, tmp_path: Path) -> None:

@@ -36,6 +36,9 @@ class ReceiverConfig(_Section):
     retry_after_s: float = Field(default=1.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
+    # Record every accepted export request to size-rotated files here (`serve --record`).
+    record_dir: Path | None = None
+    record_max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
 
 
 class AssemblyConfig(_Section):

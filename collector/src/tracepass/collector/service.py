@@ -37,6 +37,9 @@ from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.receiver.binding import BindError
+from tracepass.collector.receiver.recording import RecordingSink
+from tracepass.collector.receiver.sink import SpanSink
 from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
@@ -104,6 +107,7 @@ class CollectorService:
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
+        self._recorder: RecordingSink | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._metrics_ready = asyncio.Event()
         self._started = False
@@ -203,8 +207,19 @@ class CollectorService:
             from tracepass.collector.api.ui import ui_routes
 
             routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
+        sink: SpanSink = self.pipeline
+        if cfg.receiver.record_dir is not None:
+            self._recorder = RecordingSink(
+                self.pipeline,
+                cfg.receiver.record_dir,
+                max_file_bytes=cfg.receiver.record_max_file_bytes,
+            )
+            sink = self._recorder
         self.receivers = ReceiverServers(
-            self.pipeline, instruments, cfg.receiver, extra_routes=routes
+            sink,
+            instruments,
+            cfg.receiver,
+            extra_routes=routes,
         )
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
@@ -245,6 +260,9 @@ class CollectorService:
             except Exception:
                 log.exception("stopping the receivers failed")
             self.receivers = None
+        if self._recorder is not None:
+            self._recorder.close()
+            self._recorder = None
         pipeline = self.pipeline
         if pipeline is not None:
             try:
@@ -402,6 +420,7 @@ def with_overrides(
     metrics_port: int | None = None,
     state: Any | None = None,
     durability: str | None = None,
+    record_dir: Any | None = None,
 ) -> CollectorConfig:
     """`config` with command-line flags applied (None = keep the file's value);
     re-validated, so a flag cannot smuggle in a value the file could not hold."""
@@ -420,6 +439,8 @@ def with_overrides(
         data["state"]["path"] = state
     if durability is not None:
         data["state"]["durability"] = durability
+    if record_dir is not None:
+        data["receiver"]["record_dir"] = record_dir
     from pydantic import ValidationError
 
     try:
@@ -430,6 +451,13 @@ def with_overrides(
         raise ConfigError(f"{where}: {first['msg']}") from exc
 
 
+_FLAG_OF_SETTING = {
+    "receiver.grpc_port": "--grpc-port",
+    "receiver.http_port": "--http-port",
+    "metrics.prometheus_port": "--metrics-port",
+}
+
+
 def startup_error(exc: BaseException) -> str | None:
     """The message to show when `CollectorService.start()` failed on bad input or an
     unavailable resource (exit code 2), or None for a bug (let it propagate)."""
@@ -438,6 +466,10 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, BindError):
+        flag = _FLAG_OF_SETTING.get(exc.setting)
+        where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"
+        return f"{where}: {exc.reason}"
     if isinstance(exc, OSError):
         # aiohttp / prometheus_client bind errors: errno + address.
         return f"cannot listen: {exc.strerror or exc}" + (

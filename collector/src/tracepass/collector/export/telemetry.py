@@ -27,6 +27,7 @@ from opentelemetry.sdk.resources import Resource
 
 from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.exemplars import ExemplarCollector, ExemplarStore
+from tracepass.collector.receiver.binding import BindError, reason_of
 
 __all__ = ["Telemetry", "build_telemetry", "otlp_settings"]
 
@@ -159,9 +160,17 @@ def build_telemetry(
         exemplars = ExemplarStore()
         registry = CollectorRegistry()
         registry.register(ExemplarCollector(source, exemplars))
-        httpd, thread = start_http_server(
-            config.prometheus_port, addr=config.prometheus_host, registry=registry
-        )
+        try:
+            httpd, thread = start_http_server(
+                config.prometheus_port, addr=config.prometheus_host, registry=registry
+            )
+        except OSError as exc:
+            raise BindError(
+                "metrics.prometheus_port",
+                config.prometheus_host,
+                config.prometheus_port,
+                reason_of(exc),
+            ) from exc
         host, port = config.prometheus_host, int(httpd.server_address[1])
         _log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 

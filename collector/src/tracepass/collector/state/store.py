@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fcntl
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -189,6 +191,7 @@ class StateStore:
         # CPU seconds the writer thread has used (waiting excluded): the part of
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
+        self._lock_fd: int | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -197,9 +200,44 @@ class StateStore:
         conn.execute("PRAGMA busy_timeout=5000")
         return conn
 
-    def open(self) -> None:
+    def _lock(self) -> None:
+        """Hold an exclusive lock on `<path>.lock` while open: two collectors writing one
+        state file would interleave their windows and revisions, so the second refuses
+        to start, naming the holder's pid."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StateError(
+                f"{self.path}: in use by another tracepass process (pid {holder}); "
+                "each collector needs its own state file (--state)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        try:
+            self._open_database()
+        except BaseException:
+            self._unlock()
+            raise
+        self._reader = self._connect()
+        self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
+        self._thread.start()
+
+    def _open_database(self) -> None:
+        try:
             conn = self._connect()
             # New files only (SQLite ignores it once the file has pages): request blobs
             # are ~100 KB-1 MB, and 16 KiB pages write them with a quarter of the
@@ -229,9 +267,6 @@ class StateStore:
             conn.close()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
-        self._reader = self._connect()
-        self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
-        self._thread.start()
 
     def _migrate_results(self, conn: sqlite3.Connection) -> None:
         """Add the result index columns and indexes (new files and version 1/2 files
@@ -262,6 +297,7 @@ class StateStore:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        self._unlock()
 
     @property
     def backlog(self) -> int:
