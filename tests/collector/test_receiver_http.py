@@ -276,8 +276,13 @@ async def test_bearer_token(
             assert resp.status == 200
         async with client.get(_url(servers, "/api/v1/conversations/c1")) as resp:
             assert resp.status == 401
-            # Browsers (the web UI) are offered Basic, with the token as the password.
-            assert 'Basic realm="tracepass"' in resp.headers["WWW-Authenticate"]
+            # Browsers (the web UI) are offered Basic, with the token as the password, in
+            # a header of its own (Chromium ignores a Basic challenge after a Bearer one).
+            challenges = resp.headers.getall("WWW-Authenticate")
+            assert challenges == [
+                'Basic realm="tracepass", charset="UTF-8"',
+                'Bearer realm="tracepass"',
+            ]
         for user_token, status in ((b"ui:tok", 200), (b":tok", 200), (b"ui:wrong", 401)):
             basic = {"Authorization": "Basic " + base64.b64encode(user_token).decode()}
             async with client.get(_url(servers, "/api/v1/conversations/c1"), headers=basic) as resp:

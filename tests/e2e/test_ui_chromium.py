@@ -30,17 +30,20 @@ N = 20
 TRACE_TEMPLATE = "http://jaeger.example/trace/{trace_id}"
 
 
-def _render(chromium: str, url: str, shot: Path, profile: Path) -> str:
-    """The page's DOM after load (and a screenshot of it)."""
+def _render(chromium: str, url: str, shot: Path | None, profile: Path) -> str:
+    """The page's DOM after load (and a screenshot of it, unless `shot` is None)."""
     done = subprocess.run(
         [
             chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
+            "--disable-sync", f"--user-data-dir={profile}",
+            *([f"--screenshot={shot}"] if shot is not None else []),
             "--window-size=1300,1600", "--dump-dom", url,
         ],
         check=True, timeout=120, capture_output=True, text=True,
     )  # fmt: skip
+    if shot is None:
+        return done.stdout
     assert shot.exists(), f"no screenshot of {url}"
     assert shot.stat().st_size > 10_000, f"blank screenshot of {url}"
     keep = os.environ.get("TRACEPASS_UI_SCREENSHOTS")
@@ -154,4 +157,27 @@ def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
         assert "outcome=fail " in line
         assert f"trace_ids={','.join(target['trace_ids'])}" in line
         assert reason.split(": ", 1)[1] in line
+        s.terminate()
+
+
+def test_ui_behind_the_bearer_token_opens_in_a_browser_with_basic_auth(tmp_path: Path) -> None:
+    """With `receiver.bearer_token`, a browser gets the UI by answering the Basic
+    challenge with the token as the password; without it, the 401."""
+    chromium = require_tool("chromium")
+    config = {**FAST_CONFIG, "receiver": {"bearer_token": "s3cret"}}
+    with serve(tmp_path, "--references", REFS, config=config) as s:
+        port = s.ports["http_port"]
+        dom = _render(
+            chromium,
+            f"http://ui:s3cret@127.0.0.1:{port}/ui/",
+            tmp_path / "ui-auth.png",
+            tmp_path / "p1",
+        )
+        assert "<h1>Agents</h1>" in dom
+        # Without credentials headless Chromium gets the challenge and shows nothing.
+        denied = _render(chromium, f"http://127.0.0.1:{port}/ui/", None, tmp_path / "p2")
+        assert "Agents" not in denied
+        status, body = http_get(f"http://127.0.0.1:{port}/ui/")
+        assert status == 401
+        assert b"missing bearer token" in body
         s.terminate()

@@ -182,13 +182,12 @@ class HttpReceiver:
             try:
                 self._core.check_auth(_basic_as_bearer(request.headers.get("Authorization")))
             except Refusal as refusal:
-                return web.json_response(
-                    {"error": refusal.message},
-                    status=401,
-                    headers={
-                        "WWW-Authenticate": 'Bearer realm="tracepass", Basic realm="tracepass"'
-                    },
-                )
+                response = web.json_response({"error": refusal.message}, status=401)
+                # One challenge per header: browsers act on a Basic challenge only when
+                # it is a header of its own (Chromium ignores it after a Bearer one).
+                response.headers.add("WWW-Authenticate", 'Basic realm="tracepass", charset="UTF-8"')
+                response.headers.add("WWW-Authenticate", 'Bearer realm="tracepass"')
+                return response
             return await handler(request)
 
         return guarded
