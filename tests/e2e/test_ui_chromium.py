@@ -137,7 +137,12 @@ def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
             "baseline_version": "1.0",
             "window": "5m",
         }
-        text = _text(page("regressions", "/ui/regressions?" + urlencode(params)))
+        dom = page("regressions", "/ui/regressions?" + urlencode(params))
+        text = _text(dom)
+        # The form suggests the versions the collector knows.
+        known = re.search(r'<datalist id="known-versions">(.*?)</datalist>', dom, re.S)
+        assert known is not None
+        assert re.findall(r'value="([^"]+)"', known.group(1)) == ["1.0", "1.1"]
         summary = _api(s.http, "/api/v1/references/summary", **params)["references"]
         assert summary
         for r in summary:

@@ -399,7 +399,16 @@ class UiPages:
             windows=[w for w, _ in self.model.rolling.windows],
             body=body,
             rows=rows,
+            **self._known_names(),
         )
+
+    def _known_names(self) -> dict[str, Any]:
+        """Agent names and versions the rolling windows hold, offered as the form's
+        suggestions (`<datalist>`)."""
+        agents = self.model.agents()["agents"]
+        names = sorted({str(a["agent_name"]) for a in agents}, key=natural_key)
+        versions = sorted({str(a["agent_version"]) for a in agents}, key=natural_key)
+        return {"known_agents": names, "known_versions": versions}
 
 
 def ui_routes(model: ReadModel, results: ResultLookup, config: UIConfig) -> list[GetRoute]:
