@@ -49,7 +49,6 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.globals["fmt"] = _fmt
-    env.globals["pct"] = _pct
     return env
 
 
@@ -59,10 +58,6 @@ def _fmt(value: Any, digits: int = 2) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0%}"
 
 
 def _value(v: Any) -> str:
