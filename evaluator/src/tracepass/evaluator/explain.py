@@ -194,6 +194,7 @@ def natural_key(text: str | None) -> tuple[tuple[int, int, str], ...]:
 
 
 def failed_turns(result: ConversationResult) -> int:
+    """Turns judged incorrect (turns without a verdict are not failures)."""
     return sum(1 for t in result.turns if t.correct is False)
 
 
@@ -211,10 +212,6 @@ def violation_rules(result: ConversationResult) -> list[str]:
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
-
-
-def _value(v: Any) -> str:
-    return repr(v)
 
 
 def _turn_reasons(turn: TurnResult) -> list[str]:
@@ -236,14 +233,11 @@ def _turn_reasons(turn: TurnResult) -> list[str]:
                 for d in row.diffs:
                     name = f"{row.actual.name}.{d.key}"
                     if d.missing:
-                        out.append(f"{where}: {name} missing (expected {_value(d.expected)})")
+                        out.append(f"{where}: {name} missing (expected {d.expected!r})")
                     elif d.unexpected:
-                        out.append(f"{where}: {name} not expected (got {_value(d.actual)})")
+                        out.append(f"{where}: {name} not expected (got {d.actual!r})")
                     else:
-                        out.append(
-                            f"{where}: {name}: expected {_value(d.expected)}, "
-                            f"got {_value(d.actual)}"
-                        )
+                        out.append(f"{where}: {name}: expected {d.expected!r}, got {d.actual!r}")
                 if not row.diffs:
                     out.append(f"{where}: {row.actual.name} arguments rejected by matcher")
             if row.out_of_order and row.actual is not None:
