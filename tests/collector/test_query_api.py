@@ -230,7 +230,7 @@ def test_a_version_2_state_file_is_upgraded_and_listed(tmp_path: Path) -> None:
             (version,) = conn.execute(
                 "SELECT value FROM meta WHERE key='schema_version'"
             ).fetchone()
-        assert version == "3"
+        assert version == "4"
     finally:
         store.close()
 

@@ -125,6 +125,9 @@ class MetricsConfig(_Section):
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
+    # Bound on one OTLP export (metrics and evaluation events), retries included, so an
+    # unreachable endpoint never holds up SIGTERM for longer than about this.
+    otlp_timeout_s: float = Field(default=5.0, gt=0)
     export_interval_s: float = Field(default=15.0, gt=0)
     windows: list[WindowConfig] = Field(
         default_factory=lambda: [

@@ -22,9 +22,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from tracepass.instrumentation import _content
-from tracepass.instrumentation import _semconv as sc
+from tracepass.instrumentation import semconv as sc
 from tracepass.instrumentation._binding import TOOL_CALL_ID_KWARG, ArgumentBinder
 from tracepass.instrumentation._context import CURRENT, IN_AGENT_KEY
+from tracepass.instrumentation._schema import parameters_schema_json
 from tracepass.instrumentation._tracer import get_tracer
 
 _log = logging.getLogger("tracepass.instrumentation")
@@ -152,6 +153,9 @@ class _ToolSpec(_Spec):
         self.span_name = f"execute_tool {name}"
         self.binder = ArgumentBinder(fn)
         self.static = tool_static_attributes(name)
+        schema = parameters_schema_json(fn)
+        if schema is not None:
+            self.static[sc.TOOL_PARAMETERS_SCHEMA] = schema
 
     def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
         settings = _content.SETTINGS

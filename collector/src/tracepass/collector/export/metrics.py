@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from opentelemetry._logs import Logger
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -31,7 +32,12 @@ from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
-from tracepass.collector.export.outcomes import result_success, success_of, turn_outcome
+from tracepass.collector.export.outcomes import (
+    result_success,
+    success_of,
+    turn_outcome,
+    violation_tally,
+)
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import Key, KeySnapshot, RollingAggregator, RollingConfig
@@ -51,6 +57,17 @@ SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 LABELS = ("agent_name", "agent_version", "reference_set")
 UNMATCHED_TASK = "_unmatched"
+
+
+def task_of(result: ConversationResult) -> str:
+    """The pass@k task: the reference; for a conversation scored by its agent's policy
+    alone, the policy (every such conversation is one trial of the same task, the
+    agent version's behaviour under the policy: docs/statistics.md)."""
+    if result.reference_id is not None:
+        return result.reference_id
+    if result.policy_id is not None:
+        return result.reference_set or UNMATCHED_TASK
+    return UNMATCHED_TASK
 
 
 def rolling_config(config: MetricsConfig) -> RollingConfig:
@@ -110,6 +127,14 @@ class EvaluationMetrics:
         )
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
+        )
+        self.violations = m.create_counter(
+            "tracepass_policy_violations",
+            description="Violated checks and policy rules in evaluated turns, by rule",
+        )
+        self.violations_superseded = m.create_counter(
+            "tracepass_policy_violations_superseded",
+            description="Violations of earlier evaluations replaced by a revision, by rule",
         )
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
@@ -187,11 +212,15 @@ class EvaluationMetrics:
         labels = self.labels(result)
         key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
         turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        tag = json.dumps([result.outcome.value, dict(turn_tally)], separators=(",", ":"))
+        violations = violation_tally(result)
+        tag_parts: list[Any] = [result.outcome.value, dict(turn_tally)]
+        if violations:
+            tag_parts.append(violations)
+        tag = json.dumps(tag_parts, separators=(",", ":"))
         with self._lock:
             added = self.aggregator.add(
                 key,
-                task=result.reference_id or UNMATCHED_TASK,
+                task=task_of(result),
                 success=result_success(result),
                 now=now,
                 conversation_id=result.conversation_id,
@@ -212,6 +241,8 @@ class EvaluationMetrics:
         self.conversations.add(1, {**labels, "outcome": result.outcome.value})
         for outcome, count in turn_tally.items():
             self.turns.add(count, {**labels, "outcome": outcome})
+        for rule, count in violations.items():
+            self.violations.add(count, {**labels, "rule": rule})
         if self.exemplars is not None:
             self._exemplars(result, labels, turn_tally, conversation, now)
         tool_calls = 0
@@ -274,7 +305,9 @@ class EvaluationMetrics:
     def _supersede(self, key: Key, tag: str) -> None:
         labels = dict(zip(LABELS, key, strict=True))
         try:
-            outcome, turns = json.loads(tag)
+            # [outcome, turn tally] or, with violations, [outcome, turn tally, rule tally]
+            outcome, turns, *rest = json.loads(tag)
+            violations: dict[str, Any] = rest[0] if rest else {}
         except (ValueError, TypeError):
             _log.warning("superseded entry without a readable tag %r; not counted", tag)
             self.ignored.add(1, {"reason": "superseded_untagged"})
@@ -282,6 +315,8 @@ class EvaluationMetrics:
         self.conversations_superseded.add(1, {**labels, "outcome": outcome})
         for t_outcome, count in turns.items():
             self.turns_superseded.add(int(count), {**labels, "outcome": t_outcome})
+        for rule, count in violations.items():
+            self.violations_superseded.add(int(count), {**labels, "rule": rule})
 
     def record_judge_call(self, outcome: str) -> None:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
     EXIT_GATE,
+    ConversationIdKeyOption,
     FailUnderOption,
     GateOnOption,
     LevelOption,
@@ -135,14 +136,7 @@ def evaluate(
     fail_under: FailUnderOption = None,
     gate_on: GateOnOption = gates.GateOn.POINT,
     level: LevelOption = 0.95,
-    conversation_id_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--conversation-id-key",
-            help="Extra span attribute naming the conversation (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    conversation_id_key: ConversationIdKeyOption = None,
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Conversations graded in parallel.")
     ] = 8,
@@ -247,6 +241,7 @@ def evaluate(
         transient=True,
     ) as bar:
         task = bar.add_task("evaluate", total=len(conversations))
+        unscored: list[Any] = []
         results, unmatched = asyncio.run(
             evaluation_run.evaluate_all(
                 conversations,
@@ -254,6 +249,7 @@ def evaluate(
                 evaluator,
                 concurrency=concurrency,
                 on_done=lambda: bar.advance(task),
+                unscored=unscored,
             )
         )
 
@@ -269,6 +265,7 @@ def evaluate(
             "sample_rate": sample_rate,
             "sample_seed": sample_seed,
         },
+        unscored=unscored,
     )
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
@@ -297,7 +294,8 @@ def print_summary(document: dict[str, Any]) -> None:
     console = stdout_console()
     s = document["summary"]
     console.print(
-        f"conversations {s['conversations']} · matched {s['matched']} · unmatched "
+        f"conversations {s['conversations']} · matched {s['matched']} · policy "
+        f"{s.get('policy_scored', 0)} · unmatched "
         f"{s['unmatched']} · correct {s['correct']} · errors {s['errors']} · "
         f"incomplete {s['incomplete']} · tasks {s['tasks']}",
         highlight=False,
@@ -324,6 +322,11 @@ def print_summary(document: dict[str, Any]) -> None:
         + f" · tool-correct turns {tc['correct']}/{tc['n']}",
         highlight=False,
     )
+    if s.get("violations"):
+        console.print(
+            "violations: " + " · ".join(f"{rule} {n}" for rule, n in s["violations"].items()),
+            highlight=False,
+        )
     r = s["readiness"]
     console.print(
         f"readiness: [bold]{r['tier'].replace('_', ' ')}[/] (pass@1 {fmt_num(r['pass_at_1'])}, "
