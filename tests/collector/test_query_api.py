@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from tracepass.collector.api.params import ParamError, parse_time
 from tracepass.collector.api.read_model import ReadModel
@@ -18,12 +17,12 @@ from tracepass.collector.state import StateStore, StoredResult
 from tracepass.evaluator.explain import failure_reasons, natural_key, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
-    ConversationResult,
     ExpectedTool,
     Reference,
     ReferenceTurn,
     ToolCall,
     Turn,
+    Violation,
 )
 from tracepass.evaluator.rolling import RollingConfig
 from tracepass.evaluator.scoring import Evaluator
@@ -268,33 +267,22 @@ def test_natural_sort() -> None:
     assert sorted(ids, key=natural_key) == ["demo-0-3", "demo-0-20", "demo-0-199"]
 
 
-class _Violation(BaseModel):
-    rule: str
-    turn: int = 0
-    tool_call: int | None = None
-    message: str = ""
-
-
-class _ResultWithViolations(ConversationResult):
-    """The shape results have once policies land (branch `policy`): a `violations`
-    list of objects with a `rule`. The index reads it without depending on the type."""
-
-    violations: tuple[_Violation, ...] = ()
-
-
 def test_violation_rules_of_a_result_are_indexed_and_filterable(tmp_path: Path) -> None:
     store = StateStore(tmp_path / "state.sqlite")
     store.open()
     try:
         conv = _conversation("p-1", "1.1", city="Lyon")
         base = Evaluator().evaluate(conv, REFERENCE, reference_set="travel-refs")
-        result = _ResultWithViolations(
-            **base.model_dump(),
-            violations=(
-                _Violation(rule="forbidden_tool", message="called delete_account"),
-                _Violation(rule="order", message="book before search"),
-                _Violation(rule="forbidden_tool", message="again"),
-            ),
+        result = base.model_copy(
+            update={
+                "violations": (
+                    Violation(
+                        rule="forbidden_tool", turn=0, tool_call=0, message="called delete_account"
+                    ),
+                    Violation(rule="order", turn=0, tool_call=1, message="book before search"),
+                    Violation(rule="forbidden_tool", turn=0, tool_call=2, message="again"),
+                )
+            }
         )
         asyncio.run(
             store.put_result(
