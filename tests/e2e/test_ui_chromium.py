@@ -28,6 +28,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(400)]
 REFS = str(Path(__file__).resolve().parents[2] / "examples" / "references")
 N = 20
 TRACE_TEMPLATE = "http://jaeger.example/trace/{trace_id}"
+# Version 1.1 may not convert currencies: its conversations that do carry a violation.
+POLICY = """
+policies:
+  - id: no-fx
+    agent: travel-assistant
+    version: "1.1"
+    rules:
+      - {type: forbidden_tool, name: convert_currency}
+"""
 
 
 def _render(chromium: str, url: str, shot: Path | None, profile: Path) -> str:
@@ -66,7 +75,9 @@ def _api(base: str, path: str, **params: str) -> dict[str, Any]:
 def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
     chromium = require_tool("chromium")
     config = {**FAST_CONFIG, "ui": {"trace_url_template": TRACE_TEMPLATE}}
-    with serve(tmp_path, "--references", REFS, config=config) as s:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    with serve(tmp_path, "--references", REFS, "--references", str(policy), config=config) as s:
         run_agent(s.http, "run", "--conversations", str(N), "--version", "1.0", "--prefix", "good-")
         run_agent(
             s.http, "run", "--conversations", str(N), "--version", "1.1",
@@ -150,6 +161,25 @@ def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
         worst = summary[0]
         assert worst["delta"] < 0
         assert f"{worst['delta']:+.2f}" in text
+
+        # Policy violations: the violation filter in the UI lists the API's rows, and the
+        # conversation page names the rule.
+        flagged = _api(s.http, "/api/v1/conversations", violation="forbidden_tool", limit="500")
+        flagged_ids = [r["conversation_id"] for r in flagged["conversations"]]
+        assert flagged_ids
+        assert all(r["agent_version"] == "1.1" for r in flagged["conversations"])
+        dom = page(
+            "violations",
+            "/ui/conversations?" + urlencode({"violation": "forbidden_tool", "outcome": "any"}),
+        )
+        listed_ids = re.findall(
+            r'class="conversation-row">\s*<td><a href="/ui/conversations/([^"]+)"', dom
+        )
+        assert listed_ids == flagged_ids[: len(listed_ids)]
+        assert len(listed_ids) == min(len(flagged_ids), 50)
+        text = _text(page("violation-page", f"/ui/conversations/{flagged_ids[0]}"))
+        assert "Policy violations" in text
+        assert "forbidden_tool" in text
 
         # A bad filter is a page naming the parameter, not a crash.
         assert "outcome: 'nope'" in _text(page("bad-filter", "/ui/conversations?outcome=nope"))
