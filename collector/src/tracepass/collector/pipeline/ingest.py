@@ -29,6 +29,7 @@ from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Meter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import Assembler, Completed, build_conversation
@@ -41,6 +42,7 @@ from tracepass.collector.config import (
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
+from tracepass.collector.normalize.logs import normalize_logs_request
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
 from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
@@ -246,6 +248,19 @@ class Pipeline:
                 message=result.message,
             )
         return result
+
+    async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        """GenAI events sent as OTLP log records: EVENT records for their spans, held and
+        stored like spans (the state keeps the records, not the logs request), joined to
+        their span's record when the conversation is built, whichever arrived first.
+        Log records that are not GenAI events are accepted and skipped."""
+        self._check_capacity()
+        records, rejections = normalize_logs_request(
+            request,
+            conversation_id_keys=tuple(self.assembly_config.conversation_id_keys),
+            tally=self.read_tally,
+        )
+        return await self._ingest(records, rejections)
 
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
