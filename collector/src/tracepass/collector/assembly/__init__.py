@@ -10,6 +10,7 @@ from .assembler import (
     Reason,
     TurnTarget,
     complete_all,
+    unjoined_events,
 )
 from .build import build_conversation
 
@@ -23,4 +24,5 @@ __all__ = [
     "TurnTarget",
     "build_conversation",
     "complete_all",
+    "unjoined_events",
 ]

@@ -2,6 +2,10 @@
 → evaluation → results, as one asyncio component implementing `SpanSink` and
 the queries the conversation API renders (`latest_result`, `open_conversation`).
 
+Logs requests take the same path: their GenAI events become EVENT records
+(`normalize/logs.py`) that are routed, buffered, stored and recovered like spans, and
+joined to their span when the conversation is built, whichever arrived first.
+
 Why it is shaped like this:
 - `ingest` does only bounded work on the event loop (normalize, a dict insert per span)
   and, in `batch` durability, waits for the group commit that makes the spans durable;
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Counter, Meter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -42,10 +46,14 @@ from tracepass.collector.config import (
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
-from tracepass.collector.normalize.logs import normalize_logs_request
-from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
-from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
+from tracepass.collector.pipeline.offline import (
+    LogsNormalizer,
+    Normalizer,
+    default_logs_normalizer,
+    default_normalizer,
+)
 from tracepass.collector.pipeline.recovery import restore_conversations
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
@@ -54,6 +62,7 @@ from tracepass.collector.pipeline.scheduling import (
     ResultInfo,
     ResultListener,
 )
+from tracepass.collector.receiver.decode import count_log_records
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
 from tracepass.evaluator.models import Conversation
@@ -108,7 +117,8 @@ class Pipeline:
             meter=meter,
         )
         self._normalizer = normalizer
-        # Filled by the default normalizer (a custom one reports nothing), drained per
+        self._logs_normalizer: LogsNormalizer | None = None
+        # Filled by the default normalizers (a custom one reports nothing), drained per
         # request into tracepass_spans_read / tracepass_fields_unreadable.
         self.read_tally = ReadTally()
         self.assembler = Assembler(
@@ -176,7 +186,7 @@ class Pipeline:
         assert self.store is not None
         restore_conversations(
             self.assembler,
-            self.store.load(self._normalize),
+            self.store.load(self._normalize, self._normalize_logs),
             now=self.clock(),
             retention_s=self.assembly_config.retention_s,
             source=self.store.path,
@@ -218,6 +228,15 @@ class Pipeline:
             )
         return self._normalizer(request)
 
+    def _normalize_logs(
+        self, request: ExportLogsServiceRequest
+    ) -> tuple[list[SpanRecord], list[Rejection]]:
+        if self._logs_normalizer is None:
+            self._logs_normalizer = default_logs_normalizer(
+                self.assembly_config.conversation_id_keys, self.read_tally
+            )
+        return self._logs_normalizer(request)
+
     def _check_capacity(self) -> None:
         if not self._ready:
             raise Overloaded("collector is starting or stopping", retry_after_s=1.0)
@@ -250,17 +269,14 @@ class Pipeline:
         return result
 
     async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
-        """GenAI events sent as OTLP log records: EVENT records for their spans, held and
-        stored like spans (the state keeps the records, not the logs request), joined to
-        their span's record when the conversation is built, whichever arrived first.
-        Log records that are not GenAI events are accepted and skipped."""
         self._check_capacity()
-        records, rejections = normalize_logs_request(
-            request,
-            conversation_id_keys=tuple(self.assembly_config.conversation_id_keys),
-            tally=self.read_tally,
+        records, rejections = self._normalize_logs(request)
+        ignored = count_log_records(request) - len(records) - len(rejections)
+        if ignored:
+            self.instruments.log_records_ignored.add(ignored)
+        return await self._ingest(
+            records, rejections, request, self.instruments.log_records_rejected, "log records"
         )
-        return await self._ingest(records, rejections)
 
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
@@ -273,10 +289,13 @@ class Pipeline:
         self,
         records: list[SpanRecord],
         rejections: Sequence[Rejection],
-        request: ExportTraceServiceRequest | None = None,
+        request: ExportTraceServiceRequest | ExportLogsServiceRequest | None = None,
+        rejected: Counter | None = None,
+        items: str = "spans",
     ) -> IngestResult:
+        rejected = rejected or self.instruments.spans_rejected
         for rej in rejections:
-            self.instruments.spans_rejected.add(1, {"reason": rej.reason})
+            rejected.add(1, {"reason": rej.reason})
         read, unreadable = self.read_tally.drain()
         for (convention, adapter), n in read.items():
             self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
@@ -310,7 +329,7 @@ class Pipeline:
         message = ""
         if rejections:
             first = rejections[0]
-            message = f"{len(rejections)} spans rejected; first: {first.message}"
+            message = f"{len(rejections)} {items} rejected; first: {first.message}"
         return IngestResult(accepted=len(records), rejected=len(rejections), message=message)
 
     # ------------------------------------------------------------------ completion loop
@@ -358,6 +377,10 @@ class Pipeline:
         """Hand every conversation that is complete by `now` to evaluation; with `wait`,
         return after all evaluations (including earlier running ones) finished."""
         completed = self.assembler.poll(now)
+        given_up = self.assembler.take_given_up()
+        if self.store is not None:
+            for key in given_up:
+                await self.store.discard(key)
         for item in completed:
             self._chains.schedule(item)
         if wait:
@@ -368,6 +391,12 @@ class Pipeline:
         self._eval_errors.add(1)
 
     async def _evaluate(self, item: Completed) -> None:
+        if all(r.kind is RecordKind.EVENT for r in item.records):
+            # Only GenAI log events (an evicted buffer whose spans never came): nothing to
+            # evaluate; the assembler counted them, and no restart may restore them.
+            if self.store is not None:
+                await self.store.discard(item.key)
+            return
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
         if match is None and item.revision == 0:

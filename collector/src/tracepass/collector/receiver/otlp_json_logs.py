@@ -10,8 +10,11 @@ are the same.
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
@@ -30,9 +33,16 @@ from tracepass.collector.receiver.otlp_json import (
     _str,
     _u32,
     _u64,
+    check_signal,
+    parse_json,
 )
 
-__all__ = ["decode_logs_json_object", "is_logs_document"]
+__all__ = [
+    "decode_logs_json_bytes",
+    "decode_logs_json_object",
+    "encode_logs_json",
+    "is_logs_document",
+]
 
 _RL_KEYS = frozenset({"resource", "scopeLogs", "schemaUrl"})
 _SL_KEYS = frozenset({"scope", "logRecords", "schemaUrl"})
@@ -58,6 +68,25 @@ def is_logs_document(obj: Any) -> bool:
     return type(obj) is dict and ("resourceLogs" in obj or "resource_logs" in obj)
 
 
+def encode_logs_json(request: ExportLogsServiceRequest) -> bytes:
+    """OTLP/JSON of a logs request, ids in hex as the spec says (protobuf's JSON writer
+    would write them in base64): what `serve --record` writes for logs requests."""
+    doc = json_format.MessageToDict(request)
+    for rl in doc.get("resourceLogs", ()):
+        for sl in rl.get("scopeLogs", ()):
+            for lr in sl.get("logRecords", ()):
+                for key in ("traceId", "spanId"):
+                    if key in lr:
+                        lr[key] = base64.b64decode(lr[key]).hex()
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_logs_json_bytes(data: bytes | str) -> ExportLogsServiceRequest:
+    """Parse one OTLP/JSON `ExportLogsServiceRequest` (or `LogsData`) document (the body
+    of `POST /v1/logs`)."""
+    return decode_logs_json_object(parse_json(data))
+
+
 def decode_logs_json_object(obj: Any) -> ExportLogsServiceRequest:
     """Build the logs request from an already parsed JSON value."""
     if type(obj) is not dict:
@@ -67,6 +96,7 @@ def decode_logs_json_object(obj: Any) -> ExportLogsServiceRequest:
     if items is None:
         items = obj.get("resource_logs")
     if items is None:
+        check_signal(obj, "logs")
         return request
     if type(items) is not list:
         raise OtlpJsonError(f"expected an array, got {_kind(items)}", "resourceLogs")

@@ -10,7 +10,9 @@ Formats, as the OpenTelemetry Collector `file` exporter and other tools write th
   top-level array holds several documents.
 * Length-prefixed protobuf: each message preceded by its size as a 4-byte big-endian
   unsigned integer (file exporter `format: proto`, and any format with `compression:
-  zstd`, where each message is zstd-compressed before being prefixed).
+  zstd`, where each message is zstd-compressed before being prefixed). A frame holding
+  JSON is an OTLP/JSON document, traces or logs (`tracepass serve --record` writes logs
+  requests that way: a protobuf frame cannot say which signal it is).
 * A single bare protobuf message (starts with the `resource_spans` tag byte 0x0a).
 * Any of the above gzip- or zstd-compressed as a whole file.
 
@@ -144,7 +146,7 @@ def _json_documents(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
         idx = end
 
 
-def _frames(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
+def _frames(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
     pos, n, index = 0, len(data), 0
     while pos < n:
         if n - pos < 4:
@@ -165,7 +167,12 @@ def _frames(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
             payload = _unzstd(payload, where)
         if payload.lstrip()[:1] == b"{":
             try:
-                yield decode_json_object(json.loads(payload))
+                doc = json.loads(payload)
+                yield (
+                    decode_logs_json_object(doc)
+                    if is_logs_document(doc)
+                    else decode_json_object(doc)
+                )
             except json.JSONDecodeError as exc:
                 raise OtlpFileError(f"{where}: invalid JSON: {exc}") from None
             except OtlpJsonError as exc:
