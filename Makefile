@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench reliability lock dist clean
+.PHONY: setup demo test lint pytest bench reliability corpus lock dist clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -47,6 +47,12 @@ bench: setup
 reliability: setup
 	TRACEPASS_FUZZ_INPUTS=1000000 TRACEPASS_KILLS=30 TRACEPASS_OVERLOAD_S=600 \
 		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
+
+## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework
+## under .tools/frameworks, installed from PyPI; not part of `make test`.
+## CORPUS_ARGS passes options, e.g. CORPUS_ARGS="--only langgraph" or "--out /tmp/corpus".
+corpus:
+	$(PY) tests/frameworks/regenerate.py $(CORPUS_ARGS)
 
 ## Wheels and sdists of the three distributions in dist/, checked with twine.
 dist: setup

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
@@ -167,6 +167,22 @@ class LimitsConfig(_Section):
     soft_limit_ratio: float = Field(default=0.8, gt=0, lt=1)
 
 
+class UIConfig(_Section):
+    """The read-only web UI at /ui/ on the receiver's HTTP port (same bearer token)."""
+
+    enabled: bool = True
+    # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
+    # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
+    trace_url_template: str | None = None
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _has_placeholder(cls, value: str | None) -> str | None:
+        if value is not None and "{trace_id}" not in value:
+            raise ValueError("must contain the placeholder {trace_id}")
+        return value
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -177,6 +193,7 @@ class CollectorConfig(_Section):
     sampling: SamplingConfig = SamplingConfig()
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
+    ui: UIConfig = UIConfig()
 
 
 class ConfigError(ValueError):

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.collector.api import ConversationViews, conversation_routes
+from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
@@ -104,6 +104,7 @@ class CollectorService:
         self.telemetry: Any = None
         self.pipeline: Pipeline | None = None
         self.views: ConversationViews | None = None
+        self.read_model: ReadModel | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -193,6 +194,7 @@ class CollectorService:
             aggregator,
             event_logger=self.telemetry.event_logger(),
             clock=self.clock,
+            exemplars=self.telemetry.exemplars,
         )
         self._replay_window_journal()
         if judge is not None:
@@ -200,6 +202,14 @@ class CollectorService:
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
+        self.read_model = ReadModel(
+            self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+        )
+        routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        if cfg.ui.enabled:
+            from tracepass.collector.api.ui import ui_routes
+
+            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
         memory = None
         if cfg.limits.max_memory_mb is not None:
             memory = MemoryGuard(
@@ -219,7 +229,7 @@ class CollectorService:
             sink,
             instruments,
             cfg.receiver,
-            extra_routes=conversation_routes(self.views),
+            extra_routes=routes,
             memory=memory,
         )
         await self.receivers.start()
@@ -279,6 +289,7 @@ class CollectorService:
             await pipeline.stop()
             self.pipeline = None
             self.views = None
+            self.read_model = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
@@ -301,7 +312,7 @@ class CollectorService:
         await self._metrics_ready.wait()
         if self.metrics is None:  # start() failed before the metrics existed
             return
-        self.metrics.record(
+        recorded = self.metrics.record(
             result,
             revision=info.revision,
             lag_s=info.lag_s,
@@ -310,6 +321,10 @@ class CollectorService:
         )
         if info.journal_seq is not None:
             self._journal_applied = max(self._journal_applied, info.journal_seq)
+        if recorded:
+            from tracepass.collector.export.failure_log import log_failure
+
+            log_failure(result, info.conversation, info.revision)
         self.evaluated += 1
         for listener in self.listeners:
             try:
@@ -416,6 +431,14 @@ class CollectorService:
     @property
     def metrics_url(self) -> str | None:
         return self.telemetry.prometheus_url if self.telemetry is not None else None
+
+    @property
+    def ui_url(self) -> str | None:
+        """Loopback URL of the web UI (None when it or the HTTP receiver is off)."""
+        if not self.config.ui.enabled:
+            return None
+        base = self.endpoint("http")
+        return None if base is None else f"{base}/ui/"
 
     def endpoint(self, protocol: str = "http") -> str | None:
         """Loopback URL an exporter on this machine should use."""

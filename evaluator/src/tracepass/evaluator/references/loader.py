@@ -19,7 +19,7 @@ import yaml
 from tracepass.evaluator.models import ReferenceSet
 from tracepass.evaluator.references.adk import import_adk, looks_like_adk
 from tracepass.evaluator.references.dataset import ImportedDataset
-from tracepass.evaluator.references.errors import ReferenceLoadError
+from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
 from tracepass.evaluator.references.fairforge import import_fair_forge, looks_like_fair_forge
 from tracepass.evaluator.references.schema import parse_reference, parse_reference_set
 from tracepass.evaluator.strict_yaml import (
@@ -198,7 +198,9 @@ def load_dataset(path: Path | str) -> ImportedDataset:
             raise ReferenceLoadError("empty file", file=str(path))
         return ImportedDataset(reference_set=parse_reference_set(data, default_name=_stem(path)))
     except ReferenceLoadError as exc:
-        raise _locate(exc, str(path), text) from exc
+        located = [_locate(e, str(path), text) for e in flatten(exc)]
+        raise_collected(located)
+        raise  # unreachable: raise_collected raised
 
 
 def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
@@ -209,8 +211,13 @@ def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
     sets: list[ReferenceSet] = []
     owner: dict[str, str] = {}
     policy_owner: dict[str, str] = {}
+    errors: list[ReferenceLoadError] = []
     for f in iter_reference_files(paths):
-        ds = load_dataset(f)
+        try:
+            ds = load_dataset(f)
+        except ReferenceLoadError as exc:  # report every file's mistakes, not the first
+            errors.extend(flatten(exc))
+            continue
         for line in ds.skipped:  # e.g. ADK user-simulation cases: never dropped quietly
             log.warning("reference loading: %s", line)
         rs = ds.reference_set
@@ -218,18 +225,24 @@ def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
             continue
         for ref in rs.references:
             if ref.id in owner:
-                raise ReferenceLoadError(
-                    f"duplicate reference id {ref.id!r} (also in {owner[ref.id]})", file=str(f)
+                errors.append(
+                    ReferenceLoadError(
+                        f"duplicate reference id {ref.id!r} (also in {owner[ref.id]})",
+                        file=str(f),
+                    )
                 )
-            owner[ref.id] = str(f)
+            owner.setdefault(ref.id, str(f))
         for policy in rs.policies:
             if policy.id in policy_owner:
-                raise ReferenceLoadError(
-                    f"duplicate policy id {policy.id!r} (also in {policy_owner[policy.id]})",
-                    file=str(f),
+                errors.append(
+                    ReferenceLoadError(
+                        f"duplicate policy id {policy.id!r} (also in {policy_owner[policy.id]})",
+                        file=str(f),
+                    )
                 )
-            policy_owner[policy.id] = str(f)
+            policy_owner.setdefault(policy.id, str(f))
         sets.append(rs)
+    raise_collected(errors)
     return sets
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from tracepass.evaluator.checks import schema_problem
 from tracepass.evaluator.models import RULE_TYPES, Policy, PolicyRule, PolicyTool
+from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
 from tracepass.evaluator.references.schema import (
     Path,
     _fail,
@@ -123,10 +124,17 @@ def _policy(v: Any, path: Path) -> Policy:
 
 def parse_policies(v: Any, path: Path) -> tuple[Policy, ...]:
     items = _list(v, path)
-    out = [_policy(p, (*path, k)) for k, p in enumerate(items)]
+    errors: list[ReferenceLoadError] = []
+    out: list[tuple[int, Policy]] = []
+    for k, p in enumerate(items):
+        try:
+            out.append((k, _policy(p, (*path, k))))
+        except ReferenceLoadError as exc:
+            errors.extend(flatten(exc))
     seen: dict[str, int] = {}
-    for k, policy in enumerate(out):
+    for k, policy in out:
         if policy.id in seen:
-            raise _fail((*path, k, "id"), f"duplicate policy id {policy.id!r}")
+            errors.append(_fail((*path, k, "id"), f"duplicate policy id {policy.id!r}"))
         seen[policy.id] = k
-    return tuple(out)
+    raise_collected(errors)
+    return tuple(policy for _, policy in out)

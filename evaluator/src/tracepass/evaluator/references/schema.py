@@ -28,7 +28,12 @@ from tracepass.evaluator.models import (
     Reference,
     ReferenceSet,
 )
-from tracepass.evaluator.references.errors import ReferenceLoadError, format_path
+from tracepass.evaluator.references.errors import (
+    ReferenceLoadError,
+    flatten,
+    format_path,
+    raise_collected,
+)
 
 __all__ = ["Path", "parse_reference", "parse_reference_set"]
 
@@ -237,6 +242,7 @@ def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
     version, defaults), or a bare list of references."""
     rp: Path
     policies: tuple[Policy, ...] = ()
+    policy_errors: tuple[ReferenceLoadError, ...] = ()
     if isinstance(data, list):
         refs, name, version, defaults, rp = data, default_name, "1", {}, ()
     else:
@@ -248,7 +254,10 @@ def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
             # policies.py builds on this module's helpers: imported here, not at the top
             from tracepass.evaluator.references.policies import parse_policies
 
-            policies = parse_policies(raw["policies"], ("policies",))
+            try:
+                policies = parse_policies(raw["policies"], ("policies",))
+            except ReferenceLoadError as exc:
+                policy_errors = flatten(exc)
         name = _string(raw.get("name", default_name), ("name",))
         version = raw.get("version", "1")
         if isinstance(version, bool) or not isinstance(version, str | int | float):
@@ -257,11 +266,22 @@ def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
         defaults = _defaults(raw["defaults"], ("defaults",)) if "defaults" in raw else {}
         refs, rp = raw.get("references", []), ("references",)
     items = _list(refs, rp)
-    parsed = [parse_reference(r, (*rp, k), defaults) for k, r in enumerate(items)]
+    # Every reference is parsed even after a bad one, so all mistakes are reported at once.
+    errors: list[ReferenceLoadError] = list(policy_errors)
+    parsed: list[tuple[int, Reference]] = []
+    for k, r in enumerate(items):
+        try:
+            parsed.append((k, parse_reference(r, (*rp, k), defaults)))
+        except ReferenceLoadError as exc:
+            errors.extend(flatten(exc))
     seen: dict[str, int] = {}
-    for k, ref in enumerate(parsed):
+    for k, ref in parsed:
         if ref.id in seen:
             first = format_path((*rp, seen[ref.id]))
-            raise _fail((*rp, k, "id"), f"duplicate reference id {ref.id!r} (first at {first})")
+            errors.append(
+                _fail((*rp, k, "id"), f"duplicate reference id {ref.id!r} (first at {first})")
+            )
         seen[ref.id] = k
-    return ReferenceSet(name=name, version=version, references=tuple(parsed), policies=policies)
+    raise_collected(errors)
+    references = tuple(ref for _, ref in parsed)
+    return ReferenceSet(name=name, version=version, references=references, policies=policies)

@@ -144,7 +144,9 @@ def stderr_console() -> Console:
 
 def fail(message: str) -> NoReturn:
     """Report an input/usage error precisely and exit with code 2."""
-    stderr_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    console = stderr_console()
+    for line in message.splitlines() or [""]:  # several errors: one `error:` line each
+        console.print(f"[bold red]error:[/] {escape(line)}", highlight=False)
     raise typer.Exit(EXIT_INPUT)
 
 
