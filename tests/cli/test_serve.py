@@ -36,7 +36,7 @@ def test_trace_url_template_without_placeholder_exit_2(tmp_path: Path) -> None:
     cfg.write_text('ui:\n  trace_url_template: "http://jaeger/trace/"\n')
     res = runner.invoke(app, ["serve", "--config", str(cfg)])
     assert res.exit_code == 2
-    assert f"{cfg}: ui.trace_url_template" in res.output
+    assert f"{cfg}:2:3: ui.trace_url_template" in res.output
     assert "{trace_id}" in res.output
 
 
