@@ -78,15 +78,17 @@ def add_conversation(
     agent: str = "bot",
     matching: bool = True,
     end_marker: bool = True,
+    turns: int = TURNS,
     t0_ns: int = 1_700_000_000_000_000_000,
 ) -> None:
     """Append one conversation's 16 spans (one trace per turn, the end marker in its own
     trace). Every 5th conversation passes a wrong argument (a failing outcome), so both
-    outcome labels are exported. `matching=False` changes the queries so no reference
+    outcome labels are exported; `turns` other than 3 only for conversations that never
+    complete (the memory benchmark). `matching=False` changes the queries so no reference
     matches, and `end_marker=False` sends a 5th tool span instead of the marker: such a
     conversation never completes (the ingest-only runs)."""
     wrong = int(hashlib.blake2b(conv.encode(), digest_size=1).digest()[0]) % 5 == 0
-    for turn in range(TURNS):
+    for turn in range(turns):
         trace = _id(conv, turn, size=16)
         root = _id(conv, turn, "root", size=8)
         start = t0_ns + turn * 1_000_000_000
@@ -155,9 +157,7 @@ def request(
 
 def requests(n: int, *, prefix: str = "c", **kw: Any) -> list[bytes]:
     """`n` 512-span requests of whole conversations (32 each)."""
-    return [
-        request(k * CONVERSATIONS_PER_REQUEST, prefix=prefix, **kw) for k in range(n)
-    ]
+    return [request(k * CONVERSATIONS_PER_REQUEST, prefix=prefix, **kw) for k in range(n)]
 
 
 # ---------------------------------------------------------------------------- the server
@@ -263,7 +263,9 @@ def evaluated(metrics_text: str, agent: str | None = None) -> int:
     return int(total)
 
 
-def wait_evaluated(server: Server, n: int, *, timeout_s: float = 600.0, every_s: float = 0.1) -> None:
+def wait_evaluated(
+    server: Server, n: int, *, timeout_s: float = 600.0, every_s: float = 0.1
+) -> None:
     deadline = time.monotonic() + timeout_s
     while evaluated(scrape(server.metrics_url)) < n:
         if time.monotonic() > deadline:
@@ -320,12 +322,16 @@ def _send_all(
                         break
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return LoadResult(time.perf_counter() - t0, counts["ok"], counts["refused"], counts["other"])
+        return LoadResult(
+            time.perf_counter() - t0, counts["ok"], counts["refused"], counts["other"]
+        )
 
     return asyncio.run(run())
 
 
-def _child(port: int, payloads: list[bytes], concurrency: int, rate: float | None, out: Any) -> None:
+def _child(
+    port: int, payloads: list[bytes], concurrency: int, rate: float | None, out: Any
+) -> None:
     out.put(_send_all(port, payloads, concurrency, rate))
 
 

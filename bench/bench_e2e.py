@@ -98,7 +98,9 @@ def main() -> None:
         f"{args.requests} requests x {SPANS_PER_REQUEST} spans = {spans} spans, {convs} "
         f"3-turn conversations per run; median of {args.repeats} [min .. max]"
     )
-    print(f"{'baseline: protobuf parse + read attributes':<46}: {b:>9,.0f} spans/CPU-s (this process)")
+    print(
+        f"{'baseline: protobuf parse + read attributes':<46}: {b:>9,.0f} spans/CPU-s (this process)"
+    )
     for mode in ("none", "batch"):
         med = statistics.median(rate[mode])
         print(
