@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.evaluator.models import Conversation, ToolCall, Turn
+from tracepass.evaluator.models import Conversation, ToolCall, Turn, construct_unchecked
 
 SpanKey = tuple[str, str]
 
@@ -39,14 +39,24 @@ def top_level_turn(
     return found, parent is None
 
 
+# The models below are built with `construct_unchecked` (every field given, nothing
+# validated): every value comes from a typed `SpanRecord` whose fields already have the
+# models' types, and validating ~20 objects per conversation was a tenth of the live
+# evaluation path's CPU. tests/collector/test_build_unchecked.py checks that the result
+# equals validated construction.
+
+
 def _tool_call(rec: SpanRecord) -> ToolCall:
-    return ToolCall(
-        name=rec.tool_name or rec.name,
-        arguments=dict(rec.tool_arguments) if rec.tool_arguments is not None else {},
-        result=rec.tool_result,
-        error=rec.error,
-        call_id=rec.tool_call_id,
-        start_ns=rec.start_ns,
+    return construct_unchecked(
+        ToolCall,
+        {
+            "name": rec.tool_name or rec.name,
+            "arguments": dict(rec.tool_arguments) if rec.tool_arguments is not None else {},
+            "result": rec.tool_result,
+            "error": rec.error,
+            "call_id": rec.tool_call_id,
+            "start_ns": rec.start_ns,
+        },
     )
 
 
@@ -69,16 +79,19 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     uses_tools = root.final_answer_uses_tools
     if uses_tools is None and last_model is not None:
         uses_tools = last_model.final_answer_uses_tools
-    return Turn(
-        query=query,
-        answer=answer,
-        tool_calls=calls,
-        final_answer_uses_tools=uses_tools,
-        error=root.error,
-        trace_id=root.trace_id,
-        span_id=root.span_id,
-        start_ns=root.start_ns,
-        end_ns=root.end_ns,
+    return construct_unchecked(
+        Turn,
+        {
+            "query": query,
+            "answer": answer,
+            "tool_calls": calls,
+            "final_answer_uses_tools": uses_tools,
+            "error": root.error,
+            "trace_id": root.trace_id,
+            "span_id": root.span_id,
+            "start_ns": root.start_ns,
+            "end_ns": root.end_ns,
+        },
     )
 
 
@@ -148,13 +161,16 @@ def build_conversation(
         if rec.trace_id not in seen:
             seen.add(rec.trace_id)
             trace_ids.append(rec.trace_id)
-    return Conversation(
-        id=conversation_id,
-        agent_name=agent_name,
-        agent_version=agent_version,
-        turns=tuple(turns),
-        reference_id=reference_id,
-        trace_ids=tuple(trace_ids),
-        complete=complete,
-        attributes={"service.name": service} if service else {},
+    return construct_unchecked(
+        Conversation,
+        {
+            "id": conversation_id,
+            "agent_name": agent_name,
+            "agent_version": agent_version,
+            "turns": tuple(turns),
+            "reference_id": reference_id,
+            "trace_ids": tuple(trace_ids),
+            "complete": complete,
+            "attributes": {"service.name": service} if service else {},
+        },
     )
