@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench lock clean
+.PHONY: setup demo test lint pytest bench lock dist clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -41,8 +41,14 @@ pytest: setup
 bench: setup
 	$(BIN)/python bench/run_all.py
 
+## Wheels and sdists of the three distributions in dist/, checked with twine.
+dist: setup
+	rm -rf dist
+	$(UV) build --all-packages --out-dir dist
+	$(BIN)/twine check --strict dist/*
+
 lock: $(UV)
 	$(UV) lock
 
 clean:
-	rm -rf $(VENV) $(TOOLS)
+	rm -rf $(VENV) $(TOOLS) dist

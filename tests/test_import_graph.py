@@ -103,13 +103,25 @@ def test_evaluator_never_imports_the_collector() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
-    """The check itself works: a receiver module importing the API is caught."""
-    fake = COLLECTOR / "receiver" / "core.py"
-    source = "from tracepass.collector.api import views\n"
-    tree_imports = [
-        node.module
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.ImportFrom) and node.module
+def test_the_checker_sees_upward_imports(tmp_path: Path) -> None:
+    """The check itself works: absolute, relative and `from package import module`
+    imports of a later stage are all seen from a receiver module."""
+    module = tmp_path / "src" / "tracepass" / "collector" / "receiver" / "fake.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "from tracepass.collector.api import views\n"
+        "from ..pipeline import Pipeline\n"
+        "from tracepass.collector import service\n"
+        "def late():\n"
+        "    import tracepass.collector.app.cli.main\n",
+        encoding="utf-8",
+    )
+    found = [m for _, m in imported_modules(module)]
+    assert found == [
+        "tracepass.collector.api",
+        "tracepass.collector.pipeline",
+        "tracepass.collector.service",
+        "tracepass.collector.app.cli.main",
     ]
-    assert rank(tree_imports[0].split(".")[2]) > rank(stage_of(fake))
+    own = rank("receiver")
+    assert all(rank(m.split(".")[2]) > own for m in found)

@@ -1,4 +1,4 @@
-"""The `tracepass evaluate --format json` contract of issue 6, checked key by key.
+"""The `tracepass evaluate --format json` contract, checked key by key.
 
 Contract objects whose keys the issue lists in full (the per-k estimate blocks, a
 turn's `tool_correctness` and `trajectory`) must have exactly those keys; objects the

@@ -66,10 +66,10 @@ def test_gates_pass_fail_and_lower_bound() -> None:
     # tool_correctness: 8 of 9 turns tool-correct in the sample.
     res = run("--dataset", str(DATASET), "--fail-under", "tool_correctness=0.8")
     assert res.exit_code == 0, res.output
-    assert "gate PASS tool_correctness" in res.stderr
+    assert "gate PASS: tool_correctness" in res.stderr
     res = run("--dataset", str(DATASET), "--fail-under", "tool_correctness=0.95")
     assert res.exit_code == 1
-    assert "gate FAIL tool_correctness" in res.stderr
+    assert "gate FAIL: tool_correctness" in res.stderr
     # The same floor judged on the lower credible bound fails (9 turns are few).
     res = run(
         "--dataset", str(DATASET), "--fail-under", "tool_correctness=0.8", "--gate-on", "lower"

@@ -116,4 +116,36 @@ def test_show_bad_input_exit_2(tmp_path: Path) -> None:
     empty.write_text("name: e\nreferences: []\n", encoding="utf-8")
     res = runner.invoke(app, ["references", "show", str(empty)])
     assert res.exit_code == 2
-    assert "no references found" in res.stderr
+    assert "no references or policies found" in res.stderr
+
+
+POLICY = """\
+name: travel
+policies:
+  - id: travel-agent-policy
+    agent: travel-agent
+    tools:
+      book_flight: {arguments_schema: {type: object, required: [flight_id]}}
+    rules:
+      - {type: order, first: search_flights, then: book_flight}
+"""
+
+
+def test_validate_policies(tmp_path: Path) -> None:
+    good = tmp_path / "policy.yaml"
+    good.write_text(GOOD + POLICY.removeprefix("name: travel\n"), encoding="utf-8")
+    res = runner.invoke(app, ["references", "validate", str(good)])
+    assert res.exit_code == 0, res.output
+    assert "1 reference set(s), 1 reference(s), 1 policy" in res.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(POLICY.replace("then: book_flight", "than: book_flight"), encoding="utf-8")
+    res = runner.invoke(app, ["references", "validate", str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}:8: policies[0].rules[0].than: unknown field" in res.stderr
+    bad.write_text(POLICY.replace("type: object,", "type: objekt,"), encoding="utf-8")
+    res = runner.invoke(app, ["references", "validate", str(bad)])
+    assert res.exit_code == 2
+    assert (
+        f"{bad}:6: policies[0].tools.book_flight.arguments_schema: invalid JSON Schema"
+        in res.stderr
+    )

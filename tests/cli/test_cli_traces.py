@@ -106,7 +106,7 @@ def test_evaluate_traces_gate_and_reference_errors(traces: dict[str, Path], tmp_
     assert runner.invoke(app, [*base, "--fail-under", "pass_at_k@1=0.7"]).exit_code == 0
     res = runner.invoke(app, [*base, "--fail-under", "pass_pow_k@3=0.9"])
     assert res.exit_code == 1
-    assert "gate FAIL pass_pow_k@3 = 0.500 (unbiased)" in res.stderr
+    assert "gate FAIL: pass_pow_k@3 unbiased estimate 0.500 < required" in res.stderr
     bad = tmp_path / "refs.yaml"
     bad.write_text("name: x\nreferences:\n  - id: a\n    turns: 3\n", encoding="utf-8")
     res = runner.invoke(app, ["evaluate", str(traces["v2"]), "--references", str(bad)])
@@ -232,14 +232,14 @@ def test_evaluate_gate_on_lower_bound(traces: dict[str, Path]) -> None:
     base = ["evaluate", str(traces["v2"]), "-r", str(REFS), "--fail-under", "pass_pow_k@3=0.5"]
     res = runner.invoke(app, base)
     assert res.exit_code == 0, res.output
-    assert "gate PASS pass_pow_k@3 = 0.500 (unbiased) >= 0.5" in res.stderr
+    assert "gate PASS: pass_pow_k@3 unbiased estimate 0.500 >= required 0.5" in res.stderr
     res = runner.invoke(app, [*base, "--gate-on", "lower", "--format", "json"])
     assert res.exit_code == 1
     (gate,) = json.loads(res.stdout)["gates"]
     assert gate["estimator"] == "lower"
     assert gate["passed"] is False
     assert gate["value"] == json.loads(res.stdout)["summary"]["pass_pow_k"]["3"]["lower"]
-    assert "gate FAIL pass_pow_k@3" in res.stderr
+    assert "gate FAIL: pass_pow_k@3" in res.stderr
 
 
 def test_progress_bar_on_a_terminal_keeps_stdout_json(traces: dict[str, Path]) -> None:
@@ -275,3 +275,40 @@ def test_progress_bar_on_a_terminal_keeps_stdout_json(traces: dict[str, Path]) -
     assert proc.returncode == 0, err.decode(errors="replace")
     assert json.loads(out)["summary"]["matched"] == 8
     assert b"evaluating" in err
+
+
+def test_evaluate_sample_rate_keeps_what_the_collector_formula_keeps(
+    traces: dict[str, Path],
+) -> None:
+    import hashlib
+
+    def kept(cid: str) -> bool:
+        digest = hashlib.sha256(f"ci:{cid}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") < 0.5 * 2**64
+
+    every = runner.invoke(
+        app, ["evaluate", str(traces["v2"]), "--references", str(REFS), "--format", "json"]
+    )
+    ids = [c["conversation_id"] for c in json.loads(every.stdout)["conversations"]]
+    res = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(traces["v2"]),
+            "--references",
+            str(REFS),
+            "--format",
+            "json",
+            "--sample-rate",
+            "0.5",
+            "--sample-seed",
+            "ci",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert sorted(c["conversation_id"] for c in doc["conversations"]) == sorted(
+        i for i in ids if kept(i)
+    )
+    assert doc["run"]["sample_rate"] == 0.5
+    assert "sampling:" in res.stderr

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from _pipeline_support import MODEL, OTHER, TURN, rec, turn_records
+from _pipeline_support import MODEL, OTHER, TOOL, TURN, rec, turn_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracepass.collector.assembly import build_conversation
-from tracepass.evaluator.models import Conversation, ToolCall
+from tracepass.evaluator.models import Conversation, ToolCall, ToolDefinition
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
@@ -51,6 +51,8 @@ def test_tool_turns_equal_validated_construction(
 
 def test_model_requested_calls_and_spans_outside_turns() -> None:
     calls = (ToolCall(name="lookup", arguments={"x": 1}),)
+    offered = (ToolDefinition(name="lookup", description="find", parameters={"type": "object"}),)
+    schema = (ToolDefinition(name="lookup", parameters={"type": "object"}),)
     records = [
         rec(1, 1, None, OTHER, conv="c", start=0),  # an HTTP server span above the turn
         rec(1, 2, 1, TURN, conv="c", start=1, input_text="q", agent_name="bot"),
@@ -66,7 +68,11 @@ def test_model_requested_calls_and_spans_outside_turns() -> None:
             final_answer_uses_tools=True,
         ),
         rec(3, 4, None, OTHER, conv="c", start=9),  # a trace without any turn
+        rec(3, 5, 4, TOOL, conv="c", start=10, tool_name="lookup", tool_definitions=schema),
     ]
+    records[2] = dataclasses.replace(records[2], tool_definitions=offered)
     conv = build_conversation("c", records)
     assert conv.turns[0].tool_calls == calls
+    assert conv.turns[0].offered_tools == offered
+    assert conv.turns[1].tool_schemas == {"lookup": {"type": "object"}}
     assert_same_as_validated(conv)

@@ -1,4 +1,4 @@
-"""Spans from tracepass's own instrumentation (issue 1), normalized.
+"""Spans from tracepass's own instrumentation, normalized.
 
 Run in a subprocess: the decorators use the global tracer provider, which can be set
 only once per process and must not leak into other tests sharing an xdist worker.
@@ -55,17 +55,23 @@ open(sys.argv[1], "wb").write(encode_spans(exporter.get_finished_spans()).Serial
 """
 
 
-def test_tracepass_instrumentation_spans(tmp_path: Path) -> None:
+def spans_of_script(script: str, tmp_path: Path) -> ExportTraceServiceRequest:
+    """Run `script` (which writes its spans as one OTLP request to argv[1]) in a fresh
+    interpreter; return the request."""
     out = tmp_path / "spans.binpb"
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(out)],
+        [sys.executable, "-c", script, str(out)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    records, rejections = normalize_request(ExportTraceServiceRequest.FromString(out.read_bytes()))
+    return ExportTraceServiceRequest.FromString(out.read_bytes())
+
+
+def test_tracepass_instrumentation_spans(tmp_path: Path) -> None:
+    records, rejections = normalize_request(spans_of_script(_SCRIPT, tmp_path))
     assert rejections == []
     assert {r.conversation_id for r in records} == {"conv-9"}
     assert {r.reference_id for r in records} == {"ref-3"}

@@ -155,6 +155,7 @@ def test_required_panels_present() -> None:
         "tracepass_open_conversations",
         "tracepass_conversations_evicted_total",
         "tracepass_evaluation_lag_seconds_bucket",
+        "tracepass_policy_violations_total",
     ):
         assert metric in exprs, metric
 

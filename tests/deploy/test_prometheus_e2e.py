@@ -1,7 +1,9 @@
 """A real Prometheus (the Debian `prometheus` binary, on a free loopback port with a temp
 config) scrapes a real `tracepass serve` fed by the instrumented example agent over OTLP:
 every Grafana dashboard panel's query returns data, and TracepassPassPowKBelowTarget
-reaches `firing` after the agent's success rate drops.
+reaches `firing` after the agent's success rate drops: for the example agent (scored
+against references) and for an agent with only live traffic, scored by its agent policy
+(reference_set="policy:<id>", tests/e2e/_policy_agent.py).
 
 Short windows, same rules. The collector runs with windows *named* "1h" and "24h" but
 20 s and 60 s long, so the alert expressions, which select windows by name, are used
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,7 +46,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "tracepass.rules.yaml"
 DOCS = ROOT / "docs" / "exported-metrics.md"
-REFS = str(ROOT / "examples" / "references")
+REFS = ROOT / "examples" / "references"
+POLICY_AGENT = ROOT / "tests" / "e2e" / "_policy_agent.py"
+POLICY = """\
+policies:
+  - id: travel-agent-policy
+    agent: policy-travel-agent
+    rules:
+      - {type: order, first: search_flights, then: book_flight}
+"""
+POLICY_SET = "policy:travel-agent-policy"
+POLICY_VERSION = "2.0"
 AGENT = "travel-assistant"
 VERSION = "1.0"
 REFERENCE_SET = "travel-assistant"
@@ -55,8 +68,10 @@ SERVE_CONFIG: dict[str, Any] = {
         "decay_half_life_s": 10,
         "ks": [1, 3, 5],
         "min_conversations": 5,
-        # Two values per label: the versions "1.0", "0.9" fit, a third one overflows.
-        "label_limit": 2,
+        # Three values per label: the versions "1.0", "2.0" (the policy agent, both
+        # recorded first: the test waits for them) and "0.9" fit, a fourth overflows;
+        # agent names and reference sets (with the policy's) fit.
+        "label_limit": 3,
     },
 }
 PANEL_VALUES = {
@@ -252,6 +267,32 @@ class Traffic:
             raise AssertionError(f"agent traffic failed: {self.error}") from self.error
 
 
+class PolicyTraffic(Traffic):
+    """The live-only policy agent in a loop: clean conversations, or (regressed) ones
+    that book before searching, which its policy's order rule fails."""
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                i = self.batches
+                scripts = "early" if self.regression else "clean"
+                run_policy_agent(
+                    self.endpoint, "--scripts", scripts, "--repeat", "3",
+                    "--prefix", f"p{i}-", "--version", POLICY_VERSION,
+                )  # fmt: skip
+                self.batches += 1
+        except BaseException as exc:  # reported by check()
+            self.error = exc
+
+
+def run_policy_agent(endpoint: str, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(POLICY_AGENT), endpoint, *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 def assert_families_documented(metrics_url: str) -> None:
     """Every metric family the running collector exports is in docs/exported-metrics.md
     under its exported Prometheus name (with `_total` / `_seconds` as exposed)."""
@@ -268,11 +309,28 @@ def assert_families_documented(metrics_url: str) -> None:
 
 def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
     require_tool("prometheus")
+    refs = tmp_path / "refs"
+    shutil.copytree(REFS, refs)
+    (refs / "policy.yaml").write_text(POLICY, encoding="utf-8")
     with (
-        serve(tmp_path, "--references", REFS, config=SERVE_CONFIG) as s,
+        serve(tmp_path, "--references", str(refs), config=SERVE_CONFIG) as s,
         prometheus(tmp_path, s.ports["metrics_port"]) as prom,
         Traffic(s.http) as traffic,
+        PolicyTraffic(s.http) as policy_traffic,
     ):
+
+        def first(expr: str) -> list[dict[str, Any]] | None:
+            traffic.check()
+            policy_traffic.check()
+            return prom.query(expr) or None
+
+        for version in (VERSION, POLICY_VERSION):
+            wait_until(
+                lambda v=version: first(f'tracepass_conversations_total{{agent_version="{v}"}}'),
+                90,
+                f"the first evaluations of version {version}",
+                interval=0.5,
+            )
         # Extras that make the health panels show data: another version, a version
         # beyond the label limit, a conversation without reference, a rejected span.
         # The older version fails now and then (the top-failing panel has something).
@@ -286,6 +344,9 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
+        # Four conversations of another version of the policy agent, three of them
+        # violating (the violations panel); too few (n=4) for any estimate or alert.
+        run_policy_agent(s.http, "--version", "0.1", "--prefix", "mixed-")
         bad_span = {
             "resourceSpans": [{"scopeSpans": [{"spans": [{
                 "traceId": "0" * 32, "spanId": "0" * 16, "name": "broken",
@@ -308,6 +369,7 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
 
         def has(expr: str) -> list[dict[str, Any]] | None:
             traffic.check()
+            policy_traffic.check()
             return prom.query(expr) or None
 
         rows = wait_until(lambda: has(pooled), 90, "the pooled pass^3 recording rule", interval=0.5)
@@ -330,29 +392,53 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
         assert_families_documented(s.metrics_url)
         assert not prom.alerts("TracepassPassPowKBelowTarget")
 
-        # Phase 2: the agent regresses; the alert must fire for its version.
-        traffic.regression = 0.9
+        # The live-only agent's policy series are pooled like any other.
+        policy_pooled = (
+            f'tracepass:pass_pow_k:pooled{{agent_name="policy-travel-agent", '
+            f'agent_version="{POLICY_VERSION}", reference_set="{POLICY_SET}", window="24h", '
+            'k="3"}'
+        )
+        rows = wait_until(lambda: has(policy_pooled), 60, "the policy's pooled pass^3")
+        assert float(rows[0]["value"][1]) == 1.0
 
-        def firing() -> list[dict[str, Any]] | None:
+        # Phase 2: both agents regress; the alert must fire for each.
+        traffic.regression = 0.9
+        policy_traffic.regression = 1.0
+
+        def firing(**labels: str) -> list[dict[str, Any]] | None:
             traffic.check()
+            policy_traffic.check()
             alerts = [
                 a
                 for a in prom.alerts("TracepassPassPowKBelowTarget")
-                if a["state"] == "firing" and a["labels"]["agent_version"] == VERSION
+                if a["state"] == "firing"
+                and all(a["labels"].get(k) == v for k, v in labels.items())
             ]
             return alerts or None
 
-        alerts = wait_until(firing, 150, "TracepassPassPowKBelowTarget to fire", interval=1)
+        alerts = wait_until(
+            lambda: firing(agent_version=VERSION), 150, "TracepassPassPowKBelowTarget to fire",
+            interval=1,
+        )  # fmt: skip
         labels = alerts[0]["labels"]
         assert labels["agent_name"] == AGENT
         assert labels["k"] == "3"
         assert labels["severity"] == "critical"
         assert float(alerts[0]["value"]) < 0.7
         assert alerts[0]["annotations"]["runbook_url"].endswith("#tracepasspasspowkbelowtarget")
+        # The agent with only live traffic is paged too, on its policy series.
+        alerts = wait_until(
+            lambda: firing(reference_set=POLICY_SET), 150, "the alert on the policy series",
+            interval=1,
+        )  # fmt: skip
+        assert alerts[0]["labels"]["agent_name"] == "policy-travel-agent"
+        assert alerts[0]["labels"]["agent_version"] == POLICY_VERSION
 
         # Clean shutdown, in dependency order: agents, Prometheus, tracepass.
         traffic.stop()
         traffic.check()
         assert traffic.batches > 0
+        policy_traffic.stop()
+        policy_traffic.check()
         assert prom.stop() == 0, prom.log.read_text()
         assert s.terminate() == 0, s.stderr()

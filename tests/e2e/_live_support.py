@@ -150,7 +150,12 @@ class Serve:
 
 
 @contextlib.contextmanager
-def serve(tmp_path: Path, *args: str, config: dict[str, Any] | None = None) -> Iterator[Serve]:
+def serve(
+    tmp_path: Path,
+    *args: str,
+    config: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[Serve]:
     ports_file = tmp_path / "ports.json"
     ports_file.unlink(missing_ok=True)
     cmd = [
@@ -165,7 +170,9 @@ def serve(tmp_path: Path, *args: str, config: dict[str, Any] | None = None) -> I
         cmd += ["--config", str(write_config(tmp_path / "config.yaml", config))]
     err = tmp_path / "serve.stderr"
     with err.open("wb") as err_f:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_f, env=clean_env())
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=err_f, env=clean_env(**(env or {}))
+        )
     s = Serve(proc, {}, err)
     try:
 

@@ -178,7 +178,7 @@ def test_probe_gates_exit_1_on_a_regression_and_0_when_met() -> None:
     assert failed.returncode == 1, failed.stderr
     doc = json.loads(failed.stdout)
     assert doc["gates"][0]["passed"] is False
-    assert "gate FAIL pass_pow_k@3" in failed.stderr
+    assert "gate FAIL: pass_pow_k@3" in failed.stderr
     passed = subprocess.run(
         [*base, *args, "--fail-under", "pass_at_k@1=0.01"],
         capture_output=True, text=True, env=env, timeout=240,
@@ -190,3 +190,18 @@ def test_probe_gates_exit_1_on_a_regression_and_0_when_met() -> None:
     )  # fmt: skip
     assert bad.returncode == 2
     assert "pass_pow_k@7" in bad.stderr
+
+
+def test_probe_table_shows_the_intervals_its_title_promises() -> None:
+    import re
+
+    done = subprocess.run(
+        [TRACEPASS, "probe", "--references", REFS, "--no-progress",
+         "--agent", f"{TRAVEL_AGENT}:answer", "--trials", "2", "--k", "1,2"],
+        capture_output=True, text=True, env=clean_env(), timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "credible interval" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if "greeting" in line]
+    assert rows
+    assert re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]", rows[0])

@@ -3,9 +3,13 @@ own sample dataset, plus the places where we follow the paper over the code."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracepass.evaluator.fairforge import fair_forge_parameter_credit, fair_forge_tool_correctness
 from tracepass.evaluator.models import (
@@ -14,11 +18,16 @@ from tracepass.evaluator.models import (
     Reference,
     ReferenceTurn,
     ToolCall,
+    ToolCorrectness,
     Turn,
 )
 from tracepass.evaluator.references import load_dataset
 from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
-from tracepass.evaluator.toolcorrectness import compile_turn, tool_correctness
+from tracepass.evaluator.toolcorrectness import (
+    compile_turn,
+    make_tool_correctness,
+    tool_correctness,
+)
 
 SAMPLE = Path(__file__).parent.parent / "data" / "fair-forge" / "dataset_agentic.json"
 
@@ -273,3 +282,180 @@ def test_empty_agentic_blocks_mean_not_checked(tmp_path: Path) -> None:
     for gta in gtas:
         result = _score(_ff_dataset({}, gta), tmp_path, "fair-forge")
         assert result.turns[0].tool_correctness is None
+
+
+# ------------------------------------------------------- repeated tool names: best-fit pairs
+
+
+def _rank_paired(
+    calls: Sequence[ToolCall], turn: ReferenceTurn, declared: bool | None
+) -> ToolCorrectness | None:
+    """The profile as it was before best-fit pairing: the i-th expected call of a name
+    against the i-th actual call of that name, an uncalled name one 0.0. Kept as the
+    oracle for "turns without repeated names score exactly as before"."""
+    expected = turn.expected_tools
+    if expected is None or (not expected and not calls):
+        return None
+    if expected and not calls:
+        return make_tool_correctness(0.0, 0.0, 0.0, 0.0, (0.25,) * 4, 1.0)
+    used_names = {c.name for c in calls}
+    exp_names = {t.name for t in expected}
+    union = used_names | exp_names
+    s = len(used_names & exp_names) / len(union) if union else 1.0
+    used_by: dict[str, list[int]] = {}
+    for pos, c in enumerate(calls):
+        used_by.setdefault(c.name, []).append(pos)
+    exp_by: dict[str, list[int]] = {}
+    for j, t in enumerate(expected):
+        exp_by.setdefault(t.name, []).append(j)
+    params: list[float] = []
+    steps: list[float] = []
+    for name, e_idx in exp_by.items():
+        u_idx = used_by.get(name)
+        if not u_idx:
+            params.append(0.0)
+            steps.append(0.0)
+            continue
+        for rank, j in enumerate(e_idx):
+            i = u_idx[rank] if rank < len(u_idx) else None
+            exp_args = expected[j].arguments
+            if i is None:
+                params.append(0.0)
+            elif exp_args is None:
+                params.append(1.0)
+            else:
+                params.append(fair_forge_parameter_credit(exp_args, calls[i].arguments))
+            steps.append(1.0 if i is not None and i == j else 0.0)
+    p = sum(params) / len(params) if params else 0.0
+    q = (sum(steps) / len(steps) if steps else 0.0) if turn.tool_sequence_matters else 1.0
+    u = 1.0 if declared else 0.0
+    return make_tool_correctness(s, p, q, u, (0.25,) * 4, 1.0)
+
+
+def _scores(tc: ToolCorrectness | None) -> tuple[float, float, float, float] | None:
+    return None if tc is None else (tc.selection, tc.parameters, tc.sequence, tc.utilization)
+
+
+def _call(name: str, **arguments: object) -> ToolCall:
+    return ToolCall(name=name, arguments=arguments)
+
+
+def _exp(name: str, **arguments: object) -> ExpectedTool:
+    return ExpectedTool(name=name, arguments=arguments)
+
+
+def test_repeated_name_missing_call_costs_parameters_not_everything() -> None:
+    """Two emails expected, only the second sent: the sent one pairs with its own
+    expected call (0.5), not with the first expected call (0.0)."""
+    turn = rt(_exp("send_email", to="a"), _exp("send_email", to="b"), ordered=False)
+    calls = [_call("send_email", to="b")]
+    assert _scores(ff(calls, turn)) == (1.0, 0.5, 1.0, 1.0)
+    old = _rank_paired(calls, turn, True)
+    assert old is not None
+    assert old.parameters == 0.0
+
+
+def test_repeated_name_swap_costs_sequence_not_parameters() -> None:
+    """Subtract then multiply expected, done the other way round: both calls are right
+    (parameters 1.0) and out of order (sequence 0.0)."""
+    subtract = {"operation": "subtract", "a": 13, "b": 22}
+    multiply = {"operation": "multiply", "a": 21, "b": 60}
+    turn = rt(_exp("calculator", **subtract), _exp("calculator", **multiply), ordered=True)
+    calls = [_call("calculator", **multiply), _call("calculator", **subtract)]
+    tc = ff(calls, turn)
+    assert _scores(tc) == (1.0, 1.0, 0.0, 1.0)
+    assert tc is not None
+    assert not tc.correct
+    old = _rank_paired(calls, turn, True)
+    assert old is not None
+    assert (old.parameters < 1.0, old.sequence) == (True, 1.0)  # charged to the wrong one
+
+
+def test_repeated_name_uncalled_counts_per_expected_call() -> None:
+    turn = rt("a", "a", "b", ordered=False)
+    assert _scores(ff([ToolCall(name="b")], turn)) == pytest.approx((0.5, 1 / 3, 1.0, 1.0))
+
+
+def test_identical_arguments_pair_in_order() -> None:
+    """Ties (identical arguments) pair first with first, so a correct run in order keeps
+    sequence 1.0 and a single call takes the first of the tied expected calls."""
+    turn = rt(_exp("f", x=1), _exp("f", x=1), ordered=True)
+    assert _scores(ff([_call("f", x=1), _call("f", x=1)], turn)) == (1.0, 1.0, 1.0, 1.0)
+    assert _scores(ff([_call("f", x=1)], turn)) == (1.0, 0.5, 0.5, 1.0)
+    # equally partial fits (one of two keys each): still the first expected call
+    turn = rt(_exp("f", x=1, y=2), _exp("f", x=1, y=3), ordered=True)
+    assert _scores(ff([_call("f", x=1, y=9)], turn)) == (1.0, 0.25, 0.5, 1.0)
+    # identical actual calls against distinct expected ones: also in order
+    turn = rt(_exp("f", x=1), _exp("f", x=2), ordered=True)
+    assert _scores(ff([_call("f", x=3), _call("f", x=3)], turn)) == (1.0, 0.0, 1.0, 1.0)
+
+
+_NAMES = ("a", "b", "c", "d")
+_values = st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["x", "y"])
+_arguments = st.dictionaries(st.sampled_from(["k", "l", "m"]), _values, max_size=3)
+
+
+@st.composite
+def _unique_name_turns(draw: st.DrawFn) -> tuple[list[ToolCall], ReferenceTurn, bool | None]:
+    exp_names = draw(st.lists(st.sampled_from(_NAMES), unique=True, max_size=4))
+    call_names = draw(st.lists(st.sampled_from(_NAMES), unique=True, max_size=4))
+    expected = tuple(
+        ExpectedTool(name=n, arguments=draw(st.none() | _arguments)) for n in exp_names
+    )
+    calls = [ToolCall(name=n, arguments=draw(_arguments)) for n in call_names]
+    turn = ReferenceTurn(
+        query="q", expected_tools=expected, tool_sequence_matters=draw(st.booleans())
+    )
+    return calls, turn, draw(st.none() | st.booleans())
+
+
+@settings(deadline=None, max_examples=300)
+@given(_unique_name_turns())
+def test_unique_names_score_exactly_as_before(
+    case: tuple[list[ToolCall], ReferenceTurn, bool | None],
+) -> None:
+    calls, turn, declared = case
+    assert _scores(ff(calls, turn, declared)) == _scores(_rank_paired(calls, turn, declared))
+
+
+@st.composite
+def _repeated_name_turns(draw: st.DrawFn) -> tuple[list[ToolCall], ReferenceTurn]:
+    exp_names = draw(st.lists(st.sampled_from(_NAMES[:2]), min_size=1, max_size=4))
+    call_names = draw(st.lists(st.sampled_from(_NAMES[:2]), min_size=1, max_size=4))
+    expected = tuple(ExpectedTool(name=n, arguments=draw(_arguments)) for n in exp_names)
+    calls = [ToolCall(name=n, arguments=draw(_arguments)) for n in call_names]
+    return calls, ReferenceTurn(query="q", expected_tools=expected, tool_sequence_matters=True)
+
+
+@settings(deadline=None, max_examples=300)
+@given(_repeated_name_turns())
+def test_parameters_are_the_best_one_to_one_fit(
+    case: tuple[list[ToolCall], ReferenceTurn],
+) -> None:
+    """Brute force: parameters = max over every name-preserving one-to-one pairing of the
+    summed credit, over the number of expected calls; sequence counts paired calls at
+    their own step, so it never exceeds the share of expected calls that are paired."""
+    calls, turn = case
+    expected = turn.expected_tools
+    assert expected is not None
+    best = 0.0
+    # each expected call takes a distinct actual call of its name, or none (-1)
+    options = [[-1, *(i for i, c in enumerate(calls) if c.name == t.name)] for t in expected]
+    for choice in itertools.product(*options):
+        taken = [i for i in choice if i >= 0]
+        if len(taken) != len(set(taken)):
+            continue
+        total = sum(
+            fair_forge_parameter_credit(expected[j].arguments or {}, calls[i].arguments)
+            for j, i in enumerate(choice)
+            if i >= 0
+        )
+        best = max(best, total)
+    tc = ff(calls, turn)
+    assert tc is not None
+    assert tc.parameters == pytest.approx(best / len(expected))
+    n_paired = sum(
+        min(sum(c.name == n for c in calls), sum(t.name == n for t in expected))
+        for n in {t.name for t in expected}
+    )
+    assert tc.sequence <= n_paired / len(expected) + 1e-12

@@ -17,6 +17,7 @@ from tracepass.evaluator.models import (
     ToolCorrectness,
     TrajectoryScores,
     TurnResult,
+    Violation,
     construct_unchecked,
 )
 
@@ -57,6 +58,18 @@ trajectory = st.none() | st.builds(
     f1=unit,
 )
 
+violations = st.lists(
+    st.builds(
+        Violation,
+        rule=st.sampled_from(["unknown_tool", "order", "grader"]),
+        turn=st.integers(min_value=0, max_value=5),
+        tool_call=st.none() | st.integers(min_value=0, max_value=5),
+        message=st.text(max_size=10),
+        path=text,
+    ),
+    max_size=2,
+).map(tuple)
+
 
 @st.composite
 def turn_values(draw: st.DrawFn) -> dict[str, Any]:
@@ -79,6 +92,10 @@ def turn_values(draw: st.DrawFn) -> dict[str, Any]:
         "single_tool_use": draw(
             st.none() | st.dictionaries(st.text(max_size=5), st.booleans(), max_size=2)
         ),
+        "violations": draw(violations),
+        "policy_passed": draw(maybe_bool),
+        "policy_graders": draw(graders),
+        "policy_error": draw(text),
     }
 
 
@@ -121,6 +138,9 @@ def test_conversation_result_equals_validated_construction(
         "turns": built,
         "trajectory": traj,
         "single_tool_use": None,
+        "policy_id": None if outcome is Outcome.UNSCORED else "p",
+        "policy_outcome": None if outcome is Outcome.UNSCORED else outcome,
+        "violations": tuple(v for t in built for v in t.violations),
     }
     assert set(values) == set(ConversationResult.model_fields)
     checked = ConversationResult.model_validate(

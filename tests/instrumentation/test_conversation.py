@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from contextvars import copy_context
 
@@ -198,3 +201,70 @@ def test_threads_need_copied_context(spans: InMemorySpanExporter) -> None:
         t.start()
         t.join(5)
     assert seen == ["threaded"]
+
+
+_SETUP_SCRIPT = """
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tracepass.instrumentation import agent, configure, conversation, install, tool
+
+exporter = InMemorySpanExporter()
+if sys.argv[1] == "configure":
+    configure(service_name="svc", exporter=exporter, batch=False)
+else:
+    provider = TracerProvider()  # the user's own
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    if sys.argv[1] == "install":
+        install(provider)
+foreign = trace.get_tracer("some.other.library")
+
+@tool
+def lookup(order: str) -> str:
+    return "shipped"
+
+@agent(name="helper")
+def helper(q: str) -> str:
+    return lookup(q)
+
+@agent(name="support")
+def support(q: str) -> str:
+    with foreign.start_as_current_span("http GET"):
+        pass
+    return helper(q)
+
+with conversation("conv-1", reference_id="ref-1", agent_version="3.1"):
+    support("where is 42?")
+print(json.dumps({s.name: dict(s.attributes or {}) for s in exporter.get_finished_spans()}))
+"""
+
+
+@pytest.mark.parametrize("setup", ["configure", "install", "own"])
+def test_which_spans_carry_the_conversation_attributes(setup: str) -> None:
+    """docs/instrumentation.md's table, in a fresh interpreter per setup (the global
+    provider can be set once): tracepass's spans stamp the conversation's attributes
+    themselves; other libraries' spans get them only from the installed processor."""
+    out = subprocess.run(
+        [sys.executable, "-c", _SETUP_SCRIPT, setup],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    attrs = json.loads(out.stdout)
+    ours = ["invoke_agent support", "invoke_agent helper", "execute_tool lookup"]
+    ours.append("tracepass.conversation.end")
+    assert set(attrs) == {*ours, "http GET"}
+    stamped = {
+        "gen_ai.conversation.id": "conv-1",
+        "tracepass.reference.id": "ref-1",
+        "tracepass.agent.version": "3.1",
+    }
+    for name in ours:
+        assert {k: attrs[name].get(k) for k in stamped} == stamped, name
+    assert attrs["tracepass.conversation.end"]["tracepass.conversation.turns"] == 1
+    foreign = {k: attrs["http GET"].get(k) for k in stamped}
+    assert foreign == (dict.fromkeys(stamped) if setup == "own" else stamped)

@@ -54,6 +54,11 @@ def test_tool_span_name_kind_and_attributes(spans: InMemorySpanExporter) -> None
         "gen_ai.tool.call.id": "call_42",
         "gen_ai.tool.call.arguments": '{"city": "Oslo"}',
         "gen_ai.tool.call.result": '{"city": "Oslo", "temp": 21, "unit": "C"}',
+        # the JSON Schema of the parameters (from the signature), for `arguments_schema`
+        "tracepass.tool.parameters_schema": (
+            '{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string"}},'
+            '"required":["city"],"additionalProperties":false}'
+        ),
     }
 
 

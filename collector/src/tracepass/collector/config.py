@@ -36,6 +36,9 @@ class ReceiverConfig(_Section):
     retry_after_s: float = Field(default=1.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
+    # Record every accepted export request to size-rotated files here (`serve --record`).
+    record_dir: Path | None = None
+    record_max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
 
 
 class AssemblyConfig(_Section):
@@ -71,6 +74,13 @@ class MatchingConfig(_Section):
     reload_interval_s: float = Field(default=2.0, gt=0)
 
 
+class JudgeBudgetConfig(_Section):
+    # null: unlimited. A call the budget cannot pay for makes its conversation
+    # `skipped_budget` (no trial), never a failure.
+    calls_per_minute: float | None = Field(default=None, gt=0)
+    calls_per_day: int | None = Field(default=None, ge=0)
+
+
 class EvaluationSettings(_Section):
     profile: Literal["default", "fair-forge"] = "default"
     threshold: float = Field(default=0.7, ge=0, le=1)
@@ -80,6 +90,27 @@ class EvaluationSettings(_Section):
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
+    judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+
+
+class SamplingRuleConfig(_Section):
+    # Globs (fnmatch, case-sensitive); a field left out matches anything. reference_set
+    # matches only conversations whose spans name their reference (an explicit id).
+    agent_name: str | None = None
+    agent_version: str | None = None
+    reference_set: str | None = None
+    rate: float = Field(ge=0, le=1)
+
+
+class SamplingConfig(_Section):
+    # Share of conversations evaluated, decided from the conversation id alone (the
+    # formula in docs/configuration.md), so replicas with one seed agree.
+    rate: float = Field(default=1.0, ge=0, le=1)
+    seed: str = ""
+    # First matching rule wins; else `rate`.
+    rules: list[SamplingRuleConfig] = Field(default_factory=list)
+    # Lower the share of judge-needing conversations so the judge's daily budget lasts.
+    adaptive: bool = False
 
 
 class WindowConfig(_Section):
@@ -94,6 +125,9 @@ class MetricsConfig(_Section):
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
+    # Bound on one OTLP export (metrics and evaluation events), retries included, so an
+    # unreachable endpoint never holds up SIGTERM for longer than about this.
+    otlp_timeout_s: float = Field(default=5.0, gt=0)
     export_interval_s: float = Field(default=15.0, gt=0)
     windows: list[WindowConfig] = Field(
         default_factory=lambda: [
@@ -120,6 +154,7 @@ class CollectorConfig(_Section):
     state: StateConfig = StateConfig()
     matching: MatchingConfig = MatchingConfig()
     evaluation: EvaluationSettings = EvaluationSettings()
+    sampling: SamplingConfig = SamplingConfig()
     metrics: MetricsConfig = MetricsConfig()
 
 

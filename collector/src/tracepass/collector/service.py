@@ -32,9 +32,15 @@ from typing import Any
 
 from tracepass.collector.api import ConversationViews, conversation_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
+from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
+from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
+from tracepass.collector.receiver.binding import BindError
+from tracepass.collector.receiver.recording import RecordingSink
+from tracepass.collector.receiver.sink import SpanSink
+from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, StateCapture
@@ -57,16 +63,21 @@ class BoundPorts:
     metrics: int | None
 
 
-def load_judge(spec: str, *, threshold: float, concurrency: int, cache: Any) -> Any:
+def load_judge(
+    spec: str, *, threshold: float, concurrency: int, cache: Any, budget: Any = None
+) -> Any:
     """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
-    or a zero-argument factory). Errors are `ConfigError`s naming `evaluation.judge`."""
+    or a zero-argument factory), paying its calls from `budget` if given. Errors are
+    `ConfigError`s naming `evaluation.judge`."""
     try:
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
         raise ConfigError(f"evaluation.judge {exc}") from exc
     from tracepass.evaluator.judge import LLMJudge
 
-    return LLMJudge(model, pass_threshold=threshold, concurrency=concurrency, cache=cache)
+    return LLMJudge(
+        model, pass_threshold=threshold, concurrency=concurrency, cache=cache, budget=budget
+    )
 
 
 class CollectorService:
@@ -95,6 +106,7 @@ class CollectorService:
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
+        self._recorder: RecordingSink | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._metrics_ready = asyncio.Event()
         self._started = False
@@ -126,17 +138,31 @@ class CollectorService:
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
         judge = None
+        budget = None
         if ev.judge is not None:
             if ev.judge_cache is not None:
                 from tracepass.evaluator.judge_cache import JudgeCache
 
                 self._judge_cache = JudgeCache(ev.judge_cache)
+            limits = ev.judge_budget
+            if limits.calls_per_minute is not None or limits.calls_per_day is not None:
+                budget = JudgeBudget(limits.calls_per_minute, limits.calls_per_day)
+                register_budget_gauge(meter, budget)
             judge = load_judge(
                 ev.judge,
                 threshold=ev.threshold,
                 concurrency=ev.judge_concurrency,
                 cache=self._judge_cache,
+                budget=budget,
             )
+        sampler = ConversationSampler(
+            cfg.sampling,
+            instruments,
+            meter,
+            budget=budget,
+            default_grader=ev.default_grader,
+            common_labels=self._common_labels,
+        )
         evaluator = Evaluator(
             EvaluationConfig(
                 profile=ev.profile,
@@ -154,6 +180,7 @@ class CollectorService:
             listener=self._on_result,
             clock=self.clock,
             end_grace_s=self.end_grace_s,
+            sampler=sampler,
         )
         # Loads references (a broken file fails here) and recovers durable state.
         await self.pipeline.start()
@@ -170,8 +197,16 @@ class CollectorService:
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
+        sink: SpanSink = self.pipeline
+        if cfg.receiver.record_dir is not None:
+            self._recorder = RecordingSink(
+                self.pipeline,
+                cfg.receiver.record_dir,
+                max_file_bytes=cfg.receiver.record_max_file_bytes,
+            )
+            sink = self._recorder
         self.receivers = ReceiverServers(
-            self.pipeline,
+            sink,
             instruments,
             cfg.receiver,
             extra_routes=conversation_routes(self.views),
@@ -184,6 +219,16 @@ class CollectorService:
             self.receivers.http_port,
             self.metrics_url,
         )
+
+    def _common_labels(
+        self, agent_name: str | None, agent_version: str | None, reference_set: str | None
+    ) -> dict[str, str]:
+        if self.metrics is None:  # decisions before metrics exist carry no common labels
+            return {}
+        labels: dict[str, str] = self.metrics.common_labels(
+            agent_name, agent_version, reference_set
+        )
+        return labels
 
     async def stop(self) -> None:
         """Drain receivers, evaluate what is due, persist, shut everything down."""
@@ -205,6 +250,9 @@ class CollectorService:
             except Exception:
                 log.exception("stopping the receivers failed")
             self.receivers = None
+        if self._recorder is not None:
+            self._recorder.close()
+            self._recorder = None
         pipeline = self.pipeline
         if pipeline is not None:
             try:
@@ -349,6 +397,7 @@ def with_overrides(
     metrics_port: int | None = None,
     state: Any | None = None,
     durability: str | None = None,
+    record_dir: Any | None = None,
 ) -> CollectorConfig:
     """`config` with command-line flags applied (None = keep the file's value);
     re-validated, so a flag cannot smuggle in a value the file could not hold."""
@@ -367,6 +416,8 @@ def with_overrides(
         data["state"]["path"] = state
     if durability is not None:
         data["state"]["durability"] = durability
+    if record_dir is not None:
+        data["receiver"]["record_dir"] = record_dir
     from pydantic import ValidationError
 
     try:
@@ -377,6 +428,13 @@ def with_overrides(
         raise ConfigError(f"{where}: {first['msg']}") from exc
 
 
+_FLAG_OF_SETTING = {
+    "receiver.grpc_port": "--grpc-port",
+    "receiver.http_port": "--http-port",
+    "metrics.prometheus_port": "--metrics-port",
+}
+
+
 def startup_error(exc: BaseException) -> str | None:
     """The message to show when `CollectorService.start()` failed on bad input or an
     unavailable resource (exit code 2), or None for a bug (let it propagate)."""
@@ -385,6 +443,10 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, BindError):
+        flag = _FLAG_OF_SETTING.get(exc.setting)
+        where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"
+        return f"{where}: {exc.reason}"
     if isinstance(exc, OSError):
         # aiohttp / prometheus_client bind errors: errno + address.
         return f"cannot listen: {exc.strerror or exc}" + (

@@ -48,6 +48,7 @@ from tracepass.evaluator.graders.base import (
     Verdict,
 )
 from tracepass.evaluator.graders.registry import cached_grader, display_name
+from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import GraderResult, GraderSpec, ReferenceTurn, construct_unchecked
 
 if TYPE_CHECKING:
@@ -142,8 +143,8 @@ async def _run_one(spec: GraderSpec, inp: GradeInput) -> GraderResult:
         verdict: Verdict = await grader.grade(inp)
     except GraderConfigError as exc:
         return _result(name, None, None, str(exc))
-    except asyncio.CancelledError:
-        raise
+    except (asyncio.CancelledError, JudgeBudgetExhausted):
+        raise  # a spent judge budget skips the conversation; it is no grader error
     except Exception as exc:  # a grader bug must not take the whole evaluation down
         return _result(name, None, None, f"{type(exc).__name__}: {exc}")
     return _from_verdict(name, verdict)

@@ -9,8 +9,14 @@ compares as None), step-index sequence, utilization from the declared
 Where Fair Forge's code contradicts its paper we follow the paper (each case is listed in
 docs/fair-forge.md):
 
-* the i-th expected call of a name is compared with the i-th actual call of that name,
-  not with the first one (Fair Forge's parameter loop always uses ``used_list[0]``);
+* where a tool name repeats, the calls of each name are paired one-to-one by best
+  argument fit — the default profile's assignment (`toolcorrectness.assign_calls`) with
+  Fair Forge's parameter credit as the score — not every expected call with the first
+  actual call (Fair Forge's parameter loop always uses ``used_list[0]``). Parameters are
+  scored over that pairing (an unpaired expected call 0) and sequence compares each
+  expected call's step with its *paired* call's step, so a missing call costs parameters
+  and a swapped order costs sequence. Where no name repeats the pairing is Fair Forge's
+  own (each name's only call) and so are the numbers;
 * a turn that expected tools but called none scores 0 on every dimension instead of
   None (which silently exempted it from tool checking);
 * ``parameters: null`` means "arguments not checked" (1.0 when the tool was called)
@@ -23,16 +29,17 @@ dataset's `step` order).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracepass.evaluator.models import ReferenceTurn, ToolCall, ToolCorrectness
-from tracepass.evaluator.toolcorrectness import make_tool_correctness
+from tracepass.evaluator.argmatch import ArgumentMatcher
+from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall, ToolCorrectness
+from tracepass.evaluator.toolcorrectness import assign_calls, compile_turn, make_tool_correctness
 
-__all__ = ["fair_forge_parameter_credit", "fair_forge_tool_correctness"]
+__all__ = ["fair_forge_matcher", "fair_forge_parameter_credit", "fair_forge_tool_correctness"]
 
 
-def fair_forge_parameter_credit(expected: dict[str, Any], actual: dict[str, Any]) -> float:
+def fair_forge_parameter_credit(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> float:
     """Fair Forge's per-call parameter score: 1.0 if the dicts are equal, else the share
     of keys in the union whose values are equal (missing keys read as None)."""
     if expected == actual:
@@ -41,6 +48,19 @@ def fair_forge_parameter_credit(expected: dict[str, Any], actual: dict[str, Any]
     if not keys:
         return 0.0
     return sum(1 for k in keys if expected.get(k) == actual.get(k)) / len(keys)
+
+
+def fair_forge_matcher(tool: ExpectedTool) -> ArgumentMatcher:
+    """`fair_forge_parameter_credit` against `tool`'s arguments, as an argument matcher
+    for the shared call pairing; null expected parameters are not checked (1.0)."""
+    expected = tool.arguments
+    if expected is None:
+        return _not_checked
+    return lambda actual: fair_forge_parameter_credit(expected, actual)
+
+
+def _not_checked(actual: Mapping[str, Any]) -> float:
+    return 1.0
 
 
 def fair_forge_tool_correctness(
@@ -63,32 +83,22 @@ def fair_forge_tool_correctness(
         union = used_names | exp_names
         s = len(used_names & exp_names) / len(union) if union else 1.0
 
-        used_by: dict[str, list[int]] = {}
-        for pos, c in enumerate(calls):
-            used_by.setdefault(c.name, []).append(pos)
-        exp_by: dict[str, list[int]] = {}
-        for j, t in enumerate(expected):
-            exp_by.setdefault(t.name, []).append(j)
-
+        compiled = compile_turn(turn, fair_forge_matcher)
+        assert compiled is not None  # expected_tools is not None
+        # expected index → (actual index, parameter credit), one-to-one within each name
+        paired = {j: (i, credit) for i, j, credit in assign_calls(calls, compiled)}
         params: list[float] = []
         steps: list[float] = []
-        for name, e_idx in exp_by.items():
-            u_idx = used_by.get(name)
-            if not u_idx:
+        for j in range(len(expected)):
+            hit = paired.get(j)
+            if hit is None:  # unpaired expected call: costs parameters and sequence
                 params.append(0.0)
                 steps.append(0.0)
                 continue
-            for rank, j in enumerate(e_idx):
-                i = u_idx[rank] if rank < len(u_idx) else None
-                exp_args = expected[j].arguments
-                if i is None:
-                    params.append(0.0)
-                elif exp_args is None:
-                    params.append(1.0)
-                else:
-                    params.append(fair_forge_parameter_credit(exp_args, calls[i].arguments))
-                # step = 1-based position; expected step j + 1, actual step i + 1
-                steps.append(1.0 if i is not None and i == j else 0.0)
+            i, credit = hit
+            params.append(credit)
+            # step = 1-based position; expected step j + 1, its paired call's step i + 1
+            steps.append(1.0 if i == j else 0.0)
         p = sum(params) / len(params) if params else 0.0
         q = (sum(steps) / len(steps) if steps else 0.0) if turn.tool_sequence_matters else 1.0
         u = 1.0 if declared else 0.0

@@ -37,8 +37,23 @@ class ToolCall(_Frozen):
     start_ns: int | None = None
 
 
+class ToolDefinition(_Frozen):
+    """A tool as declared to the model (or by the tool itself): its name and, when the
+    instrumentation recorded one, the JSON Schema of its arguments."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 class Turn(_Frozen):
-    """One user query and the agent's work on it (tool calls in start-time order)."""
+    """One user query and the agent's work on it (tool calls in start-time order).
+
+    `offered_tools`: the tools the model was offered during the turn, learned from the
+    model-call spans; None when no span said (then "was this tool offered?" cannot be
+    asked). `tool_schemas`: argument schemas the tool spans themselves recorded
+    (tracepass's `@tool`), by tool name; they say a tool exists, not that it was offered.
+    """
 
     query: str | None = None
     answer: str | None = None
@@ -49,6 +64,8 @@ class Turn(_Frozen):
     span_id: str | None = None
     start_ns: int | None = None
     end_ns: int | None = None
+    offered_tools: tuple[ToolDefinition, ...] | None = None
+    tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Conversation(_Frozen):
@@ -115,10 +132,58 @@ class Reference(_Frozen):
     tags: tuple[str, ...] = ()
 
 
+class PolicyTool(_Frozen):
+    """A tool a policy declares: the agent may call it, with arguments valid against
+    `arguments_schema` (None: arguments not checked)."""
+
+    name: str
+    arguments_schema: dict[str, Any] | None = None
+
+
+RULE_TYPES = ("order", "forbidden_tool", "max_tool_calls", "requires_tool", "repeated_call")
+
+
+class PolicyRule(_Frozen):
+    """One rule of an agent policy; which fields apply depends on `type` (checked by the
+    reference loader, docs/references.md):
+
+    * order: a call of `then` needs an earlier call of `first` in the conversation;
+    * forbidden_tool: `name` is never called;
+    * max_tool_calls: at most `per_turn` calls in a turn / `per_conversation` in all;
+    * requires_tool: a turn whose query matches `when_query_matches` (a regex, case
+      insensitive) calls `name`;
+    * repeated_call: overrides the learned check's `limit` (identical calls per turn).
+    """
+
+    type: str
+    first: str | None = None
+    then: str | None = None
+    name: str | None = None
+    per_turn: int | None = None
+    per_conversation: int | None = None
+    when_query_matches: str | None = None
+    limit: int | None = None
+
+
+class Policy(_Frozen):
+    """What an agent must always do, checked without a reference answer. Applies to
+    conversations whose agent name matches the glob `agent` (and version the glob
+    `version`, when given)."""
+
+    id: str
+    agent: str
+    version: str | None = None
+    # None: the declared tools are learned from the spans.
+    tools: tuple[PolicyTool, ...] | None = None
+    rules: tuple[PolicyRule, ...] = ()
+    graders: tuple[GraderSpec, ...] = ()
+
+
 class ReferenceSet(_Frozen):
     name: str
     version: str = "1"
     references: tuple[Reference, ...] = ()
+    policies: tuple[Policy, ...] = ()
 
 
 # --------------------------------------------------------------------------- results
@@ -131,6 +196,8 @@ class Outcome(StrEnum):
     INCOMPLETE = "incomplete"  # fewer turns than the reference, or evicted before completion
     # No reference to score against (reference-free evaluation): neither pass nor fail.
     UNSCORED = "unscored"
+    # A turn needed the LLM judge when its budget was spent: no trial, neither pass nor fail.
+    SKIPPED_BUDGET = "skipped_budget"
 
 
 class ToolCorrectness(_Frozen):
@@ -149,6 +216,20 @@ class TrajectoryScores(_Frozen):
     precision: float
     recall: float
     f1: float
+
+
+class Violation(_Frozen):
+    """One broken rule or failed check. `rule` is a bounded vocabulary (a metric label):
+    the learned checks (unknown_tool, arguments_schema, unrecovered_tool_error,
+    repeated_call), the policy rule types, and `grader` for a failed policy grader.
+    `tool_call` indexes the turn's tool calls (None: the turn as a whole)."""
+
+    rule: str
+    turn: int
+    tool_call: int | None
+    message: str
+    # arguments_schema: where in the arguments the schema failed (a JSON path).
+    path: str | None = None
 
 
 class GraderResult(_Frozen):
@@ -181,6 +262,13 @@ class TurnResult(_Frozen):
     # EvaluationConfig.single_tool_use: name → whether the turn called it. None when no
     # names are configured (the metric needs a name, so it is opt-in).
     single_tool_use: dict[str, bool] | None = None
+    # Learned checks and, under a policy, its rules and graders (docs/metrics.md).
+    violations: tuple[Violation, ...] = ()
+    # None: no policy applies; else whether the turn passed every check and grader.
+    policy_passed: bool | None = None
+    policy_graders: tuple[GraderResult, ...] = ()
+    # A policy grader could not decide (judge down, …): no verdict, never a fail.
+    policy_error: str | None = None
 
 
 class ConversationResult(_Frozen):
@@ -194,6 +282,10 @@ class ConversationResult(_Frozen):
     turns: tuple[TurnResult, ...] = ()
     trajectory: TrajectoryScores | None = None  # over the concatenated turns
     single_tool_use: dict[str, bool] | None = None  # over the concatenated turns
+    policy_id: str | None = None
+    # The verdict of the policy alone (the outcome combines it with the reference's).
+    policy_outcome: Outcome | None = None
+    violations: tuple[Violation, ...] = ()  # every turn's, in turn order
 
 
 # --------------------------------------------------------------------------- fast construction

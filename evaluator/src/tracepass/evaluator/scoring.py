@@ -16,7 +16,14 @@ Rules (docs/metrics.md has the full table):
 * outcome ERROR if any grader or argument matcher failed (never a silent 0), else
   INCOMPLETE if the conversation has fewer turns than the reference or was not
   complete, else PASS if every turn is correct and the turn counts match, else FAIL;
-* no reference → every turn unscored and outcome UNSCORED (INCOMPLETE if not complete).
+* no reference → every turn unscored and outcome UNSCORED (INCOMPLETE if not complete);
+* the learned checks (`checks.py`) run on every conversation and their violations are
+  reported per turn; they decide nothing on their own;
+* an agent policy (`policies.py`), when one applies, adds its rules and graders to the
+  learned checks: a turn is correct only if it also passes the policy, and the outcome
+  is the worse of the reference's and the policy's (no verdict > INCOMPLETE > FAIL >
+  PASS). Without a reference the policy's verdict is the outcome and the result is
+  labelled reference_set="policy:<id>".
 """
 
 from __future__ import annotations
@@ -30,20 +37,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
+from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
 from tracepass.evaluator.fairforge import fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
+from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
     Outcome,
+    Policy,
     Reference,
     ReferenceTurn,
     ToolCorrectness,
     TrajectoryScores,
     Turn,
     TurnResult,
+    Violation,
     construct_unchecked,
 )
+from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
 from tracepass.evaluator.toolcorrectness import (
     CompiledTurn,
     compile_turn,
@@ -61,6 +73,9 @@ if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "ToolWeights"]
+
+# What `_grade` returns when the judge budget is spent (compared by identity).
+_BUDGET_SPENT = TurnAnswer(None, None, "judge budget spent", ())
 
 
 class ToolWeights(BaseModel):
@@ -99,6 +114,9 @@ class EvaluationConfig(BaseModel):
     # Tool names for the single-tool-use trajectory metric (did the turn / conversation
     # call this tool at all?); empty: the metric is not computed.
     single_tool_use: tuple[str, ...] = ()
+    # Learned check `repeated_call`: identical calls allowed per turn (a policy's
+    # `repeated_call` rule overrides it).
+    repeated_call_limit: int = Field(default=DEFAULT_REPEATED_CALL_LIMIT, ge=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +175,10 @@ def _turn_result(
             "correct": correct,
             "tool_error": tool_error,
             "single_tool_use": None,
+            "violations": (),
+            "policy_passed": None,
+            "policy_graders": (),
+            "policy_error": None,
         },
     )
 
@@ -197,6 +219,100 @@ def _outcome(*, error: bool, incomplete: bool, all_correct: bool) -> Outcome:
     return Outcome.PASS if all_correct else Outcome.FAIL
 
 
+# Which outcome wins when a reference and a policy both judge a conversation: no
+# verdict (error, budget spent) over incomplete over fail over pass.
+_SEVERITY = {
+    Outcome.ERROR: 4,
+    Outcome.SKIPPED_BUDGET: 3,
+    Outcome.INCOMPLETE: 2,
+    Outcome.FAIL: 1,
+    Outcome.PASS: 0,
+}
+
+
+def _worse(a: Outcome, b: Outcome) -> Outcome:
+    return a if _SEVERITY.get(a, 0) >= _SEVERITY.get(b, 0) else b
+
+
+def _with_violations(
+    result: ConversationResult, per_turn: list[list[Violation]]
+) -> ConversationResult:
+    """The learned checks' findings on a result they do not decide."""
+    if not any(per_turn):
+        return result
+    turns = tuple(
+        t.model_copy(update={"violations": tuple(v)}) if v else t
+        for t, v in zip(result.turns, per_turn, strict=True)
+    )
+    flat = tuple(v for vs in per_turn for v in vs)
+    return result.model_copy(update={"turns": turns, "violations": flat})
+
+
+def _turn_has_error(t: TurnResult) -> bool:
+    return t.answer_error is not None or t.tool_error is not None
+
+
+def _with_policy(
+    conversation: Conversation,
+    result: ConversationResult,
+    policy: CompiledPolicy,
+    answers: list[TurnAnswer | None],
+) -> ConversationResult:
+    """`result` (the reference's verdict, or the reference-free one) judged by the
+    policy too: per-turn violations and verdicts, and the combined outcome."""
+    verdict = policy.verdict(conversation, answers)
+    turns = []
+    for i, t in enumerate(result.turns):
+        passed = verdict.turn_passed(i)
+        ans = answers[i]
+        correct: bool | None
+        if t.correct is False or passed is False:
+            correct = False
+        elif passed is None or _turn_has_error(t):
+            correct = None
+        else:
+            correct = True
+        turns.append(
+            t.model_copy(
+                update={
+                    "violations": tuple(verdict.violations[i]),
+                    "policy_passed": passed,
+                    "policy_graders": () if ans is None else ans.graders,
+                    "policy_error": None if ans is None else ans.error,
+                    "correct": correct,
+                }
+            )
+        )
+    reference_set: str | None
+    if result.reference_id is None:
+        outcome = verdict.outcome
+        reference_set = policy_reference_set(policy.policy)
+    else:
+        outcome = _worse(result.outcome, verdict.outcome)
+        reference_set = result.reference_set
+    return result.model_copy(
+        update={
+            "turns": tuple(turns),
+            "violations": tuple(v for vs in verdict.violations for v in vs),
+            "policy_id": policy.policy.id,
+            "policy_outcome": verdict.outcome,
+            "outcome": outcome,
+            "correct": outcome is Outcome.PASS,
+            "reference_set": reference_set,
+        }
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """What is left to do inside an event loop: grade the reference (`cref`) and/or the
+    policy's graders. `base` is the reference result when it is already done."""
+
+    base: ConversationResult | None
+    cref: _CompiledReference | None
+    policy: CompiledPolicy | None
+
+
 class Evaluator:
     """Scores conversations against references. Reusable and cheap to call; holds a
     small cache of compiled references keyed by identity."""
@@ -213,6 +329,22 @@ class Evaluator:
         self._weights = cfg.weights.raw() if self._fair_forge else cfg.weights.normalized()
         self._by_args = cfg.trajectory_match == "name_and_arguments"
         self._compiled: dict[int, _CompiledReference] = {}
+        self._policies: dict[int, CompiledPolicy] = {}
+
+    def _compile_policy(self, policy: Policy) -> CompiledPolicy:
+        hit = self._policies.get(id(policy))
+        if hit is not None and hit.policy is policy:
+            return hit
+        compiled = CompiledPolicy(
+            policy,
+            threshold=self.config.threshold,
+            judge=self.judge,
+            repeated_limit=self.config.repeated_call_limit,
+        )
+        if len(self._policies) >= self._CACHE_LIMIT:
+            self._policies.clear()
+        self._policies[id(policy)] = compiled
+        return compiled
 
     # ------------------------------------------------------------------ compile
 
@@ -253,6 +385,17 @@ class Evaluator:
     def _reference_free(
         self, conversation: Conversation, reference_set: str | None
     ) -> ConversationResult:
+        outcome = Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE
+        return self._unjudged(conversation, reference_set, outcome, None)
+
+    def _unjudged(
+        self,
+        conversation: Conversation,
+        reference_set: str | None,
+        outcome: Outcome,
+        reference_id: str | None,
+    ) -> ConversationResult:
+        """A result with no scores: no reference, or the judge budget was spent."""
         turns = tuple(
             _turn_result(i, t, None, None, None, None, None, None)
             for i, t in enumerate(conversation.turns)
@@ -261,15 +404,18 @@ class Evaluator:
             ConversationResult,
             {
                 "conversation_id": conversation.id,
-                "reference_id": None,
+                "reference_id": reference_id,
                 "reference_set": reference_set,
                 "agent_name": conversation.agent_name,
                 "agent_version": conversation.agent_version,
                 "correct": False,
-                "outcome": Outcome.UNSCORED if conversation.complete else Outcome.INCOMPLETE,
+                "outcome": outcome,
                 "turns": turns,
                 "trajectory": None,
                 "single_tool_use": None,
+                "policy_id": None,
+                "policy_outcome": None,
+                "violations": (),
             },
         )
 
@@ -315,6 +461,9 @@ class Evaluator:
                 "single_tool_use": _single_tool_use(
                     self.config.single_tool_use, [c for t in turns for c in t.tool_calls]
                 ),
+                "policy_id": None,
+                "policy_outcome": None,
+                "violations": (),
             },
         )
 
@@ -361,6 +510,10 @@ class Evaluator:
                 "correct": correct,
                 "tool_error": tool_error,
                 "single_tool_use": _single_tool_use(self.config.single_tool_use, calls),
+                "violations": (),
+                "policy_passed": None,
+                "policy_graders": (),
+                "policy_error": None,
             },
         )
 
@@ -424,35 +577,86 @@ class Evaluator:
             return await grading.grade(query, answer, results)
         except asyncio.CancelledError:
             raise
+        except JudgeBudgetExhausted:
+            return _BUDGET_SPENT
         except Exception as exc:  # grading reports errors itself; this is a backstop
             return TurnAnswer(None, None, f"{type(exc).__name__}: {exc}", ())
 
-    def _evaluate_without_loop(
-        self, conversation: Conversation, reference: Reference | None, reference_set: str | None
-    ) -> ConversationResult | _CompiledReference:
-        """What both entry points try first, with plain calls: the reference-free result,
-        or the whole result when every grader is loop-free. Otherwise the compiled
-        reference, whose answers must be graded on an event loop."""
-        if reference is None:
-            return self._reference_free(conversation, reference_set)
-        cref = self._compile(reference)
-        if not cref.needs_loop:
-            try:
-                return self._score(conversation, cref, reference_set, None)
-            except NeedsEventLoop:
-                pass  # a custom grader promised not to await, and did
-        return cref
+    def _finish(
+        self,
+        conversation: Conversation,
+        result: ConversationResult,
+        policy: CompiledPolicy | None,
+        answers: list[TurnAnswer | None] | None,
+    ) -> ConversationResult:
+        if policy is None or answers is None:
+            return _with_violations(
+                result,
+                learned_violations(conversation, repeated_limit=self.config.repeated_call_limit),
+            )
+        if any(a is _BUDGET_SPENT for a in answers):
+            # The policy's judge could not run: no policy verdict, as for a reference.
+            spent = self._unjudged(
+                conversation,
+                result.reference_set if result.reference_id is not None else None,
+                Outcome.SKIPPED_BUDGET,
+                result.reference_id,
+            )
+            return spent.model_copy(
+                update={
+                    "policy_id": policy.policy.id,
+                    "policy_outcome": Outcome.SKIPPED_BUDGET,
+                    "reference_set": result.reference_set
+                    if result.reference_id is not None
+                    else policy_reference_set(policy.policy),
+                }
+            )
+        return _with_policy(conversation, result, policy, answers)
 
-    async def aevaluate(
+    async def _grade_policy(
+        self, policy: CompiledPolicy, conversation: Conversation
+    ) -> list[TurnAnswer | None]:
+        try:
+            return await policy.grade(conversation)
+        except JudgeBudgetExhausted:
+            return [_BUDGET_SPENT] * len(conversation.turns)
+
+    def _evaluate_without_loop(
         self,
         conversation: Conversation,
         reference: Reference | None,
-        *,
-        reference_set: str | None = None,
+        reference_set: str | None,
+        policy: Policy | None = None,
+    ) -> ConversationResult | _Pending:
+        """What both entry points try first, with plain calls: the whole result when
+        every grader (the reference's and the policy's) is loop-free. Otherwise what is
+        left to grade on an event loop."""
+        cpol = self._compile_policy(policy) if policy is not None else None
+        base: ConversationResult | None = None
+        cref: _CompiledReference | None = None
+        if reference is None:
+            base = self._reference_free(conversation, reference_set)
+        else:
+            cref = self._compile(reference)
+            if not cref.needs_loop:
+                # try/except, not contextlib.suppress: no context object on the hot path
+                try:
+                    base = self._score(conversation, cref, reference_set, None)
+                except NeedsEventLoop:
+                    base = None  # a custom grader promised not to await, and did
+        if base is None or (cpol is not None and cpol.needs_loop):
+            return _Pending(base, cref, cpol)
+        answers: list[TurnAnswer | None] | None = None
+        if cpol is not None:
+            try:
+                answers = cpol.grade_sync(conversation)
+            except NeedsEventLoop:
+                return _Pending(base, cref, cpol)
+        return self._finish(conversation, base, cpol, answers)
+
+    async def _score_on_loop(
+        self, conversation: Conversation, cref: _CompiledReference, reference_set: str | None
     ) -> ConversationResult:
-        cref = self._evaluate_without_loop(conversation, reference, reference_set)
-        if not isinstance(cref, _CompiledReference):
-            return cref
         turns = conversation.turns
         paired = min(len(turns), len(cref.turns))
         pending = [
@@ -468,7 +672,33 @@ class Evaluator:
             answers = list(await asyncio.gather(*pending))
         else:
             answers = [await p for p in pending]
+        if any(a is _BUDGET_SPENT for a in answers):
+            return self._unjudged(
+                conversation, reference_set, Outcome.SKIPPED_BUDGET, cref.reference.id
+            )
         return self._score(conversation, cref, reference_set, answers)
+
+    async def aevaluate(
+        self,
+        conversation: Conversation,
+        reference: Reference | None,
+        *,
+        reference_set: str | None = None,
+        policy: Policy | None = None,
+    ) -> ConversationResult:
+        done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
+        if isinstance(done, ConversationResult):
+            return done
+        base = done.base
+        if base is None:
+            assert done.cref is not None
+            base = await self._score_on_loop(conversation, done.cref, reference_set)
+            if base.outcome is Outcome.SKIPPED_BUDGET:
+                return base
+        answers = (
+            None if done.policy is None else await self._grade_policy(done.policy, conversation)
+        )
+        return self._finish(conversation, base, done.policy, answers)
 
     def evaluate(
         self,
@@ -476,17 +706,20 @@ class Evaluator:
         reference: Reference | None,
         *,
         reference_set: str | None = None,
+        policy: Policy | None = None,
     ) -> ConversationResult:
         """Synchronous wrapper. With loop-free graders only (exact, contains, regex, …)
         everything runs as plain calls — no coroutine, no event loop; otherwise
         `asyncio.run`. Inside a running loop use `aevaluate`."""
-        done = self._evaluate_without_loop(conversation, reference, reference_set)
-        if not isinstance(done, _CompiledReference):
+        done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
+        if isinstance(done, ConversationResult):
             return done
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.aevaluate(conversation, reference, reference_set=reference_set))
+            return asyncio.run(
+                self.aevaluate(conversation, reference, reference_set=reference_set, policy=policy)
+            )
         raise RuntimeError(
             "Evaluator.evaluate() called inside a running event loop; await aevaluate() instead"
         )

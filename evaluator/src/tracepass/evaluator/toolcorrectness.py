@@ -26,7 +26,7 @@ import json
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import permutations
 from typing import Any, Literal
@@ -80,8 +80,14 @@ class CompiledTurn:
     pure: bool = False
 
 
-def compile_turn(turn: ReferenceTurn) -> CompiledTurn | None:
-    """None when the turn does not check tools (``expected_tools: null``)."""
+def compile_turn(
+    turn: ReferenceTurn, matcher: Callable[[ExpectedTool], ArgumentMatcher] | None = None
+) -> CompiledTurn | None:
+    """None when the turn does not check tools (``expected_tools: null``).
+
+    `matcher` replaces the reference's own argument matchers (`compile_matcher`) so a
+    profile with another argument score pairs calls with the same assignment code; the
+    matchers it builds must be side-effect free (calls may be skipped)."""
     if turn.expected_tools is None:
         return None
     expected = turn.expected_tools
@@ -90,11 +96,12 @@ def compile_turn(turn: ReferenceTurn) -> CompiledTurn | None:
         by_name.setdefault(t.name, []).append(j)
     return CompiledTurn(
         expected=expected,
-        matchers=tuple(compile_matcher(t) for t in expected),
+        matchers=tuple((matcher or compile_matcher)(t) for t in expected),
         by_name={k: tuple(v) for k, v in by_name.items()},
         sequence_matters=turn.tool_sequence_matters,
         unique={k: v[0] for k, v in by_name.items()} if len(by_name) == len(expected) else None,
-        pure=all(t.arguments is None or t.argument_match in MATCHERS for t in expected),
+        pure=matcher is not None
+        or all(t.arguments is None or t.argument_match in MATCHERS for t in expected),
     )
 
 

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import (
 
 from tracepass.instrumentation import _content
 from tracepass.instrumentation._context import install
+from tracepass.instrumentation._record import RECORD_FILE_ENV, RecordingSpanExporter
 
 _log = logging.getLogger("tracepass.instrumentation")
 
@@ -70,23 +71,49 @@ def _http_traces_url(endpoint: str) -> str:
     return endpoint
 
 
+_EXTRA_FOR_PROTOCOL = {"grpc": "otlp-grpc", "http/protobuf": "otlp-http"}
+
+
+def _missing_exporter(protocol: str) -> ImportError:
+    extra = _EXTRA_FOR_PROTOCOL[protocol]
+    return ImportError(
+        f"the OTLP {protocol} exporter is not installed: "
+        f"pip install 'tracepass-instrumentation[{extra}]' (or [otlp] for both protocols), "
+        "or pass exporter=... / record_to=..."
+    )
+
+
+def _otlp_exporter_class(protocol: str) -> Any:
+    """The OTLP span exporter class for `protocol`, or an ImportError naming the extra."""
+    try:
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcExporter,
+            )
+
+            return GrpcExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+
+        return HttpExporter
+    except ImportError as exc:
+        raise _missing_exporter(protocol) from exc
+
+
 def _otlp_exporter(
     protocol: str, endpoint: str | None, headers: Mapping[str, str] | None
 ) -> SpanExporter:
     # endpoint/headers None: the exporters read OTEL_EXPORTER_OTLP_* themselves.
     hdrs = dict(headers) if headers is not None else None
+    exporter_class = _otlp_exporter_class(protocol)
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
-        )
-
-        return GrpcExporter(endpoint=endpoint, headers=hdrs)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpExporter,
-    )
+        exporter: SpanExporter = exporter_class(endpoint=endpoint, headers=hdrs)
+        return exporter
 
     url = _http_traces_url(endpoint) if endpoint is not None else None
-    return HttpExporter(endpoint=url, headers=hdrs)
+    http_exporter: SpanExporter = exporter_class(endpoint=url, headers=hdrs)
+    return http_exporter
 
 
 def configure(
@@ -100,6 +127,7 @@ def configure(
     max_value_bytes: int = _content.DEFAULT_MAX_VALUE_BYTES,
     exporter: SpanExporter | None = None,
     batch: bool = True,
+    record_to: str | os.PathLike[str] | None = None,
 ) -> TracerProvider:
     """Set up tracing for tracepass and return the SDK TracerProvider in use.
 
@@ -110,11 +138,20 @@ def configure(
       if `endpoint` or `exporter` is given explicitly.
     - Repeated calls update content settings; exporters are added at most once.
 
+    `record_to` (or the TRACEPASS_RECORD_FILE environment variable) also appends every
+    span to that file as OTLP/JSON lines, the input `tracepass evaluate` reads; with
+    `record_to` and no `endpoint`, nothing is sent over the network. The file is flushed
+    per batch and on `shutdown()`.
+
     Content capture is on unless `capture_content=False` or
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false.
     """
     # Validate everything before changing any state.
     chosen_protocol = _resolve_protocol(protocol) if exporter is None else "custom"
+    record_path = record_to if record_to is not None else os.environ.get(RECORD_FILE_ENV) or None
+    record_only = record_to is not None and endpoint is None and exporter is None
+    if exporter is None and not record_only:
+        _otlp_exporter_class(chosen_protocol)  # fail now, naming the extra, if not installed
     settings = _content.ContentSettings(
         capture=capture_content and _content.env_allows_capture(),
         redact=redact,
@@ -140,7 +177,14 @@ def configure(
         install(provider)
 
         wants_exporter = created or endpoint is not None or exporter is not None
-        key = (chosen_protocol, endpoint, tuple(sorted((headers or {}).items())), id(exporter))
+        wants_exporter = wants_exporter or record_path is not None
+        key = (
+            chosen_protocol,
+            endpoint,
+            tuple(sorted((headers or {}).items())),
+            id(exporter),
+            str(record_path),
+        )
         if wants_exporter:
             if _state.provider is provider and _state.exporter_key is not None:
                 if key != _state.exporter_key:
@@ -149,14 +193,19 @@ def configure(
                         "settings; keeping the first exporter (one per process)"
                     )
             else:
-                span_exporter = exporter or _otlp_exporter(chosen_protocol, endpoint, headers)
-                processor: SpanProcessor = (
-                    BatchSpanProcessor(span_exporter)
-                    if batch
-                    else SimpleSpanProcessor(span_exporter)
-                )
-                provider.add_span_processor(processor)
-                _state.processors.append(processor)
+                exporters: list[SpanExporter] = []
+                if record_path is not None:
+                    exporters.append(RecordingSpanExporter(record_path))
+                if not record_only and (created or endpoint is not None or exporter is not None):
+                    exporters.append(exporter or _otlp_exporter(chosen_protocol, endpoint, headers))
+                for span_exporter in exporters:
+                    processor: SpanProcessor = (
+                        BatchSpanProcessor(span_exporter)
+                        if batch
+                        else SimpleSpanProcessor(span_exporter)
+                    )
+                    provider.add_span_processor(processor)
+                    _state.processors.append(processor)
                 _state.exporter_key = key
         if created:
             trace.set_tracer_provider(provider)

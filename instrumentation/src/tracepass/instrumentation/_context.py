@@ -1,8 +1,10 @@
 """Conversations: contextvars state plus the span processor that stamps it on every span.
 
-Stamping happens in a SpanProcessor rather than in the decorators because the contract is
-"every span started inside the block", including spans from LangChain, HTTP clients or
-any other instrumentation the application uses. contextvars make asyncio tasks spawned
+Stamping happens in a SpanProcessor because the contract is "every span started inside
+the block", including spans from LangChain, HTTP clients or any other instrumentation the
+application uses. tracepass's own spans (the decorators', the LangChain handler's, the
+end marker) also stamp the block's attributes themselves, so they carry them on a
+provider the processor was never installed on. contextvars make asyncio tasks spawned
 inside the block inherit the conversation automatically.
 """
 
@@ -132,13 +134,9 @@ class conversation:  # lowercase: used like a function, `with conversation(...)`
 
 def _emit_end_marker(state: ConversationState) -> None:
     """A zero-duration span: cheap, travels the same pipeline as the turns it closes."""
-    attrs: dict[str, AttributeValue] = {
-        sc.CONVERSATION_END: True,
-        sc.CONVERSATION_ID: state.id,
-        sc.CONVERSATION_TURNS: state.turns,
-    }
-    if state.reference_id is not None:
-        attrs[sc.REFERENCE_ID] = state.reference_id
+    attrs = dict(state.attributes)  # stamped by itself, like the decorators' spans
+    attrs[sc.CONVERSATION_END] = True
+    attrs[sc.CONVERSATION_TURNS] = state.turns
     now = time.time_ns()
     span = get_tracer().start_span(
         sc.CONVERSATION_END_SPAN,

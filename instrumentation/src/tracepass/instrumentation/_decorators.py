@@ -25,6 +25,7 @@ from tracepass.instrumentation import _content
 from tracepass.instrumentation import _semconv as sc
 from tracepass.instrumentation._binding import TOOL_CALL_ID_KWARG, ArgumentBinder
 from tracepass.instrumentation._context import CURRENT, IN_AGENT_KEY
+from tracepass.instrumentation._schema import parameters_schema_json
 from tracepass.instrumentation._tracer import get_tracer
 
 _log = logging.getLogger("tracepass.instrumentation")
@@ -109,7 +110,9 @@ def start_tool_call(
     attrs[sc.TOOL_CALL_ID] = new_tool_call_id() if call_id is None else str(call_id)
     state = CURRENT.get()
     if state is not None:
-        attrs[sc.CONVERSATION_ID] = state.id
+        # Stamped here, not only by the processor, so the span carries the conversation
+        # and reference ids even on a provider the processor was never installed on.
+        attrs.update(state.attributes)
     truncated = None
     if settings.capture:
         attrs[sc.TOOL_CALL_ARGUMENTS], truncated = _content.capture_json(
@@ -150,6 +153,9 @@ class _ToolSpec(_Spec):
         self.span_name = f"execute_tool {name}"
         self.binder = ArgumentBinder(fn)
         self.static = tool_static_attributes(name)
+        schema = parameters_schema_json(fn)
+        if schema is not None:
+            self.static[sc.TOOL_PARAMETERS_SCHEMA] = schema
 
     def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
         settings = _content.SETTINGS
@@ -185,7 +191,7 @@ def start_agent_call(
     if version is not None:
         attrs[sc.AGENT_VERSION] = version
     if state is not None:
-        attrs[sc.CONVERSATION_ID] = state.id
+        attrs.update(state.attributes)  # as in `start_tool_call`
         if not otel_context.get_value(IN_AGENT_KEY):
             state.count_turn()
     truncated = None

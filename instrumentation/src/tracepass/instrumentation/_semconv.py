@@ -20,6 +20,8 @@ TOOL_TYPE: Final = "gen_ai.tool.type"
 TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+# tracepass's own: the JSON Schema of a `@tool` function's parameters (docs/instrumentation.md)
+TOOL_PARAMETERS_SCHEMA: Final = "tracepass.tool.parameters_schema"
 ERROR_TYPE: Final = "error.type"
 
 OP_INVOKE_AGENT: Final = "invoke_agent"

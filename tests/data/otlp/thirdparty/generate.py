@@ -16,6 +16,12 @@ one conversation arrives split across many export requests) to a running receive
 
 Run one instrumentation per process: both patch LangChain's callback manager globally.
 The scenario below is what tests/collector/test_thirdparty_langgraph.py asserts.
+
+With `--policy` first (`generate.py --policy openinference OUT.binpb`) the model is
+really bound to its tools (so the model spans declare them) and turn 1 calls
+`get_weather` with `{"city": 42}`, which the tool's schema refuses (the real ToolNode
+reports the validation error), then `add` as usual: the fixtures of the learned checks
+(tests/collector/test_learned_checks_thirdparty.py).
 """
 
 from __future__ import annotations
@@ -33,7 +39,10 @@ TURN2_ANSWER = "You're welcome, that's all."
 SERVICE_NAME = "weather-agent"
 
 
-def _agent() -> Any:
+POLICY_BAD_ARGS = {"city": 42, "unit": "C"}
+
+
+def _agent(policy: bool = False) -> Any:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
@@ -55,14 +64,24 @@ def _agent() -> Any:
         """The fake model ignores the tools it is bound to: its script already knows."""
 
         def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-            return self
+            if not policy:
+                return self
+            from langchain_core.utils.function_calling import convert_to_openai_tool
+
+            # Bound like a real provider model: the tools reach the invocation params,
+            # which is where the instrumentations read the tool definitions from.
+            return self.bind(tools=[convert_to_openai_tool(t) for t in tools])
 
     script = iter(
         [
             AIMessage(
                 content="",
                 tool_calls=[
-                    {"name": "get_weather", "args": {"city": "Paris", "unit": "C"}, "id": "call_w1"}
+                    {
+                        "name": "get_weather",
+                        "args": POLICY_BAD_ARGS if policy else {"city": "Paris", "unit": "C"},
+                        "id": "call_w1",
+                    }
                 ],
             ),
             AIMessage(
@@ -99,7 +118,7 @@ def _instrumentor(instrumentation: str) -> Any:
     raise SystemExit(f"unknown instrumentation {instrumentation!r}: openinference|traceloop")
 
 
-def _run(instrumentation: str, processor: Any) -> Any:
+def _run(instrumentation: str, processor: Any, policy: bool = False) -> Any:
     """Drive the two-turn scenario under `instrumentation`; returns the provider (flushed)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -111,7 +130,7 @@ def _run(instrumentation: str, processor: Any) -> Any:
     instrumentor = _instrumentor(instrumentation)
     instrumentor.instrument(tracer_provider=provider)
     try:
-        agent = _agent()
+        agent = _agent(policy)
         config = {"configurable": {"thread_id": THREAD_ID}}
         out1 = agent.invoke({"messages": [("user", TURN1_QUERY)]}, config=config)
         out2 = agent.invoke({"messages": [("user", TURN2_QUERY)]}, config=config)
@@ -123,13 +142,13 @@ def _run(instrumentation: str, processor: Any) -> Any:
     return provider
 
 
-def capture(instrumentation: str) -> bytes:
+def capture(instrumentation: str, policy: bool = False) -> bytes:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     exporter = InMemorySpanExporter()
-    _run(instrumentation, SimpleSpanProcessor(exporter))
+    _run(instrumentation, SimpleSpanProcessor(exporter), policy)
     request = encode_spans(exporter.get_finished_spans())
     data: bytes = request.SerializeToString()
     return data
@@ -183,12 +202,18 @@ def send(instrumentation: str, protocol: str, endpoint: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    policy = bool(argv) and argv[0] == "--policy"
+    if policy:
+        argv = argv[1:]
+        if len(argv) != 2:
+            print(__doc__, file=sys.stderr)
+            return 2
     if len(argv) == 3:
         return send(*argv)
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    Path(argv[1]).write_bytes(capture(argv[0]))
+    Path(argv[1]).write_bytes(capture(argv[0], policy))
     return 0
 
 

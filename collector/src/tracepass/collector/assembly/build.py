@@ -11,7 +11,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.evaluator.models import Conversation, ToolCall, Turn, construct_unchecked
+from tracepass.evaluator.models import (
+    Conversation,
+    ToolCall,
+    ToolDefinition,
+    Turn,
+    construct_unchecked,
+)
 
 SpanKey = tuple[str, str]
 
@@ -60,6 +66,31 @@ def _tool_call(rec: SpanRecord) -> ToolCall:
     )
 
 
+def _offered_tools(root: SpanRecord, models: list[SpanRecord]) -> tuple[ToolDefinition, ...] | None:
+    """Every tool offered in the turn: declared on its agent span or to its model calls
+    (first definition of a name wins); None when no span said."""
+    found: dict[str, ToolDefinition] = {}
+    known = False
+    # A TOOL record's definitions are its own schema, not an offer (see _tool_schemas).
+    declaring = (root, *models) if root.kind is not RecordKind.TOOL else models
+    for m in declaring:
+        if m.tool_definitions is None:
+            continue
+        known = True
+        for d in m.tool_definitions:
+            found.setdefault(d.name, d)
+    return tuple(found.values()) if known else None
+
+
+def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
+    return {
+        d.name: d.parameters
+        for r in tools
+        for d in r.tool_definitions or ()
+        if d.parameters is not None
+    }
+
+
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     members.sort(key=lambda r: (r.start_ns, r.span_id))
     tools = [r for r in members if r.kind is RecordKind.TOOL]
@@ -91,6 +122,8 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             "span_id": root.span_id,
             "start_ns": root.start_ns,
             "end_ns": root.end_ns,
+            "offered_tools": _offered_tools(root, models),
+            "tool_schemas": _tool_schemas(tools),
         },
     )
 

@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from opentelemetry._logs import Logger
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -30,7 +31,12 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
-from tracepass.collector.export.outcomes import result_success, success_of, turn_outcome
+from tracepass.collector.export.outcomes import (
+    result_success,
+    success_of,
+    turn_outcome,
+    violation_tally,
+)
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import Key, KeySnapshot, RollingAggregator, RollingConfig
@@ -50,6 +56,17 @@ SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 LABELS = ("agent_name", "agent_version", "reference_set")
 UNMATCHED_TASK = "_unmatched"
+
+
+def task_of(result: ConversationResult) -> str:
+    """The pass@k task: the reference; for a conversation scored by its agent's policy
+    alone, the policy (every such conversation is one trial of the same task, the
+    agent version's behaviour under the policy: docs/statistics.md)."""
+    if result.reference_id is not None:
+        return result.reference_id
+    if result.policy_id is not None:
+        return result.reference_set or UNMATCHED_TASK
+    return UNMATCHED_TASK
 
 
 def rolling_config(config: MetricsConfig) -> RollingConfig:
@@ -108,6 +125,14 @@ class EvaluationMetrics:
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
         )
+        self.violations = m.create_counter(
+            "tracepass_policy_violations",
+            description="Violated checks and policy rules in evaluated turns, by rule",
+        )
+        self.violations_superseded = m.create_counter(
+            "tracepass_policy_violations_superseded",
+            description="Violations of earlier evaluations replaced by a revision, by rule",
+        )
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
             description="Label values collapsed into 'other' by the cardinality limit",
@@ -158,10 +183,16 @@ class EvaluationMetrics:
     # ------------------------------------------------------------------ recording
 
     def labels(self, result: ConversationResult) -> dict[str, str]:
+        return self.common_labels(result.agent_name, result.agent_version, result.reference_set)
+
+    def common_labels(
+        self, agent_name: str | None, agent_version: str | None, reference_set: str | None
+    ) -> dict[str, str]:
+        """The bounded common labels (docs/exported-metrics.md) for these values."""
         return {
-            "agent_name": self.limiter("agent_name", result.agent_name),
-            "agent_version": self.limiter("agent_version", result.agent_version),
-            "reference_set": self.limiter("reference_set", result.reference_set),
+            "agent_name": self.limiter("agent_name", agent_name),
+            "agent_version": self.limiter("agent_version", agent_version),
+            "reference_set": self.limiter("reference_set", reference_set),
         }
 
     def record(
@@ -178,11 +209,15 @@ class EvaluationMetrics:
         labels = self.labels(result)
         key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
         turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        tag = json.dumps([result.outcome.value, dict(turn_tally)], separators=(",", ":"))
+        violations = violation_tally(result)
+        tag_parts: list[Any] = [result.outcome.value, dict(turn_tally)]
+        if violations:
+            tag_parts.append(violations)
+        tag = json.dumps(tag_parts, separators=(",", ":"))
         with self._lock:
             added = self.aggregator.add(
                 key,
-                task=result.reference_id or UNMATCHED_TASK,
+                task=task_of(result),
                 success=result_success(result),
                 now=now,
                 conversation_id=result.conversation_id,
@@ -203,6 +238,8 @@ class EvaluationMetrics:
         self.conversations.add(1, {**labels, "outcome": result.outcome.value})
         for outcome, count in turn_tally.items():
             self.turns.add(count, {**labels, "outcome": outcome})
+        for rule, count in violations.items():
+            self.violations.add(count, {**labels, "rule": rule})
         tool_calls = 0
         for turn in result.turns:
             tool_calls += len(turn.tool_calls)
@@ -224,7 +261,9 @@ class EvaluationMetrics:
     def _supersede(self, key: Key, tag: str) -> None:
         labels = dict(zip(LABELS, key, strict=True))
         try:
-            outcome, turns = json.loads(tag)
+            # [outcome, turn tally] or, with violations, [outcome, turn tally, rule tally]
+            outcome, turns, *rest = json.loads(tag)
+            violations: dict[str, Any] = rest[0] if rest else {}
         except (ValueError, TypeError):
             _log.warning("superseded entry without a readable tag %r; not counted", tag)
             self.ignored.add(1, {"reason": "superseded_untagged"})
@@ -232,6 +271,8 @@ class EvaluationMetrics:
         self.conversations_superseded.add(1, {**labels, "outcome": outcome})
         for t_outcome, count in turns.items():
             self.turns_superseded.add(int(count), {**labels, "outcome": t_outcome})
+        for rule, count in violations.items():
+            self.violations_superseded.add(int(count), {**labels, "rule": rule})
 
     def record_judge_call(self, outcome: str) -> None:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the

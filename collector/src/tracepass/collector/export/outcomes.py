@@ -3,9 +3,14 @@ the metrics and the evaluation events so both label a result the same way."""
 
 from __future__ import annotations
 
-from tracepass.evaluator.models import ConversationResult, Outcome, TurnResult
+from tracepass.evaluator.checks import LEARNED_CHECKS
+from tracepass.evaluator.models import RULE_TYPES, ConversationResult, Outcome, TurnResult
 
-__all__ = ["result_success", "success_of", "turn_outcome"]
+__all__ = ["VIOLATION_RULES", "result_success", "success_of", "turn_outcome", "violation_tally"]
+
+# `rule` label values of tracepass_policy_violations: the checks' and rules' fixed
+# vocabulary (a custom value could only come from a foreign evaluator: "other").
+VIOLATION_RULES = frozenset((*LEARNED_CHECKS, *RULE_TYPES, "grader"))
 
 
 def success_of(outcome: Outcome) -> bool | None:
@@ -20,10 +25,22 @@ def success_of(outcome: Outcome) -> bool | None:
 
 
 def result_success(result: ConversationResult) -> bool | None:
-    """`success_of` for a whole result: a conversation without a reference is no
-    evidence even when it is `incomplete` (evicted before it finished, so the evaluator
-    reports that rather than `unscored`): there was nothing to score it against."""
-    return None if result.reference_id is None else success_of(result.outcome)
+    """`success_of` for a whole result: a conversation with neither a reference nor an
+    agent policy is no evidence even when it is `incomplete` (evicted before it
+    finished, so the evaluator reports that rather than `unscored`): there was nothing to
+    score it against."""
+    if result.reference_id is None and result.policy_id is None:
+        return None
+    return success_of(result.outcome)
+
+
+def violation_tally(result: ConversationResult) -> dict[str, int]:
+    """rule → violations of one result (learned checks, policy rules and graders)."""
+    tally: dict[str, int] = {}
+    for v in result.violations:
+        rule = v.rule if v.rule in VIOLATION_RULES else "other"
+        tally[rule] = tally.get(rule, 0) + 1
+    return tally
 
 
 def turn_outcome(turn: TurnResult) -> str:
@@ -37,6 +54,7 @@ def turn_outcome(turn: TurnResult) -> str:
     if (
         turn.answer_error is not None
         or turn.tool_error is not None
+        or turn.policy_error is not None
         or any(g.error for g in turn.graders)
     ):
         return "error"

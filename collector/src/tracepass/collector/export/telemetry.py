@@ -26,6 +26,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 
 from tracepass.collector.config import MetricsConfig
+from tracepass.collector.receiver.binding import BindError, reason_of
 
 __all__ = ["Telemetry", "build_telemetry", "otlp_settings"]
 
@@ -44,6 +45,7 @@ class Telemetry:
     otlp_endpoint: str | None = None
     _httpd: Any = None
     _thread: Any = None
+    shutdown_timeout_s: float = 5.0
     _closed: bool = field(default=False, repr=False)
 
     def meter(self, name: str = METER_NAME) -> Meter:
@@ -70,7 +72,8 @@ class Telemetry:
             self._httpd.server_close()
             if self._thread is not None:
                 self._thread.join(timeout=5)
-        self.meter_provider.shutdown()
+        # The final export is bounded: an unreachable OTLP endpoint must not hold SIGTERM.
+        self.meter_provider.shutdown(timeout_millis=self.shutdown_timeout_s * 1000.0)
         if self.logger_provider is not None:
             self.logger_provider.shutdown()
 
@@ -100,34 +103,42 @@ def _http_url(base: str, signal: str) -> str:
     return base if base.rstrip("/").endswith(path) else base.rstrip("/") + path
 
 
-def _metric_exporter(endpoint: str, protocol: str, explicit: bool) -> Any:
+def _metric_exporter(endpoint: str, protocol: str, explicit: bool, timeout_s: float) -> Any:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcExporter,
         )
 
-        return GrpcExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+        return GrpcExporter(
+            endpoint=endpoint, insecure=endpoint.startswith("http://"), timeout=timeout_s
+        )
     if protocol not in ("http/protobuf",):
         raise ValueError(f"unsupported OTLP protocol {protocol!r} (grpc | http/protobuf)")
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpExporter,
     )
 
-    return HttpExporter(endpoint=_http_url(endpoint, "metrics") if explicit else None)
+    return HttpExporter(
+        endpoint=_http_url(endpoint, "metrics") if explicit else None, timeout=timeout_s
+    )
 
 
-def _log_exporter(endpoint: str, protocol: str, explicit: bool) -> Any:
+def _log_exporter(endpoint: str, protocol: str, explicit: bool, timeout_s: float) -> Any:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
             OTLPLogExporter as GrpcLogExporter,
         )
 
-        return GrpcLogExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+        return GrpcLogExporter(
+            endpoint=endpoint, insecure=endpoint.startswith("http://"), timeout=timeout_s
+        )
     from opentelemetry.exporter.otlp.proto.http._log_exporter import (
         OTLPLogExporter as HttpLogExporter,
     )
 
-    return HttpLogExporter(endpoint=_http_url(endpoint, "logs") if explicit else None)
+    return HttpLogExporter(
+        endpoint=_http_url(endpoint, "logs") if explicit else None, timeout=timeout_s
+    )
 
 
 def build_telemetry(
@@ -150,16 +161,27 @@ def build_telemetry(
 
         registry = CollectorRegistry()
         readers.append(PrometheusMetricReader(registry=registry))
-        httpd, thread = start_http_server(
-            config.prometheus_port, addr=config.prometheus_host, registry=registry
-        )
+        try:
+            httpd, thread = start_http_server(
+                config.prometheus_port, addr=config.prometheus_host, registry=registry
+            )
+        except OSError as exc:
+            raise BindError(
+                "metrics.prometheus_port",
+                config.prometheus_host,
+                config.prometheus_port,
+                reason_of(exc),
+            ) from exc
         host, port = config.prometheus_host, int(httpd.server_address[1])
         _log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
     metrics_endpoint, metrics_protocol = otlp_settings(config, "metrics")
     if metrics_endpoint:
         exporter = _metric_exporter(
-            metrics_endpoint, metrics_protocol, explicit=config.otlp_endpoint is not None
+            metrics_endpoint,
+            metrics_protocol,
+            explicit=config.otlp_endpoint is not None,
+            timeout_s=config.otlp_timeout_s,
         )
         readers.append(
             PeriodicExportingMetricReader(
@@ -184,8 +206,12 @@ def build_telemetry(
             logger_provider.add_log_record_processor(
                 BatchLogRecordProcessor(
                     _log_exporter(
-                        logs_endpoint, logs_protocol, explicit=config.otlp_endpoint is not None
-                    )
+                        logs_endpoint,
+                        logs_protocol,
+                        explicit=config.otlp_endpoint is not None,
+                        timeout_s=config.otlp_timeout_s,
+                    ),
+                    export_timeout_millis=config.otlp_timeout_s * 1000.0,
                 )
             )
     return Telemetry(
@@ -196,4 +222,5 @@ def build_telemetry(
         otlp_endpoint=metrics_endpoint,
         _httpd=httpd,
         _thread=thread,
+        shutdown_timeout_s=config.otlp_timeout_s,
     )

@@ -28,6 +28,14 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.tooldefs import (
+    GENAI_DEFINITIONS,
+    TOOL_JSON_SCHEMA,
+    TRACEPASS_PARAMETERS_SCHEMA,
+    genai_definitions,
+    model_definitions,
+    tracepass_tool_definition,
+)
 
 CONVENTION = "genai"
 
@@ -53,6 +61,8 @@ def fill_turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     get = attrs.get
     rec.input_text = last_text_in(get(INPUT_MESSAGES), USER)
     rec.output_text = output_text_in(get(OUTPUT_MESSAGES))
+    if GENAI_DEFINITIONS in attrs:
+        rec.tool_definitions = genai_definitions(attrs)
 
 
 def fill_tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
@@ -69,6 +79,8 @@ def fill_tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.tool_name = name if name.__class__ is str and name else as_str(name)
     rec.tool_arguments = coerce_arguments(get(TOOL_ARGUMENTS))
     rec.tool_result = coerce_result(result)
+    if TRACEPASS_PARAMETERS_SCHEMA in attrs or TOOL_JSON_SCHEMA in attrs:
+        rec.tool_definitions = tracepass_tool_definition(rec.tool_name, attrs)
 
 
 def fill_tool_from(rec: SpanRecord, attrs: dict[str, Any], args: Any, result: Any) -> None:
@@ -102,6 +114,7 @@ def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     )
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
+    rec.tool_definitions = model_definitions(attrs)
 
 
 def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:

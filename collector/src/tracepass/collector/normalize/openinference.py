@@ -29,6 +29,7 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.tooldefs import openinference_definitions
 
 CONVENTION = "openinference"
 SPAN_KIND = "openinference.span.kind"
@@ -86,6 +87,7 @@ def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.input_text = last_text(inputs, USER)
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
+    rec.tool_definitions = openinference_definitions(attrs)
 
 
 def fill(kind: Any, rec: SpanRecord, attrs: dict[str, Any], *, is_root: bool) -> str:

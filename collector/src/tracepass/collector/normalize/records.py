@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tracepass.evaluator.models import ToolCall
+from tracepass.evaluator.models import ToolCall, ToolDefinition
 
 
 class RecordKind(StrEnum):
@@ -57,6 +57,9 @@ class SpanRecord:
     requested_tool_calls: tuple[ToolCall, ...] = ()
     final_answer_uses_tools: bool | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
+    # MODEL: the tools offered to the model (None: the span did not say). TOOL: the
+    # tool's own declared parameters, when the instrumentation records them (`@tool`).
+    tool_definitions: tuple[ToolDefinition, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,11 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
 from tracepass.collector.pipeline.recovery import restore_conversations
+from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
     EvaluationChains,
@@ -79,6 +81,7 @@ class Pipeline:
         evaluation_concurrency: int = 8,
         purge_interval_s: float = 60.0,
         result_cache_size: int = 10_000,
+        sampler: ConversationSampler | None = None,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         self.state_config = state
@@ -123,6 +126,10 @@ class Pipeline:
         )
         self._results: OrderedDict[str, StoredResult] = OrderedDict()
         self._result_cache_size = result_cache_size
+        self.sampler = sampler if sampler is not None and sampler.active else None
+        self._conversation_id_keys = CONVERSATION_ID_KEYS + tuple(
+            self.assembly_config.conversation_id_keys
+        )
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._ready = False
@@ -219,8 +226,19 @@ class Pipeline:
 
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         self._check_capacity()
+        sampled_out = 0
+        if self.sampler is not None:
+            sampled_out = self.sampler.prefilter_request(request, self._conversation_id_keys)
         records, rejections = self._normalize(request)
-        return await self._ingest(records, rejections, request)
+        result = await self._ingest(records, rejections, request)
+        if sampled_out:
+            # Acknowledged like any other span: the client must not retry them.
+            return IngestResult(
+                accepted=result.accepted + sampled_out,
+                rejected=result.rejected,
+                message=result.message,
+            )
+        return result
 
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
@@ -237,6 +255,13 @@ class Pipeline:
     ) -> IngestResult:
         for rej in rejections:
             self.instruments.spans_rejected.add(1, {"reason": rej.reason})
+        if self.sampler is not None:
+            kept = self.sampler.filter_arrivals(records)
+            if len(kept) != len(records):
+                # Sampled-out spans must not reach the state file: store the kept
+                # records themselves instead of the request as received.
+                request = None
+            records = kept
         outcome = self.assembler.add(records)
         if self.assembler.ready_count:
             self._wake.set()
@@ -323,7 +348,24 @@ class Pipeline:
             log.info("conversation %s matched no reference", item.key)
         reference = match.reference if match is not None else None
         set_name = match.reference_set if match is not None else None
-        result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        if self.sampler is not None and not self.sampler.keep_completed(
+            item.key,
+            conversation.agent_name,
+            conversation.agent_version,
+            set_name if match is not None and match.method == "id" else None,
+            reference,
+        ):
+            if self.store is not None:
+                await self.store.discard(item.key)
+            return
+        policy = self.references.catalog.policy_for(conversation)
+        if policy is None:  # evaluators written before policies take no `policy`
+            result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
+        else:
+            result = await self.evaluator.aevaluate(
+                conversation, reference, reference_set=set_name, policy=policy
+            )
+            set_name = result.reference_set
         now = self.clock()
         last_end = max((r.end_ns for r in item.records), default=0)
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0

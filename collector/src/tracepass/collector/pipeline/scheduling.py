@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tracepass.collector.assembly import Completed
-from tracepass.evaluator.models import Conversation, ConversationResult, Reference
+from tracepass.evaluator.models import Conversation, ConversationResult, Policy, Reference
 
 __all__ = ["ConversationEvaluator", "EvaluationChains", "ResultInfo", "ResultListener"]
 
@@ -31,6 +31,7 @@ class ConversationEvaluator(Protocol):
         reference: Reference | None,
         *,
         reference_set: str | None = None,
+        policy: Policy | None = None,
     ) -> ConversationResult: ...
 
 

@@ -23,6 +23,7 @@ from grpc import aio
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.binding import BindError, ensure_bindable
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
 from tracepass.collector.receiver.decode import InvalidPayload, decode_protobuf
 from tracepass.collector.receiver.status import GRPC_CODES, grpc_trailers
@@ -58,6 +59,7 @@ class GrpcReceiver:
             },
         )
         server.add_generic_rpc_handlers((handler,))
+        ensure_bindable("receiver.grpc_port", self._config.host, self._config.grpc_port)
         address = f"{_host(self._config.host)}:{self._config.grpc_port}"
         tls = self._config.tls
         if tls is not None:
@@ -68,7 +70,9 @@ class GrpcReceiver:
         else:
             port = server.add_insecure_port(address)
         if port == 0:
-            raise OSError(f"cannot bind OTLP/gRPC receiver on {address}")
+            raise BindError(
+                "receiver.grpc_port", self._config.host, self._config.grpc_port, "cannot bind"
+            )
         await server.start()
         self._server = server
         self.port = port

@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.binding import BindError, reason_of
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
 from tracepass.collector.receiver.decode import (
     CappedDecompressor,
@@ -81,6 +82,11 @@ class HttpReceiver:
         )
         try:
             await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise BindError(
+                "receiver.http_port", self._config.host, self._config.http_port, reason_of(exc)
+            ) from exc
         except BaseException:
             await runner.cleanup()
             raise

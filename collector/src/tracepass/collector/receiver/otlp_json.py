@@ -210,20 +210,41 @@ def _double(v: Any, field: str) -> float:
     raise OtlpJsonError(f"expected a number, got {_kind(v)} {v!r}", field)
 
 
+_BASE64_HINT = (
+    "; it looks like base64 (protobuf's generic JSON writer, e.g. MessageToJson): "
+    "OTLP/JSON ids are hex — record with tracepass's configure(record_to=...), "
+    "`tracepass serve --record`, or the OTel Collector file exporter"
+)
+
+
+def _looks_base64(v: str, size: int) -> bool:
+    """A base64 id of `size` bytes: what protobuf's generic JSON mapping writes."""
+    if len(v) != 4 * ((size + 2) // 3):
+        return False
+    try:
+        return len(base64.b64decode(v, validate=True)) == size
+    except (binascii.Error, ValueError):
+        return False
+
+
 def _hex_id(v: Any, field: str, size: int) -> bytes:
     if type(v) is not str:
         raise OtlpJsonError(f"expected a hex string, got {_kind(v)}", field)
     if not v:
         return b""
+    try:
+        if len(v) == 2 * size:
+            return bytes.fromhex(v)
+    except ValueError:
+        pass
+    hint = _BASE64_HINT if _looks_base64(v, size) else ""
     if len(v) != 2 * size:
         raise OtlpJsonError(
-            f"expected {2 * size} hex characters ({size} bytes), got {len(v)} characters {v!r}",
+            f"expected {2 * size} hex characters ({size} bytes), got {len(v)} characters "
+            f"{v!r}{hint}",
             field,
         )
-    try:
-        return bytes.fromhex(v)
-    except ValueError:
-        raise OtlpJsonError(f"not a hex string: {v!r}", field) from None
+    raise OtlpJsonError(f"not a hex string: {v!r}{hint}", field)
 
 
 def _b64(v: Any, field: str) -> bytes:

@@ -16,7 +16,13 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.evaluator.models import Conversation, ConversationResult, ToolCall, Turn
+from tracepass.evaluator.models import (
+    Conversation,
+    ConversationResult,
+    ToolCall,
+    ToolDefinition,
+    Turn,
+)
 
 __all__ = [
     "RESULT_FORMAT",
@@ -76,6 +82,9 @@ def encode_record(rec: SpanRecord) -> str:
             [tc.model_dump(mode="json") for tc in calls] if calls else [],
             rec.final_answer_uses_tools,
             rec.attributes,
+            None
+            if rec.tool_definitions is None
+            else [d.model_dump(mode="json") for d in rec.tool_definitions],
         ]
     )
 
@@ -110,6 +119,10 @@ def decode_record(text: str) -> SpanRecord:
         requested_tool_calls=tuple(ToolCall.model_validate(d) for d in f[19]),
         final_answer_uses_tools=f[20],
         attributes=f[21],
+        # absent in rows written before tool definitions were recorded
+        tool_definitions=None
+        if len(f) < 23 or f[22] is None
+        else tuple(ToolDefinition.model_validate(d) for d in f[22]),
     )
 
 

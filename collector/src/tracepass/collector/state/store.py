@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fcntl
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -165,6 +167,7 @@ class StateStore:
         # CPU seconds the writer thread has used (waiting excluded): the part of
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
+        self._lock_fd: int | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -173,9 +176,44 @@ class StateStore:
         conn.execute("PRAGMA busy_timeout=5000")
         return conn
 
-    def open(self) -> None:
+    def _lock(self) -> None:
+        """Hold an exclusive lock on `<path>.lock` while open: two collectors writing one
+        state file would interleave their windows and revisions, so the second refuses
+        to start, naming the holder's pid."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StateError(
+                f"{self.path}: in use by another tracepass process (pid {holder}); "
+                "each collector needs its own state file (--state)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        try:
+            self._open_database()
+        except BaseException:
+            self._unlock()
+            raise
+        self._reader = self._connect()
+        self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
+        self._thread.start()
+
+    def _open_database(self) -> None:
+        try:
             conn = self._connect()
             # New files only (SQLite ignores it once the file has pages): request blobs
             # are ~100 KB-1 MB, and 16 KiB pages write them with a quarter of the
@@ -203,9 +241,6 @@ class StateStore:
             conn.close()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
-        self._reader = self._connect()
-        self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
-        self._thread.start()
 
     def close(self) -> None:
         """Finish every queued write, then stop the writer (blocking)."""
@@ -216,6 +251,7 @@ class StateStore:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        self._unlock()
 
     @property
     def backlog(self) -> int:
@@ -469,25 +505,16 @@ class StateStore:
             ]
             n = 0
             for k in keys:
-                n += conn.execute("DELETE FROM spans WHERE conv_key=?", (k,)).rowcount
+                n += _delete_conversation(conn, k)
                 conn.execute("UPDATE results SET purged=1 WHERE conv_key=?", (k,))
-                req_ids = [
-                    r
-                    for (r,) in conn.execute(
-                        "SELECT req_id FROM request_keys WHERE conv_key=?", (k,)
-                    )
-                ]
-                conn.execute("DELETE FROM request_keys WHERE conv_key=?", (k,))
-                conn.execute("DELETE FROM merges WHERE new_key=?", (k,))
-                # A request row goes once no conversation needs it any more.
-                conn.executemany(
-                    "DELETE FROM requests WHERE id=? AND NOT EXISTS "
-                    "(SELECT 1 FROM request_keys WHERE req_id=?)",
-                    [(r, r) for r in req_ids],
-                )
             return n
 
         return await self.run(op)
+
+    async def discard(self, key: str) -> int:
+        """Delete a conversation's stored spans without a result (sampled out at
+        completion): it will not be evaluated, so nothing may restore it."""
+        return await self.run(lambda conn: _delete_conversation(conn, key))
 
     async def purge_results(self, evaluated_before: float) -> int:
         """Delete stored evaluation results whose spans are already purged and which were
@@ -553,3 +580,20 @@ class StateStore:
         assert self._reader is not None, "open() first"
         row = self._reader.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
         return None if row is None else bytes(row[0])
+
+
+def _delete_conversation(conn: sqlite3.Connection, key: str) -> int:
+    """Delete one conversation's spans, its request links, merges into it, and the
+    request rows no other conversation needs; returns the number of span rows deleted."""
+    n = conn.execute("DELETE FROM spans WHERE conv_key=?", (key,)).rowcount
+    req_ids = [
+        r for (r,) in conn.execute("SELECT req_id FROM request_keys WHERE conv_key=?", (key,))
+    ]
+    conn.execute("DELETE FROM request_keys WHERE conv_key=?", (key,))
+    conn.execute("DELETE FROM merges WHERE new_key=?", (key,))
+    # A request row goes once no conversation needs it any more.
+    conn.executemany(
+        "DELETE FROM requests WHERE id=? AND NOT EXISTS (SELECT 1 FROM request_keys WHERE req_id=?)",
+        [(r, r) for r in req_ids],
+    )
+    return n

@@ -3,7 +3,8 @@
 The judge object is supplied at run time (`grade_answer(..., judge=...)`, `--judge` on
 the command line), not in the reference file, so the same references work with any
 model. Without a judge the grader returns an error result. passed = score ≥ `threshold`
-(option; default: the turn's answer threshold).
+(option; default: the turn's answer threshold). `rubric` gives the judge criteria to
+grade by when there is no reference answer (agent policies).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class LLMOptions(GraderOptions):
     max_context_chars: int = Field(default=8000, ge=0)
     # Compare against this text instead of the turn's expected_answer.
     expected: str | None = None
+    # What a good answer must satisfy, for reference-free grading (agent policies):
+    # given to the judge in its own delimited block, next to (or instead of) a reference.
+    rubric: str | None = Field(default=None, min_length=1)
 
 
 def format_context(tool_results: tuple[Any, ...] | list[Any], limit: int) -> str | None:
@@ -56,7 +60,12 @@ class LLMGrader(Grader[LLMOptions]):
             else None
         )
         expected = o.expected if o.expected is not None else inp.expected
-        verdict = await inp.judge.judge(inp.query, inp.answer, expected, context)
+        if o.rubric is None:
+            verdict = await inp.judge.judge(inp.query, inp.answer, expected, context)
+        else:
+            verdict = await inp.judge.judge(
+                inp.query, inp.answer, expected, context, criteria=o.rubric
+            )
         if verdict.error is not None or verdict.score is None:
             return Verdict(score=None, passed=None, error=verdict.error or "judge gave no score")
         line = o.threshold if o.threshold is not None else inp.threshold

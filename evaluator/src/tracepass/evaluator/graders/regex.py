@@ -26,12 +26,19 @@ class RegexOptions(GraderOptions):
     dotall: bool = False
     # Pass when the pattern(s) do NOT match (e.g. the answer must not leak "Traceback").
     negate: bool = False
+    # The same switch spelled positively, as policies write it: `must_match: false` is
+    # `negate: true`. Setting both to disagreeing values is an error.
+    must_match: bool | None = None
     nfkc: bool = True
 
     @model_validator(mode="after")
     def _need_pattern(self) -> RegexOptions:
         if self.pattern is None and not self.patterns:
             raise ValueError("set 'pattern' or 'patterns'")
+        if self.must_match is not None:
+            if "negate" in self.model_fields_set and self.negate == self.must_match:
+                raise ValueError("'must_match' and 'negate' contradict each other")
+            object.__setattr__(self, "negate", not self.must_match)
         return self
 
 

@@ -5,6 +5,9 @@ How conversations become pass@k trials (documented in docs/cli.md):
 
 * every conversation matched to a reference is one trial of that reference ("task");
   several conversations matched to the same reference are repeated trials of one task;
+* a conversation matched to no reference but covered by its agent's policy is one trial
+  of the task ``policy:<policy id>`` (docs/statistics.md: each conversation is one
+  Bernoulli trial of the agent version under the policy);
 * conversations whose outcome is ``error`` (a grader or the judge gave no verdict) are
   not trials: the agent was not at fault and the failure is not evidence either way.
   They are counted in ``summary.errors``. ``incomplete`` conversations (fewer turns
@@ -24,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracepass.evaluator import passk, readiness
-from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.models import Conversation, ConversationResult, Policy
 from tracepass.evaluator.offline.gates import point_estimate
 from tracepass.evaluator.references.matching import Match, ReferenceCatalog
 from tracepass.evaluator.scoring import Evaluator
@@ -78,11 +81,30 @@ def proportion(n: int, c: int, level: float = 0.95) -> dict[str, Any]:
     return {"n": n, "correct": c, "rate": c / n, "lower": est.lower, "upper": est.upper}
 
 
+def task_of(conv: Mapping[str, Any]) -> str | None:
+    """The pass@k task of a conversation entry: its reference, else its policy's set
+    (``policy:<id>``), else None (not a trial)."""
+    ref = conv.get("reference_id")
+    if ref is None and conv.get("policy_id") is not None:
+        ref = conv.get("reference_set")
+    return None if ref is None else str(ref)
+
+
+def violation_counts(results: Iterable[ConversationResult]) -> dict[str, int]:
+    """rule → violations over every evaluated conversation (scored or not)."""
+    counts: dict[str, int] = defaultdict(int)
+    for result in results:
+        for v in result.violations:
+            counts[v.rule] += 1
+    return dict(sorted(counts.items()))
+
+
 def task_groups(conversations: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
-    """reference id → (trials, successes); see the module docstring for what counts."""
+    """task (reference id or policy:<id>) → (trials, successes); see the module
+    docstring for what counts."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for conv in conversations:
-        ref = conv.get("reference_id")
+        ref = task_of(conv)
         if ref is None or conv.get("outcome") in ("error", "unscored"):
             continue
         counts[str(ref)][0] += 1
@@ -172,11 +194,15 @@ def summarize(
     at, pw, used = passk_blocks(list(groups.values()), ks, level)
     trials = sum(n for n, _ in groups.values())
     successes = sum(c for _, c in groups.values())
-    matched = [c for c in conversations if c.get("reference_id") is not None]
+    # "matched": scored against a reference or, failing that, its agent's policy (so
+    # conversations = matched + unmatched still holds); policy_scored: the latter.
+    matched = [c for c in conversations if task_of(c) is not None]
+    scored = matched
     return {
         "conversations": len(conversations) + unmatched,
-        "correct": sum(1 for c in matched if c.get("correct")),
+        "correct": sum(1 for c in scored if c.get("correct")),
         "matched": len(matched),
+        "policy_scored": sum(1 for c in scored if c.get("reference_id") is None),
         "unmatched": unmatched,
         "pass_at_k": at,
         "pass_pow_k": pw,
@@ -186,8 +212,8 @@ def summarize(
         "tasks": len(groups),
         "tasks_used": used,
         "trials": trials,
-        "errors": sum(1 for c in matched if c.get("outcome") == "error"),
-        "incomplete": sum(1 for c in matched if c.get("outcome") == "incomplete"),
+        "errors": sum(1 for c in scored if c.get("outcome") == "error"),
+        "incomplete": sum(1 for c in scored if c.get("outcome") == "incomplete"),
         "conversation_correctness": proportion(trials, successes, level),
         "tool_correctness": _tool_block(matched, level),
         "answer_correctness": _answer_block(matched, level),
@@ -201,11 +227,16 @@ def build_document(
     unmatched_ids: Sequence[str] = (),
     level: float = 0.95,
     metadata: Mapping[str, Any] | None = None,
+    unscored: Sequence[ConversationResult] = (),
 ) -> dict[str, Any]:
-    """The whole `evaluate --format json` document."""
+    """The whole `evaluate --format json` document. `unscored`: the reference-free
+    results of the unmatched conversations, whose learned-check violations are counted
+    in ``summary.violations``."""
     conversations = [conversation_json(r) for r in results]
+    summary = summarize(conversations, ks, unmatched=len(unmatched_ids), level=level)
+    summary["violations"] = violation_counts([*results, *unscored])
     document: dict[str, Any] = {
-        "summary": summarize(conversations, ks, unmatched=len(unmatched_ids), level=level),
+        "summary": summary,
         "conversations": conversations,
         "unmatched_conversations": list(unmatched_ids),
     }
@@ -224,32 +255,44 @@ async def evaluate_all(
     *,
     concurrency: int = 8,
     on_done: Callable[[], None] | None = None,
+    unscored: list[ConversationResult] | None = None,
 ) -> tuple[list[ConversationResult], list[str]]:
-    """Match every conversation to its reference and score the matched ones.
+    """Match every conversation to its reference and its agent's policy, and score the
+    ones that have either (the same rules as `tracepass serve`).
 
-    Returns (results of matched conversations in input order, ids of unmatched ones).
-    Concurrency only matters for LLM judging; deterministic graders finish inline.
+    Returns (results of scored conversations in input order, ids of the others).
+    `unscored`, when given, receives the others' reference-free results (their learned
+    checks). Concurrency only matters for LLM judging; deterministic graders finish
+    inline.
     """
     semaphore = asyncio.Semaphore(max(1, concurrency))
     unmatched: list[str] = []
-    jobs: list[tuple[int, Conversation, Match]] = []
-    for i, conv in enumerate(conversations):
+    jobs: list[tuple[Conversation, Match | None, Policy | None]] = []
+    for conv in conversations:
         match = catalog.match(conv)
-        if match is None:
+        policy = catalog.policy_for(conv)
+        if match is None and policy is None:
             unmatched.append(conv.id)
+            if unscored is not None:
+                unscored.append(evaluator.evaluate(conv, None))  # no grader: plain calls
             if on_done is not None:
                 on_done()
         else:
-            jobs.append((i, conv, match))
+            jobs.append((conv, match, policy))
 
-    async def one(conv: Conversation, match: Match) -> ConversationResult:
+    async def one(
+        conv: Conversation, match: Match | None, policy: Policy | None
+    ) -> ConversationResult:
         async with semaphore:
             result = await evaluator.aevaluate(
-                conv, match.reference, reference_set=match.reference_set
+                conv,
+                None if match is None else match.reference,
+                reference_set=None if match is None else match.reference_set,
+                policy=policy,
             )
         if on_done is not None:
             on_done()
         return result
 
-    results = await asyncio.gather(*(one(conv, match) for _, conv, match in jobs))
+    results = await asyncio.gather(*(one(*job) for job in jobs))
     return list(results), unmatched

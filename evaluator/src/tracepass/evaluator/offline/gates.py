@@ -57,6 +57,15 @@ class GateOutcome:
     estimator: str
     passed: bool
 
+    def describe(self) -> str:
+        """What was required and what was found, read as a sentence:
+        `pass_pow_k@3 lower bound 0.196 < required 0.8`."""
+        what = _ESTIMATOR_WORDS.get(self.estimator, self.estimator)
+        if self.value is None:
+            return f"{self.gate.label}: no value (too few conversations?), required {self.gate.floor:g}"
+        relation = ">=" if self.passed else "<"
+        return f"{self.gate.label} {what} {self.value:.3f} {relation} required {self.gate.floor:g}"
+
     def as_json(self) -> dict[str, Any]:
         return {
             "metric": self.gate.label,
@@ -65,6 +74,14 @@ class GateOutcome:
             "estimator": self.estimator,
             "passed": self.passed,
         }
+
+
+_ESTIMATOR_WORDS = {
+    "lower": "lower bound",
+    "unbiased": "unbiased estimate",
+    "plugin": "plug-in estimate",
+    "rate": "rate",
+}
 
 
 def valid_metrics(ks: Sequence[int]) -> list[str]:

@@ -250,6 +250,7 @@ def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
     their reference by id alone."""
     sets: list[ReferenceSet] = []
     owner: dict[str, str] = {}
+    policy_owner: dict[str, str] = {}
     for f in iter_reference_files(paths):
         ds = load_dataset(f)
         for line in ds.skipped:  # e.g. ADK user-simulation cases: never dropped quietly
@@ -263,6 +264,13 @@ def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
                     f"duplicate reference id {ref.id!r} (also in {owner[ref.id]})", file=str(f)
                 )
             owner[ref.id] = str(f)
+        for policy in rs.policies:
+            if policy.id in policy_owner:
+                raise ReferenceLoadError(
+                    f"duplicate policy id {policy.id!r} (also in {policy_owner[policy.id]})",
+                    file=str(f),
+                )
+            policy_owner[policy.id] = str(f)
         sets.append(rs)
     return sets
 
@@ -295,6 +303,8 @@ def dump_reference_set_yaml(rs: ReferenceSet) -> str:
         ref["turns"] = turns
         refs.append(ref)
     out["references"] = refs
+    if data.get("policies"):
+        out["policies"] = data["policies"]
     return yaml.safe_dump(
         out, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
     )

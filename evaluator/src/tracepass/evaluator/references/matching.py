@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
 
-from tracepass.evaluator.models import Conversation, Reference, ReferenceSet
+from tracepass.evaluator.models import Conversation, Policy, Reference, ReferenceSet
+from tracepass.evaluator.policies import find_policy
 
 __all__ = ["Match", "ReferenceCatalog", "normalize_query"]
 
@@ -62,6 +63,8 @@ class ReferenceCatalog:
         self._by_query: dict[str, tuple[Reference, str, str]] = {}
         self._choices: list[str] = []
         self._choice_refs: list[tuple[Reference, str]] = []
+        # Agent policies of every set, in load order (the first whose globs match wins).
+        self.policies: tuple[Policy, ...] = tuple(p for s in self.sets for p in s.policies)
         # Earlier sets win ties, so a catalog's behaviour does not depend on dict order.
         for rset in self.sets:
             for ref in rset.references:
@@ -121,6 +124,12 @@ class ReferenceCatalog:
             )
         query = next((t.query for t in conversation.turns if t.query), None)
         return self.match_query(query)
+
+    def policy_for(self, conversation: Conversation) -> Policy | None:
+        """The agent policy that applies to `conversation` (matched or not)."""
+        if not self.policies:
+            return None
+        return find_policy(self.policies, conversation.agent_name, conversation.agent_version)
 
     def turn_target(self, reference_id: str | None, query: str | None) -> int | None:
         """Turns the conversation should have (the assembler's `TurnTarget` hook)."""

@@ -21,14 +21,20 @@ from tracepass.evaluator.argmatch import (
     resolve_callable,
     validate_matcher_name,
 )
-from tracepass.evaluator.models import ExpectedTool, GraderSpec, Reference, ReferenceSet
+from tracepass.evaluator.models import (
+    ExpectedTool,
+    GraderSpec,
+    Policy,
+    Reference,
+    ReferenceSet,
+)
 from tracepass.evaluator.references.errors import ReferenceLoadError, format_path
 
 __all__ = ["Path", "parse_reference", "parse_reference_set"]
 
 Path = tuple[str | int, ...]
 
-_SET_KEYS = {"name", "version", "defaults", "references"}
+_SET_KEYS = {"name", "version", "defaults", "references", "policies"}
 _DEFAULT_KEYS = {"graders", "argument_match", "tool_sequence_matters", "abs_tol", "rel_tol"}
 _REF_KEYS = {"id", "turns", "match", "tags"}
 _TURN_KEYS = {"query", "expected_answer", "graders", "expected_tools", "tool_sequence_matters"}
@@ -227,23 +233,29 @@ def _defaults(v: Any, path: Path) -> dict[str, Any]:
 
 
 def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
-    """A document: a mapping with `references:` (plus optional name, version, defaults),
-    or a bare list of references."""
+    """A document: a mapping with `references:` and/or `policies:` (plus optional name,
+    version, defaults), or a bare list of references."""
     rp: Path
+    policies: tuple[Policy, ...] = ()
     if isinstance(data, list):
         refs, name, version, defaults, rp = data, default_name, "1", {}, ()
     else:
         raw = _mapping(data, ())
         _unknown(raw, _SET_KEYS, ())
-        if "references" not in raw:
-            raise _fail((), "missing field 'references'")
+        if "references" not in raw and "policies" not in raw:
+            raise _fail((), "missing field 'references' (or 'policies')")
+        if "policies" in raw:
+            # policies.py builds on this module's helpers: imported here, not at the top
+            from tracepass.evaluator.references.policies import parse_policies
+
+            policies = parse_policies(raw["policies"], ("policies",))
         name = _string(raw.get("name", default_name), ("name",))
         version = raw.get("version", "1")
         if isinstance(version, bool) or not isinstance(version, str | int | float):
             raise _fail(("version",), f"expected a string, got {_type_name(version)}")
         version = str(version)
         defaults = _defaults(raw["defaults"], ("defaults",)) if "defaults" in raw else {}
-        refs, rp = raw["references"], ("references",)
+        refs, rp = raw.get("references", []), ("references",)
     items = _list(refs, rp)
     parsed = [parse_reference(r, (*rp, k), defaults) for k, r in enumerate(items)]
     seen: dict[str, int] = {}
@@ -252,4 +264,4 @@ def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
             first = format_path((*rp, seen[ref.id]))
             raise _fail((*rp, k, "id"), f"duplicate reference id {ref.id!r} (first at {first})")
         seen[ref.id] = k
-    return ReferenceSet(name=name, version=version, references=tuple(parsed))
+    return ReferenceSet(name=name, version=version, references=tuple(parsed), policies=policies)

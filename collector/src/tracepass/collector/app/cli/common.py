@@ -219,7 +219,4 @@ def report_gates(outcomes: list[GateOutcome]) -> None:
     console = stderr_console()
     for o in outcomes:
         mark = "[green]PASS[/]" if o.passed else "[red]FAIL[/]"
-        console.print(
-            f"gate {mark} {o.gate.label} = {fmt_num(o.value)} ({o.estimator}) >= {o.gate.floor:g}",
-            highlight=False,
-        )
+        console.print(f"gate {mark}: {escape(o.describe())}", highlight=False)

@@ -148,6 +148,18 @@ def evaluate(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Conversations graded in parallel.")
     ] = 8,
+    sample_rate: Annotated[
+        float,
+        typer.Option(
+            "--sample-rate",
+            min=0.0,
+            max=1.0,
+            help="Evaluate only the conversations production's sampling keeps at this rate.",
+        ),
+    ] = 1.0,
+    sample_seed: Annotated[
+        str, typer.Option("--sample-seed", help="The collector's sampling.seed.")
+    ] = "",
     progress: Annotated[
         bool | None,
         typer.Option(
@@ -202,6 +214,20 @@ def evaluate(
         sets = sources.reference_sets(references or [])
         conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
         source = ", ".join(map(str, files))
+    if sample_rate < 1.0:
+        # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
+        # exactly what production evaluated.
+        from tracepass.evaluator.sampling import keep_conversation
+
+        total = len(conversations)
+        conversations = [
+            c for c in conversations if keep_conversation(c.id, sample_rate, sample_seed)
+        ]
+        stderr_console().print(
+            f"sampling: {len(conversations)} of {total} conversations kept "
+            f"(rate {sample_rate:g}, seed {sample_seed!r})",
+            highlight=False,
+        )
 
     config = EvaluationConfig(
         profile=profile.value,
@@ -223,6 +249,7 @@ def evaluate(
         transient=True,
     ) as bar:
         task = bar.add_task("evaluate", total=len(conversations))
+        unscored: list[Any] = []
         results, unmatched = asyncio.run(
             evaluation_run.evaluate_all(
                 conversations,
@@ -230,6 +257,7 @@ def evaluate(
                 evaluator,
                 concurrency=concurrency,
                 on_done=lambda: bar.advance(task),
+                unscored=unscored,
             )
         )
 
@@ -238,7 +266,14 @@ def evaluate(
         ks,
         unmatched_ids=unmatched,
         level=level,
-        metadata={"source": source, "profile": profile.value, "gate_on": gate_on.value},
+        metadata={
+            "source": source,
+            "profile": profile.value,
+            "gate_on": gate_on.value,
+            "sample_rate": sample_rate,
+            "sample_seed": sample_seed,
+        },
+        unscored=unscored,
     )
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
@@ -267,7 +302,8 @@ def print_summary(document: dict[str, Any]) -> None:
     console = stdout_console()
     s = document["summary"]
     console.print(
-        f"conversations {s['conversations']} · matched {s['matched']} · unmatched "
+        f"conversations {s['conversations']} · matched {s['matched']} · policy "
+        f"{s.get('policy_scored', 0)} · unmatched "
         f"{s['unmatched']} · correct {s['correct']} · errors {s['errors']} · "
         f"incomplete {s['incomplete']} · tasks {s['tasks']}",
         highlight=False,
@@ -294,6 +330,11 @@ def print_summary(document: dict[str, Any]) -> None:
         + f" · tool-correct turns {tc['correct']}/{tc['n']}",
         highlight=False,
     )
+    if s.get("violations"):
+        console.print(
+            "violations: " + " · ".join(f"{rule} {n}" for rule, n in s["violations"].items()),
+            highlight=False,
+        )
     r = s["readiness"]
     console.print(
         f"readiness: [bold]{r['tier'].replace('_', ' ')}[/] (pass@1 {fmt_num(r['pass_at_1'])}, "

@@ -393,6 +393,15 @@ async def _run(
                 loop.remove_signal_handler(sig)
 
 
+def _with_interval(block: dict[str, Any]) -> str:
+    """`0.80 [0.45, 0.97]`: the unbiased estimate with the credible interval the table's
+    title promises."""
+    point = fmt_num(block.get("unbiased"), 2)
+    if block.get("lower") is None or block.get("upper") is None:
+        return point
+    return f"{point} [{fmt_num(block['lower'], 2)}, {fmt_num(block['upper'], 2)}]"
+
+
 def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) -> None:
     table = Table(title="Per reference (unbiased over the trials; [95% credible interval])")
     table.add_column("reference")
@@ -409,8 +418,8 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
             str(row["trials"]),
             str(row["correct"]),
         ]
-        cells += [fmt_num(row["pass_at_k"][str(kk)]["unbiased"], 2) for kk in ks]
-        cells += [fmt_num(row["pass_pow_k"][str(kk)]["unbiased"], 2) for kk in ks]
+        cells += [_with_interval(row["pass_at_k"][str(kk)]) for kk in ks]
+        cells += [_with_interval(row["pass_pow_k"][str(kk)]) for kk in ks]
         nc = row["not_counted"]
         cells.append(", ".join(f"{v} {key}" for key, v in sorted(nc.items())) or "")
         table.add_row(*cells)

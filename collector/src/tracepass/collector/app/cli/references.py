@@ -74,13 +74,17 @@ def validate(
         list[Path], typer.Argument(help="Reference files or folders.", show_default=False)
     ],
 ) -> None:
-    """Check reference sets: schema, unique ids, argument-match rules."""
+    """Check reference sets and agent policies: schema, unique ids, argument-match rules,
+    policy rules, regexes and JSON Schemas."""
     from tracepass.collector.app.cli import sources
 
     sets = sources.reference_sets(paths)
     total = sum(len(rs.references) for rs in sets)
+    policies = sum(len(rs.policies) for rs in sets)
     stdout_console().print(
-        f"[green]ok[/]: {len(sets)} reference set(s), {total} reference(s)", highlight=False
+        f"[green]ok[/]: {len(sets)} reference set(s), {total} reference(s), "
+        f"{policies} polic{'y' if policies == 1 else 'ies'}",
+        highlight=False,
     )
 
 

@@ -170,7 +170,13 @@ def serve(
         ),
     ] = None,
     host: Annotated[
-        str | None, typer.Option("--host", help="Receiver bind address.", show_default=False)
+        str | None,
+        typer.Option(
+            "--host",
+            help="Bind address of the receivers, the API and /metrics (unless "
+            "metrics.prometheus_host is set).  [default: receiver.host, 0.0.0.0]",
+            show_default=False,
+        ),
     ] = None,
     grpc_port: Annotated[
         int | None,
@@ -178,7 +184,7 @@ def serve(
             "--grpc-port",
             min=0,
             max=65535,
-            help="OTLP/gRPC port (0: any free).",
+            help="OTLP/gRPC port (0: any free).  [default: receiver.grpc_port, 4317]",
             show_default=False,
         ),
     ] = None,
@@ -188,7 +194,7 @@ def serve(
             "--http-port",
             min=0,
             max=65535,
-            help="OTLP/HTTP + API port (0: any free).",
+            help="OTLP/HTTP + API + UI port (0: any free).  [default: receiver.http_port, 4318]",
             show_default=False,
         ),
     ] = None,
@@ -198,18 +204,35 @@ def serve(
             "--metrics-port",
             min=0,
             max=65535,
-            help="Prometheus /metrics port (0: any free).",
+            help="Prometheus /metrics port (0: any free).  "
+            "[default: metrics.prometheus_port, 9464]",
             show_default=False,
         ),
     ] = None,
     state: Annotated[
-        Path | None, typer.Option("--state", help="SQLite state file.", show_default=False)
+        Path | None,
+        typer.Option(
+            "--state",
+            help="SQLite state file.  [default: state.path, tracepass-state/state.sqlite]",
+            show_default=False,
+        ),
     ] = None,
     durability: Annotated[
         str | None,
         typer.Option(
             "--durability",
-            help="batch (acknowledged spans survive kill -9) or none.",
+            help="batch (acknowledged spans survive kill -9) or none.  "
+            "[default: state.durability, batch]",
+            show_default=False,
+        ),
+    ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="DIR",
+            help="Also write every accepted export request to size-rotated files in "
+            "this folder (length-prefixed protobuf, read by `tracepass evaluate`).",
             show_default=False,
         ),
     ] = None,
@@ -244,6 +267,7 @@ def serve(
             metrics_port=metrics_port,
             state=state,
             durability=durability,
+            record_dir=record,
         )
     except ConfigError as exc:
         fail(str(exc))

@@ -47,8 +47,8 @@ def reference_sets(paths: Sequence[Path]) -> list[ReferenceSet]:
         sets = load_reference_sets(paths)
     except ReferenceLoadError as exc:
         fail(str(exc))
-    if not any(rs.references for rs in sets):
-        fail(f"no references found in {', '.join(map(str, paths))}")
+    if not any(rs.references or rs.policies for rs in sets):
+        fail(f"no references or policies found in {', '.join(map(str, paths))}")
     return sets
 
 

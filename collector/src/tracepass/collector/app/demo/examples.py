@@ -1,8 +1,9 @@
 """Finding and loading `examples/` (the example agent and its reference sets).
 
-The examples are plain files in the repository, not package data, so they stay easy to
-read and copy; the demo looks for them next to the current directory and next to the
-installed package (an editable install from a checkout)."""
+The examples are plain files in the repository's `examples/`, easy to read and copy; the
+demo looks for them above the current directory and above this package (an editable
+install from a checkout), and last in the copy a wheel carries (`bundled/`, linked to
+`examples/` in the checkout), so `tracepass demo` works from an installed wheel too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from types import ModuleType
 
 AGENT_FILE = "travel_agent.py"
 REFERENCES_DIR = "references"
+BUNDLED = Path(__file__).resolve().parent / "bundled"
 
 
 class ExamplesNotFound(LookupError):
@@ -32,12 +34,10 @@ def find_examples(explicit: Path | None = None) -> Path:
                 f"{explicit}: expected {AGENT_FILE} and {REFERENCES_DIR}/ in this folder"
             )
         return explicit
-    seen: list[Path] = []
     for base in (Path.cwd(), Path(__file__).resolve().parent):
-        for cand in _candidates(base):
+        for cand in [*_candidates(base), BUNDLED] if base != Path.cwd() else _candidates(base):
             if (cand / AGENT_FILE).is_file() and (cand / REFERENCES_DIR).is_dir():
                 return cand
-            seen.append(cand)
     raise ExamplesNotFound(
         "cannot find the examples/ folder (travel_agent.py and references/); run from a "
         "tracepass checkout or pass --examples PATH"

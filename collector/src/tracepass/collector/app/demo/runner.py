@@ -45,7 +45,9 @@ __all__ = ["DemoOptions", "DemoOutcome", "DemoState", "demo_config", "run_demo"]
 
 BASELINE_SLIP = 0.02
 KS = (1, 3, 5)
-MIN_CONVERSATIONS = 10
+# The collector's own default (metrics.min_conversations): one threshold everywhere,
+# as README and docs state it.
+MIN_CONVERSATIONS: int = MetricsConfig.model_fields["min_conversations"].default
 ALL_SETS = "*"
 
 

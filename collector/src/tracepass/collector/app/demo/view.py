@@ -57,6 +57,12 @@ def rows(state: DemoState) -> list[dict[str, Any]]:
     return out
 
 
+def _n(n: float, window: str) -> str:
+    """`3/20` while the window is below the estimates' threshold, then the count."""
+    shown = f"{n:.1f}" if window == "fast" else f"{n:.0f}"
+    return f"{shown}/{MIN_CONVERSATIONS}" if n < MIN_CONVERSATIONS else shown
+
+
 def live_panel(state: DemoState, service: Any) -> RenderableType:
     opts = state.options
     elapsed = min(state.elapsed, opts.duration)
@@ -75,7 +81,8 @@ def live_panel(state: DemoState, service: Any) -> RenderableType:
     )
     table = Table(
         title=f"pass@k / pass^k per version and window: posterior mean [95% credible "
-        f"interval], and the unbiased per-task estimate (estimates need n ≥ {MIN_CONVERSATIONS})",
+        f"interval], and the unbiased per-task estimate (estimates appear at "
+        f"{MIN_CONVERSATIONS} conversations per window)",
         title_justify="left",
     )
     for col in (
@@ -96,7 +103,7 @@ def live_panel(state: DemoState, service: Any) -> RenderableType:
         table.add_row(
             r["version"],
             r["window"],
-            f"{r['n']:.0f}" if r["window"] != "fast" else f"{r['n']:.1f}",
+            _n(r["n"], r["window"]),
             rate,
             _q(r["pass_at_1"]),
             _q(r["pass_pow_3"]),

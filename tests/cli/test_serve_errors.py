@@ -1,0 +1,73 @@
+"""Start-up errors a user meets with `tracepass serve`: a busy port names the flag and
+the port (and gRPC's C core prints nothing of its own)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TRACEPASS = str(Path(sys.executable).with_name("tracepass"))
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("flag", "setting"),
+    [
+        ("--grpc-port", "receiver.grpc_port"),
+        ("--http-port", "receiver.http_port"),
+        ("--metrics-port", "metrics.prometheus_port"),
+    ],
+)
+def test_busy_port_names_the_flag_and_port(
+    tmp_path: Path, busy_port: int, flag: str, setting: str
+) -> None:
+    ports = {"--grpc-port": "0", "--http-port": "0", "--metrics-port": "0"}
+    ports[flag] = str(busy_port)
+    args = [TRACEPASS, "serve", "--host", "127.0.0.1", "--state", str(tmp_path / "s.sqlite")]
+    for name, value in ports.items():
+        args += [name, value]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert out.returncode == 2
+    assert f"{flag} {busy_port} ({setting}): address already in use" in out.stderr
+    # One error line; besides it only tracepass's own INFO log lines (no C-core log
+    # lines such as "E0000 ... Failed to add port", no traceback).
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    others = [line for line in lines if not line.startswith("error:") and " INFO " not in line]
+    assert len(errors) == 1
+    assert others == []
+
+
+def test_second_serve_on_one_state_file_refuses_to_start(tmp_path: Path) -> None:
+    from tracepass.collector.state import StateError, StateStore
+
+    state = tmp_path / "state.sqlite"
+    first = StateStore(state)
+    first.open()
+    try:
+        with pytest.raises(StateError, match="in use by another tracepass process"):
+            StateStore(state).open()
+        args = [TRACEPASS, "serve", "--host", "127.0.0.1", "--state", str(state)]
+        args += ["--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 2
+        assert f"in use by another tracepass process (pid {os.getpid()})" in out.stderr
+    finally:
+        first.close()
+    again = StateStore(state)  # released on close
+    again.open()
+    again.close()
