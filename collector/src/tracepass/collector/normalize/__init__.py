@@ -10,6 +10,7 @@ for the mapping tables.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,6 +107,7 @@ _OI_KIND = openinference.SPAN_KIND
 _TL_KIND = traceloop.SPAN_KIND
 _OPERATION = genai.OPERATION
 _TOOL_NAME = "gen_ai.tool.name"
+intern = sys.intern
 
 
 def normalize_request(
@@ -122,6 +124,12 @@ def normalize_request(
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
     append = records.append
+    # One str per distinct id within the request: a trace's spans share their trace id
+    # and children share their parent's span id (buffered spans are the collector's
+    # memory; a hex id is ~80 bytes). Same idea for names and conversation ids below,
+    # through sys.intern (low cardinality, or shared by every span of a conversation).
+    hexes: dict[bytes, str] = {}
+    hexed = hexes.get
     extra_keys = tuple(conversation_id_keys)
     id_keys = CONVERSATION_ID_KEYS + extra_keys
     kept_keys = _KEPT_ATTRIBUTES
@@ -148,7 +156,17 @@ def normalize_request(
                 ):
                     rejections.append(_rejection(raw_trace, raw_span, raw_parent))
                     continue
-                parent = raw_parent.hex() if raw_parent and raw_parent != _ZERO_SPAN else None
+                parent = None
+                if raw_parent and raw_parent != _ZERO_SPAN:
+                    parent = hexed(raw_parent)
+                    if parent is None:
+                        parent = hexes[raw_parent] = raw_parent.hex()
+                trace_hex = hexed(raw_trace)
+                if trace_hex is None:
+                    trace_hex = hexes[raw_trace] = raw_trace.hex()
+                span_hex = hexed(raw_span)
+                if span_hex is None:
+                    span_hex = hexes[raw_span] = raw_span.hex()
                 # `attributes_to_dict`, inlined (one call less per span).
                 attrs: dict[str, Any] = {}
                 for kv in span.attributes:
@@ -156,11 +174,13 @@ def normalize_request(
                     text = any_v.string_value
                     attrs[kv.key] = text if text else any_value(any_v)
                 get = attrs.get
-                name = span.name
+                name = intern(span.name)
 
                 conversation = get(_GENAI_CONVERSATION)
                 if conversation.__class__ is not str or not conversation:
                     conversation = _conversation_id(attrs, id_keys, resource_conversation)
+                if conversation is not None:
+                    conversation = intern(conversation)
                 agent_name = get(_AGENT_NAME)
                 if agent_name.__class__ is not str or not agent_name:
                     agent_name = as_str(agent_name)
@@ -181,8 +201,8 @@ def normalize_request(
                     else None
                 )
                 rec = SpanRecord(
-                    raw_trace.hex(),
-                    raw_span.hex(),
+                    trace_hex,
+                    span_hex,
                     parent,
                     _OTHER,
                     name,
@@ -233,12 +253,18 @@ def normalize_request(
                     convention = ""
                 if rec.agent_name is None:
                     rec.agent_name = service_name
+                elif rec.agent_name.__class__ is str:
+                    rec.agent_name = intern(rec.agent_name)
+                if rec.agent_version.__class__ is str:
+                    rec.agent_version = intern(rec.agent_version)
+                if rec.tool_name.__class__ is str:
+                    rec.tool_name = intern(rec.tool_name)
 
                 kept: dict[str, Any] = {CONVENTION_ATTR: convention} if convention else {}
                 for key in kept_keys:
                     value = get(key)
                     if value is not None:
-                        kept[key] = value
+                        kept[key] = intern(value) if value.__class__ is str else value
                 if rec.kind is _END:
                     turns = tracepass_conv.turn_count(attrs)
                     if turns is None:
