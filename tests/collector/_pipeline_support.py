@@ -4,13 +4,17 @@ real scorer is tested by the evaluator's own suite; here only the plumbing matte
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from tracepass.collector.config import AssemblyConfig, StateConfig
 from tracepass.collector.instruments import CollectorInstruments
+from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -262,3 +266,49 @@ def genai_request(
             },
         )
     return req
+
+
+def refs_source(m: Metrics, sets: list[ReferenceSet] | None = None) -> ReferenceSource:
+    if sets is None:
+        sets = [reference_set("demo", reference("weather", ["weather in Paris?", "and tomorrow?"]))]
+
+    def loader(paths: object) -> list[ReferenceSet]:
+        return sets
+
+    return ReferenceSource([], loader=loader, meter=m.meter)
+
+
+class Harness:
+    """A real Pipeline (SQLite state when `tmp_path` is given) on a manual clock, with
+    the stub evaluator and every result the listener saw."""
+
+    def __init__(
+        self,
+        tmp_path: Path | None,
+        durability: str = "batch",
+        references: list[ReferenceSet] | None = None,
+        **asm: Any,
+    ) -> None:
+        self.clock = Clock()
+        self.metrics = Metrics()
+        self.evaluator = StubEvaluator()
+        self.results: list[tuple[ConversationResult, ResultInfo]] = []
+        state = (
+            StateConfig(path=tmp_path / "state.sqlite", durability=durability)  # type: ignore[arg-type]
+            if tmp_path is not None
+            else None
+        )
+        self.pipeline = Pipeline(
+            self.evaluator,
+            assembly=AssemblyConfig(**asm),
+            state=state,
+            reference_source=refs_source(self.metrics, references),
+            instruments=self.metrics.instruments,
+            meter=self.metrics.meter,
+            listener=lambda r, i: self.results.append((r, i)),
+            clock=self.clock,
+        )
+
+    async def start(self) -> Pipeline:
+        await self.pipeline.start(background=False)
+        return self.pipeline

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -83,7 +85,7 @@ def make_request(n_turns: int = 2, conversation: str = "conv-1") -> ExportTraceS
     return encode_spans(make_spans(n_turns, conversation))
 
 
-def to_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+def to_otlp_json(request: Message) -> dict[str, Any]:
     """OTLP/JSON as the spec writes it: camelCase keys, hex ids, int enums."""
     doc = json_format.MessageToDict(request, use_integers_for_enums=True)
 
@@ -122,10 +124,24 @@ class RecordingSink:
     is_ready: bool = True
     gate: asyncio.Event | None = None
     requests: list[ExportTraceServiceRequest] = field(default_factory=list)
+    logs: list[ExportLogsServiceRequest] = field(default_factory=list)
     calls: int = 0
     entered: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
+        await self._enter()
+        self.requests.append(request)
+        n = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        return self._result(n)
+
+    async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        await self._enter()
+        self.logs.append(request)
+        return self._result(
+            sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+        )
+
+    async def _enter(self) -> None:
         self.calls += 1
         self.entered.set()
         if self.gate is not None:
@@ -134,8 +150,8 @@ class RecordingSink:
             raise Overloaded("queue full (test)", retry_after_s=self.retry_after_s)
         if self.fail:
             raise RuntimeError("sink exploded")
-        self.requests.append(request)
-        n = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+    def _result(self, n: int) -> IngestResult:
         if self.reject:
             return IngestResult(accepted=n - self.reject, rejected=self.reject, message="no ids")
         return IngestResult(accepted=n)

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 from _pipeline_support import (
     TOOL,
     Clock,
+    Harness,
     Metrics,
     StubEvaluator,
     end_marker,
     rec,
-    reference,
-    reference_set,
     tid,
     turn_records,
 )
@@ -24,47 +22,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.api import ConversationQuery, ConversationViews
 from tracepass.collector.config import AssemblyConfig, StateConfig
-from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.receiver.sink import Overloaded, SpanSink
-from tracepass.evaluator.models import ConversationResult, ReferenceSet
-
-
-def refs_source(m: Metrics) -> ReferenceSource:
-    sets = [reference_set("demo", reference("weather", ["weather in Paris?", "and tomorrow?"]))]
-
-    def loader(paths: object) -> list[ReferenceSet]:
-        return sets
-
-    return ReferenceSource([], loader=loader, meter=m.meter)
-
-
-class Harness:
-    def __init__(self, tmp_path: Path | None, durability: str = "batch", **asm: Any) -> None:
-        self.clock = Clock()
-        self.metrics = Metrics()
-        self.evaluator = StubEvaluator()
-        self.results: list[tuple[ConversationResult, ResultInfo]] = []
-        state = (
-            StateConfig(path=tmp_path / "state.sqlite", durability=durability)  # type: ignore[arg-type]
-            if tmp_path is not None
-            else None
-        )
-        self.pipeline = Pipeline(
-            self.evaluator,
-            assembly=AssemblyConfig(**asm),
-            state=state,
-            reference_source=refs_source(self.metrics),
-            instruments=self.metrics.instruments,
-            meter=self.metrics.meter,
-            listener=lambda r, i: self.results.append((r, i)),
-            clock=self.clock,
-        )
-
-    async def start(self) -> Pipeline:
-        await self.pipeline.start(background=False)
-        return self.pipeline
+from tracepass.evaluator.models import ConversationResult
 
 
 def conversation(conv: str = "c1") -> list[SpanRecord]:

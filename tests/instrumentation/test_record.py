@@ -87,7 +87,8 @@ def _check_recorded(path: Path) -> None:
 
 def test_configure_record_to_writes_otlp_json_lines_that_tracepass_reads(tmp_path: Path) -> None:
     path = tmp_path / "out" / "traces.jsonl"
-    result = _run_agent(f"dict(record_to={str(path)!r})")
+    # No collector here: the standard switch turns the network exporter off.
+    result = _run_agent(f"dict(record_to={str(path)!r})", env={"OTEL_TRACES_EXPORTER": "none"})
     assert result.returncode == 0, result.stderr
     _check_recorded(path)
 

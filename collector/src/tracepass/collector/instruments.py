@@ -16,9 +16,15 @@ from opentelemetry.metrics import Counter, Histogram, Meter, UpDownCounter
 
 @dataclass(frozen=True)
 class CollectorInstruments:
-    export_requests: Counter  # {protocol, outcome}: ok | partial | invalid | too_large | overloaded | unauthorized
+    export_requests: (
+        Counter  # {protocol, signal, outcome}: ok | partial | invalid | too_large | ...
+    )
     spans_received: Counter  # {protocol}
     spans_rejected: Counter  # {reason}
+    log_records_received: Counter  # {protocol}
+    log_records_rejected: Counter  # {reason}
+    log_records_ignored: Counter  # log records that are no GenAI event (nothing to read)
+    log_events_dropped: Counter  # {reason}: GenAI events given up (no_span: never joined)
     spans_dropped: Counter  # {reason}: buffered spans given up (eviction, retention)
     late_spans: Counter  # spans for an already evaluated conversation
     conversations_completed: (
@@ -30,6 +36,8 @@ class CollectorInstruments:
     open_conversations: UpDownCounter
     buffered_spans: UpDownCounter
     ingest_seconds: Histogram
+    spans_read: Counter  # {convention, adapter}: how normalization read each span
+    fields_unreadable: Counter  # {field}: tool_arguments kept raw, tool_name missing
 
     @classmethod
     def create(cls, meter: Meter | None = None) -> CollectorInstruments:
@@ -43,6 +51,20 @@ class CollectorInstruments:
             ),
             spans_rejected=m.create_counter(
                 "tracepass_spans_rejected", description="Spans refused, by reason"
+            ),
+            log_records_received=m.create_counter(
+                "tracepass_log_records_received", description="Log records received over OTLP"
+            ),
+            log_records_rejected=m.create_counter(
+                "tracepass_log_records_rejected", description="Log records refused, by reason"
+            ),
+            log_records_ignored=m.create_counter(
+                "tracepass_log_records_ignored",
+                description="Log records accepted but not read: not a GenAI event",
+            ),
+            log_events_dropped=m.create_counter(
+                "tracepass_log_events_dropped",
+                description="GenAI log events accepted and later given up, by reason",
             ),
             spans_dropped=m.create_counter(
                 "tracepass_spans_dropped", description="Accepted spans later given up, by reason"
@@ -76,5 +98,13 @@ class CollectorInstruments:
                 "tracepass_ingest_duration",
                 unit="s",
                 description="Time to ingest one export request",
+            ),
+            spans_read=m.create_counter(
+                "tracepass_spans_read",
+                description="Spans normalized, by the convention and framework adapter that read them",
+            ),
+            fields_unreadable=m.create_counter(
+                "tracepass_fields_unreadable",
+                description="Spans with a field that could not be read, by field",
             ),
         )

@@ -35,6 +35,11 @@ class ToolCall(_Frozen):
     error: str | None = None
     call_id: str | None = None
     start_ns: int | None = None
+    # Where `arguments` were read: "attribute" (the tool span's attributes), "span_event",
+    # "log" (a GenAI event log record), "adapter", "model_request" (the tool-call request
+    # of the model call that issued it); None when unknown (e.g. imported datasets).
+    # Provenance for `tracepass inspect`, not part of the JSON contracts: not serialized.
+    arguments_source: str | None = Field(default=None, exclude=True)
 
 
 class ToolDefinition(_Frozen):

@@ -139,9 +139,10 @@ def configure(
     - Repeated calls update content settings; exporters are added at most once.
 
     `record_to` (or the TRACEPASS_RECORD_FILE environment variable) also appends every
-    span to that file as OTLP/JSON lines, the input `tracepass evaluate` reads; with
-    `record_to` and no `endpoint`, nothing is sent over the network. The file is flushed
-    per batch and on `shutdown()`.
+    span to that file as OTLP/JSON lines, the input `tracepass evaluate` reads, in
+    addition to the usual export; with OTEL_TRACES_EXPORTER=none (and no `endpoint` or
+    `exporter`) spans go to the file only. The file is flushed per batch and on
+    `shutdown()`.
 
     Content capture is on unless `capture_content=False` or
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false.
@@ -149,7 +150,14 @@ def configure(
     # Validate everything before changing any state.
     chosen_protocol = _resolve_protocol(protocol) if exporter is None else "custom"
     record_path = record_to if record_to is not None else os.environ.get(RECORD_FILE_ENV) or None
-    record_only = record_to is not None and endpoint is None and exporter is None
+    # OTEL_TRACES_EXPORTER=none (the standard switch) turns the network exporter off:
+    # with `record_to`, spans then only go to the file.
+    record_only = (
+        record_path is not None
+        and endpoint is None
+        and exporter is None
+        and os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none"
+    )
     if exporter is None and not record_only:
         _otlp_exporter_class(chosen_protocol)  # fail now, naming the extra, if not installed
     settings = _content.ContentSettings(

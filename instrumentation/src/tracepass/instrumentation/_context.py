@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from tracepass.instrumentation import _semconv as sc
+from tracepass.instrumentation import semconv as sc
 from tracepass.instrumentation._tracer import get_tracer
 
 

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from tracepass.instrumentation import _content
-from tracepass.instrumentation import _semconv as sc
+from tracepass.instrumentation import semconv as sc
 from tracepass.instrumentation._binding import TOOL_CALL_ID_KWARG, ArgumentBinder
 from tracepass.instrumentation._context import CURRENT, IN_AGENT_KEY
 from tracepass.instrumentation._schema import parameters_schema_json

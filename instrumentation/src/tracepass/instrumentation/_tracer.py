@@ -11,7 +11,7 @@ import functools
 
 from opentelemetry import trace
 
-from tracepass.instrumentation._semconv import INSTRUMENTATION_SCOPE
+from tracepass.instrumentation.semconv import INSTRUMENTATION_SCOPE
 
 
 @functools.cache

@@ -9,6 +9,8 @@ from .assembler import (
     Completed,
     Reason,
     TurnTarget,
+    complete_all,
+    unjoined_events,
 )
 from .build import build_conversation
 
@@ -21,4 +23,6 @@ __all__ = [
     "Reason",
     "TurnTarget",
     "build_conversation",
+    "complete_all",
+    "unjoined_events",
 ]

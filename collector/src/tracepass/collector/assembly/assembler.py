@@ -13,6 +13,13 @@ Why it is shaped like this:
 - After evaluation a conversation is *retained* (records kept) for `retention_s` so late
   spans can trigger a re-evaluation with revision + 1; then a small tombstone remains so
   spans arriving even later are dropped and counted instead of opening a bogus fragment.
+- GenAI events received as log records (EVENT records) travel separately from their
+  spans. A buffer holding nothing but events is not a conversation yet: when its idle
+  deadline comes it keeps waiting for its spans (so a span naming the conversation still
+  merges it), up to `retention_s` after it opened; then its events are given up and
+  counted (`tracepass_log_events_dropped{reason="no_span"}`), like events whose own span
+  never arrived in a conversation that completed. Events may also hold the first query
+  the reference-turns rule needs (`_first_query`).
 
 Time comes from an injected clock (seconds), so every rule is testable without sleeping.
 """
@@ -23,7 +30,7 @@ import heapq
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -31,7 +38,7 @@ from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 
-from .build import MAX_DEPTH
+from .build import MAX_DEPTH, build_conversation
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +60,7 @@ class Reason:
     EVICTED = "evicted"
     LATE_SPANS = "late_spans"  # a re-evaluation (revision > 0); counted in `revisions`
     SHUTDOWN = "shutdown"  # offline / flush-all: end of input
+    NO_SPAN = "no_span"  # only GenAI log events, their spans never came: dropped, not closed
 
 
 class _State(Enum):
@@ -66,6 +74,7 @@ _RETAINED = _State.RETAINED
 _TOMBSTONE = _State.TOMBSTONE
 _TURN = RecordKind.TURN
 _END = RecordKind.END
+_EVENT = RecordKind.EVENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,12 @@ class _Conv:
     heap_seq: int = -1
     heap_deadline: float | None = None
     tomb_until: float = 0.0
+    # Set while the buffer holds only GenAI log events: the latest time to wait for
+    # their spans. Cleared by any arrival (re-established when the deadline finds the
+    # buffer still without spans).
+    events_wait: float | None = None
+    has_events: bool = False  # holds GenAI log events (content not on the spans)
+    events_query: str | None = None  # first query found through them (kept once found)
 
 
 class Assembler:
@@ -181,6 +196,7 @@ class Assembler:
         self._heap: list[tuple[float, int, _Conv]] = []
         self._seq = 0
         self._ready: deque[Completed] = deque()
+        self._given_up: list[str] = []  # keys of event buffers dropped (`take_given_up`)
         self._held = 0  # records held in open + retained conversations
         self._open_spans = 0
         # Instrument updates not yet reported: one `add` per instrument at the end of each
@@ -335,6 +351,10 @@ class Assembler:
             elif kind is _END:
                 self._note_end(conv, rec, now)
                 signalled.add(key)
+            elif kind is _EVENT:
+                # May carry the first query the reference-turns rule waits for.
+                conv.has_events = True
+                signalled.add(key)
             if kind is not _END:
                 conv.traces.add(rec.trace_id)
                 if parent is None:
@@ -352,6 +372,7 @@ class Assembler:
         for key, conv in touched.items():
             if conv.state is not _OPEN:
                 continue
+            conv.events_wait = None
             conv.last_seen = now
             self._open.move_to_end(key)
             if key in signalled:
@@ -414,6 +435,8 @@ class Assembler:
             self._note_turn(conv, rec)
         elif rec.kind is RecordKind.END:
             self._note_end(conv, rec, now)
+        elif rec.kind is _EVENT:
+            conv.has_events = True
         if rec.kind is not RecordKind.END:
             conv.traces.add(rec.trace_id)
             if rec.parent_span_id is None:
@@ -488,8 +511,7 @@ class Assembler:
 
     def _check_progress(self, conv: _Conv, now: float) -> None:
         if self.turn_target is not None:
-            query = conv.first_turn.input_text if conv.first_turn is not None else None
-            wanted = (conv.reference_id, query)
+            wanted = (conv.reference_id, self._first_query(conv))
             if conv.target_for != wanted:
                 conv.target_for = wanted
                 conv.target = self.turn_target(*wanted)
@@ -503,7 +525,23 @@ class Assembler:
         elif conv.target is not None and conv.target > 0 and done >= conv.target:
             self._complete(conv, Reason.REFERENCE_TURNS)
 
+    @staticmethod
+    def _first_query(conv: _Conv) -> str | None:
+        """The first turn's query, for the reference-turns rule: a turn span's own input,
+        else — when the content came as GenAI log events, joined only when the
+        conversation is built — the query of the conversation built so far."""
+        if conv.first_turn is not None:
+            return conv.first_turn.input_text
+        if not conv.has_events or conv.events_query is not None:
+            return conv.events_query
+        # Built once per check until found, then kept: no rebuild per arriving batch.
+        turns = build_conversation(conv.key, conv.records.values(), complete=False).turns
+        conv.events_query = turns[0].query if turns else None
+        return conv.events_query
+
     def _deadline(self, conv: _Conv) -> tuple[float, str]:
+        if conv.events_wait is not None:
+            return conv.events_wait, Reason.NO_SPAN
         best = (conv.last_seen + self.config.idle_timeout_s, Reason.IDLE)
         if conv.revision > 0:
             return min(best, (conv.last_seen + self.late_settle_s, Reason.LATE_SPANS))
@@ -549,6 +587,7 @@ class Assembler:
             self._retained[conv.key] = conv
 
     def _to_tombstone(self, conv: _Conv, now: float) -> None:
+        self._count_unjoined(conv)
         self._retained.pop(conv.key, None)
         if conv.state is _State.OPEN:
             self._remove_open(conv)
@@ -564,6 +603,32 @@ class Assembler:
         while len(self._tombs) > self.max_tombstones:
             _, old = self._tombs.popitem(last=False)
             self._forget(old)
+
+    def _count_unjoined(self, conv: _Conv) -> None:
+        """GenAI log events (EVENT records) whose span never arrived are given up with
+        the conversation's records: until then (idle timeout, then `retention_s`) a late
+        span would still have joined them, so this is the first moment they are lost."""
+        n = unjoined_events(conv.records)
+        if n:
+            self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
+            log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
+
+    def _give_up_events(self, conv: _Conv) -> None:
+        """A buffer of GenAI log events whose spans never came: dropped and counted. No
+        tombstone: spans of its trace arriving later start afresh."""
+        n = len(conv.records)
+        self._remove_open(conv)
+        self._held -= n
+        self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
+        log.info("%d GenAI log events of %s never met their spans: dropped", n, conv.key)
+        self._forget(conv)
+        self._given_up.append(conv.key)
+
+    def take_given_up(self) -> list[str]:
+        """Keys of the event-only buffers given up since the last call: a durable store
+        deletes what it holds for them, or a restart would restore them."""
+        out, self._given_up = self._given_up, []
+        return out
 
     def _forget(self, conv: _Conv) -> None:
         if self._convs.get(conv.key) is conv:
@@ -583,10 +648,18 @@ class Assembler:
                 continue  # superseded entry
             conv.heap_deadline = None
             deadline, reason = self._deadline(conv)
-            if deadline <= now:
-                self._complete(conv, reason)
-            else:
+            if deadline > now:
                 self._schedule(conv)
+            elif not _events_only(conv):
+                self._complete(conv, reason)
+            elif reason is not Reason.NO_SPAN:
+                conv.events_wait = conv.first_seen + self.config.retention_s
+                if conv.events_wait > now:
+                    self._schedule(conv)
+                else:
+                    self._give_up_events(conv)
+            else:
+                self._give_up_events(conv)
         retention = self.config.retention_s
         while self._retained:
             conv = next(iter(self._retained.values()))
@@ -705,5 +778,32 @@ class Assembler:
         self._flush_gauge()
 
 
+def unjoined_events(records: Mapping[SpanKey, SpanRecord]) -> int:
+    """GenAI log events (EVENT records) in `records` whose span is not among them."""
+    return sum(
+        1
+        for r in records.values()
+        if r.kind is _EVENT and (r.trace_id, r.parent_span_id) not in records
+    )
+
+
+def _events_only(conv: _Conv) -> bool:
+    return all(r.kind is _EVENT for r in conv.records.values())
+
+
 def _ids(rec: SpanRecord) -> tuple[str, str]:
     return rec.trace_id, rec.span_id
+
+
+def complete_all(
+    records: Iterable[SpanRecord], instruments: CollectorInstruments
+) -> list[Completed]:
+    """Every conversation of a finite set of records, completed at end of input (offline
+    use: `tracepass conversations`, `tracepass inspect`): unbounded caps, a frozen clock."""
+    big = 2**62
+    config = AssemblyConfig(
+        max_open_conversations=big, max_buffered_spans=big, max_spans_per_conversation=big
+    )
+    asm = Assembler(config, instruments, clock=lambda: 0.0)
+    asm.add(records)
+    return asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)

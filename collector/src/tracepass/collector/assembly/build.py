@@ -7,19 +7,20 @@ from the same spans, whatever order they arrived in.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.evaluator.models import (
-    Conversation,
-    ToolCall,
-    ToolDefinition,
-    Turn,
-    construct_unchecked,
-)
+from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
+from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
+
+from .arguments import requested_calls, responses_of, tool_calls
+from .events import join_log_events
 
 SpanKey = tuple[str, str]
+
+_AGENT_WORK = frozenset({RecordKind.TOOL, RecordKind.MODEL})
 
 # Parent chains longer than this are treated as broken (protects against cycles in
 # malformed input: a span cannot be its own ancestor, but a client can claim it is).
@@ -45,25 +46,40 @@ def top_level_turn(
     return found, parent is None
 
 
-# The models below are built with `construct_unchecked` (every field given, nothing
-# validated): every value comes from a typed `SpanRecord` whose fields already have the
-# models' types, and validating ~20 objects per conversation was a tenth of the live
-# evaluation path's CPU. tests/collector/test_build_unchecked.py checks that the result
-# equals validated construction.
-
-
-def _tool_call(rec: SpanRecord) -> ToolCall:
-    return construct_unchecked(
-        ToolCall,
-        {
-            "name": rec.tool_name or rec.name,
-            "arguments": dict(rec.tool_arguments) if rec.tool_arguments is not None else {},
-            "result": rec.tool_result,
-            "error": rec.error,
-            "call_id": rec.tool_call_id,
-            "start_ns": rec.start_ns,
-        },
-    )
+def _merge_duplicate_tools(tools: list[SpanRecord], members: list[SpanRecord]) -> list[SpanRecord]:
+    """One tool call seen by two instrumentations (AutoGen's native `execute_tool` span
+    inside OpenInference's TOOL span) is one call: a TOOL record below a TOOL record of
+    the same tool name is merged into it, filling only what the outer one lacks."""
+    by_id = {r.span_id: r for r in members}
+    merged: dict[str, SpanRecord] = {}
+    inner: set[str] = set()
+    for rec in tools:
+        parent = rec.parent_span_id
+        steps = 0
+        while parent is not None and steps < MAX_DEPTH:
+            node = by_id.get(parent)
+            if node is None:
+                break
+            if node.kind is RecordKind.TOOL and (node.tool_name or node.name) == (
+                rec.tool_name or rec.name
+            ):
+                outer = merged.get(node.span_id, node)
+                merged[node.span_id] = dataclasses.replace(
+                    outer,
+                    tool_call_id=outer.tool_call_id or rec.tool_call_id,
+                    tool_arguments=outer.tool_arguments or rec.tool_arguments,
+                    tool_result=outer.tool_result
+                    if outer.tool_result is not None
+                    else rec.tool_result,
+                    error=outer.error or rec.error,
+                )
+                inner.add(rec.span_id)
+                break
+            parent = node.parent_span_id
+            steps += 1
+    if not inner:
+        return tools
+    return [merged.get(r.span_id, r) for r in tools if r.span_id not in inner]
 
 
 def _offered_tools(root: SpanRecord, models: list[SpanRecord]) -> tuple[ToolDefinition, ...] | None:
@@ -94,22 +110,42 @@ def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     members.sort(key=lambda r: (r.start_ns, r.span_id))
     tools = [r for r in members if r.kind is RecordKind.TOOL]
+    if len(tools) > 1:
+        tools = _merge_duplicate_tools(tools, members)
     models = [r for r in members if r.kind is RecordKind.MODEL]
-    if tools:
-        calls = tuple(_tool_call(r) for r in tools)
-    else:
-        # Stacks that emit no tool spans still show the calls the model requested.
-        calls = tuple(tc for m in models for tc in m.requested_tool_calls)
+    responses = responses_of([root, *members])
+    # Stacks that emit no tool spans still show the calls the model requested.
+    calls = tool_calls(tools, models, responses) if tools else requested_calls(models, responses)
     query = root.input_text
     if query is None:
         query = next((m.input_text for m in models if m.input_text is not None), None)
     answer = root.output_text
+    if answer is None:
+        # An answer-carrying tool (smolagents `final_answer`): the turn's answer.
+        answer = next(
+            (
+                r.output_text
+                for r in reversed(members)
+                if r.attributes.get(ROLE_ATTR) == ROLE_ANSWER and r.output_text is not None
+            ),
+            None,
+        )
     last_model = max(models, key=lambda r: (r.end_ns, r.start_ns), default=None)
     if answer is None and last_model is not None:
         answer = last_model.output_text
+    nested = [r for r in members if r.kind is RecordKind.TURN]
+    if query is None:
+        # Nested agent spans (another instrumentation's view of the same run).
+        query = next((r.input_text for r in nested if r.input_text is not None), None)
+    if answer is None:
+        answer = next((r.output_text for r in reversed(nested) if r.output_text), None)
     uses_tools = root.final_answer_uses_tools
     if uses_tools is None and last_model is not None:
         uses_tools = last_model.final_answer_uses_tools
+    # Built unchecked (every field given, nothing validated), like the Conversation
+    # below: every value comes from typed records or validated models, and validating
+    # them again per evaluated conversation was a tenth of the live evaluation path.
+    # tests/collector/test_build_unchecked.py checks it against validated construction.
     return construct_unchecked(
         Turn,
         {
@@ -142,13 +178,15 @@ def build_conversation(
     conversation_id: str, records: Iterable[SpanRecord], *, complete: bool = True
 ) -> Conversation:
     """Turns = top-level TURN records (agent spans with no agent ancestor), or the trace
-    root for traces without any; each turn owns every span below it."""
+    root for traces without any that hold tool or model calls (a trace of neither is no
+    turn); each turn owns every span below it."""
     index: dict[SpanKey, SpanRecord] = {}
     for rec in records:
         index.setdefault((rec.trace_id, rec.span_id), rec)
+    join_log_events(index)
     by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
     for rec in index.values():
-        if rec.kind is not RecordKind.END:
+        if rec.kind is not RecordKind.END and rec.kind is not RecordKind.EVENT:
             by_trace[rec.trace_id].append(rec)
 
     turns: list[Turn] = []
@@ -156,6 +194,10 @@ def build_conversation(
     for trace_records in by_trace.values():
         has_turn = any(r.kind is RecordKind.TURN for r in trace_records)
         if not has_turn:
+            if not any(r.kind in _AGENT_WORK for r in trace_records):
+                # Nothing an agent did (e.g. a lone `create_agent` span in its own
+                # trace): not a turn.
+                continue
             root = _trace_root(trace_records, index)
             turn_roots.append(root)
             turns.append(_build_turn(root, list(trace_records)))

@@ -11,6 +11,7 @@ from opentelemetry._logs import Logger, SeverityNumber
 
 from tracepass.collector.export.outcomes import result_success, turn_outcome
 from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.instrumentation import semconv as sc
 
 __all__ = ["EVENT_NAME", "EvaluationEvents"]
 
@@ -40,7 +41,7 @@ class EvaluationEvents:
         if result.agent_version:
             base["gen_ai.agent.version"] = result.agent_version
         if result.reference_id:
-            base["tracepass.reference_id"] = result.reference_id
+            base[sc.REFERENCE_ID] = result.reference_id
         turns = conversation.turns if conversation is not None else ()
         for turn in result.turns:
             ctx = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
 from tracepass.collector.normalize.arguments import (
     coerce_arguments,
     coerce_result,
@@ -26,8 +28,10 @@ from tracepass.collector.normalize.messages import (
     output_text_in,
     parse_messages,
     requested_tool_calls,
+    tool_responses,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import (
     GENAI_DEFINITIONS,
     TOOL_JSON_SCHEMA,
@@ -36,20 +40,26 @@ from tracepass.collector.normalize.tooldefs import (
     model_definitions,
     tracepass_tool_definition,
 )
+from tracepass.instrumentation import semconv as sc
 
-CONVENTION = "genai"
+NAME = "genai"
 
-OPERATION = "gen_ai.operation.name"
-TURN_OPERATIONS = frozenset({"invoke_agent"})
-TOOL_OPERATIONS = frozenset({"execute_tool"})
-MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+OPERATION = sc.OPERATION_NAME
+TURN_OPERATIONS = frozenset({sc.OP_INVOKE_AGENT})
+TOOL_OPERATIONS = frozenset({sc.OP_EXECUTE_TOOL})
+MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 
-INPUT_MESSAGES = "gen_ai.input.messages"
-OUTPUT_MESSAGES = "gen_ai.output.messages"
-TOOL_NAME = "gen_ai.tool.name"
-TOOL_CALL_ID = "gen_ai.tool.call.id"
-TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
-TOOL_RESULT = "gen_ai.tool.call.result"
+INPUT_MESSAGES = sc.INPUT_MESSAGES
+OUTPUT_MESSAGES = sc.OUTPUT_MESSAGES
+TOOL_NAME = sc.TOOL_NAME
+TOOL_CALL_ID = sc.TOOL_CALL_ID
+TOOL_ARGUMENTS = sc.TOOL_CALL_ARGUMENTS
+TOOL_RESULT = sc.TOOL_CALL_RESULT
+LEGACY_PROMPT_ROLE = "gen_ai.prompt.0.role"
+LEGACY_COMPLETION_ROLE = "gen_ai.completion.0.role"
+
+_EXECUTE_TOOL = sc.OP_EXECUTE_TOOL
+_INVOKE_AGENT = sc.OP_INVOKE_AGENT
 
 _TURN = RecordKind.TURN
 _TOOL = RecordKind.TOOL
@@ -115,20 +125,77 @@ def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
     rec.tool_definitions = model_definitions(attrs)
+    if raw_in is not None and (raw_in.__class__ is not str or _RESPONSE_PART in raw_in):
+        note_tool_responses(rec, raw_in)
+
+
+_RESPONSE_PART = '"tool_call_response"'
+
+
+def note_tool_responses(rec: SpanRecord, raw_in: Any) -> None:
+    """Keep the tool results the model's input carries (see `messages.tool_responses`)."""
+    responses = tool_responses(raw_in)
+    if responses:
+        known = rec.attributes.get(TOOL_RESPONSES_ATTR)
+        rec.attributes[TOOL_RESPONSES_ATTR] = {**known, **responses} if known else responses
 
 
 def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
     """Fill `rec` (built as OTHER by `normalize_request`) per `gen_ai.operation.name`;
     returns the convention name."""
-    if operation == "execute_tool":
+    if operation == _EXECUTE_TOOL:
         fill_tool(rec, attrs)
-    elif operation == "invoke_agent":
+    elif operation == _INVOKE_AGENT:
         fill_turn(rec, attrs)
     elif operation.__class__ is str and operation in MODEL_OPERATIONS:
         fill_model(rec, attrs)
-    return CONVENTION
+    return NAME
 
 
 def is_legacy_model(attrs: dict[str, Any]) -> bool:
     """Pre-`gen_ai.operation.name` OpenLLMetry model spans."""
-    return "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs
+    return LEGACY_PROMPT_ROLE in attrs or LEGACY_COMPLETION_ROLE in attrs
+
+
+def _fill_operation(rec: SpanRecord, attrs: dict[str, Any], operation: Any, span: Span) -> str:
+    # `fill`, repeated rather than called: the most common spans, one frame less each.
+    if operation == _EXECUTE_TOOL:
+        fill_tool(rec, attrs)
+    elif operation == _INVOKE_AGENT:
+        fill_turn(rec, attrs)
+    elif operation.__class__ is str and operation in MODEL_OPERATIONS:
+        fill_model(rec, attrs)
+    return NAME
+
+
+def _fill_legacy(rec: SpanRecord, attrs: dict[str, Any], marker: Any, span: Span) -> str:
+    fill_model(rec, attrs)
+    return NAME
+
+
+def _fill_bare_tool(rec: SpanRecord, attrs: dict[str, Any], marker: Any, span: Span) -> str:
+    fill_tool(rec, attrs)
+    return NAME
+
+
+CONVENTIONS = (
+    Convention(
+        NAME,
+        keys=(OPERATION,),
+        fill=_fill_operation,
+        doc="`gen_ai.operation.name`: invoke_agent → TURN, execute_tool → TOOL, "
+        "chat/text_completion/generate_content → MODEL",
+    ),
+    Convention(
+        NAME,
+        keys=(LEGACY_PROMPT_ROLE, LEGACY_COMPLETION_ROLE),
+        fill=_fill_legacy,
+        doc="flattened `gen_ai.prompt.N.*`/`gen_ai.completion.N.*` (older OpenLLMetry) → MODEL",
+    ),
+    Convention(
+        NAME,
+        keys=(TOOL_NAME,),
+        fill=_fill_bare_tool,
+        doc="`gen_ai.tool.name` without an operation (hand-rolled tool spans) → TOOL",
+    ),
+)

@@ -90,6 +90,7 @@ def make_tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
         error=None,
         call_id=call_id if isinstance(call_id, str) and call_id else None,
         start_ns=None,
+        arguments_source="model_request",
     )
 
 
@@ -110,22 +111,63 @@ def _langchain_tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
+def _part_text(part: dict[str, Any]) -> str | None:
+    """Text of one message part: semconv `{"type": "text", "content"}`, or a Gemini
+    `Part` (`{"text": …}`, no type) as ADK's per-message events write them."""
+    ptype = part.get("type")
+    if ptype == "text":
+        content = part.get("content")
+    elif ptype is None:
+        content = part.get("text")
+    else:
+        return None
+    return content if isinstance(content, str) else None
+
+
 def _semconv_parts(role: str, parts: list[Any], with_calls: bool = True) -> Message:
     texts: list[str] = []
     calls: list[ToolCall] = []
     for part in parts:
         if not isinstance(part, dict):
             continue
-        ptype = part.get("type")
-        if ptype == "text":
-            content = part.get("content")
-            if isinstance(content, str):
-                texts.append(content)
-        elif ptype == "tool_call" and with_calls:
-            calls.append(
-                make_tool_call(part.get("name", ""), part.get("arguments"), part.get("id"))
-            )
+        text = _part_text(part)
+        if text is not None:
+            texts.append(text)
+        elif with_calls:
+            ptype = part.get("type")
+            if ptype == "tool_call":
+                calls.append(
+                    make_tool_call(part.get("name", ""), part.get("arguments"), part.get("id"))
+                )
+            elif ptype is None and isinstance(fc := part.get("function_call"), dict):
+                calls.append(make_tool_call(fc.get("name", ""), fc.get("args"), fc.get("id")))
     return Message(role, "\n".join(texts) if texts else None, tuple(calls))
+
+
+def tool_responses(value: Any) -> dict[str, Any]:
+    """Tool results that a model call's input messages carry, by tool-call id: semconv
+    `{"type": "tool_call_response", "id", "response"}` parts and Gemini
+    `{"function_response": {"id", "response"}}` parts. Stacks whose tool spans record no
+    result (ADK with content in log events) show it only there."""
+    decoded = loads(value) if isinstance(value, str) else value
+    if not isinstance(decoded, list):
+        return {}
+    out: dict[str, Any] = {}
+    for message in decoded:
+        parts = message.get("parts") if isinstance(message, dict) else None
+        if not isinstance(parts, list):
+            continue
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            holder = (
+                part if part.get("type") == "tool_call_response" else part.get("function_response")
+            )
+            if isinstance(holder, dict):
+                call_id = holder.get("id")
+                if isinstance(call_id, str) and call_id and "response" in holder:
+                    out[call_id] = holder["response"]
+    return out
 
 
 def parse_message(obj: Any, with_calls: bool = True) -> Message | None:
@@ -183,11 +225,7 @@ def parse_messages(value: Any) -> list[Message]:
 def _parts_text(parts: list[Any]) -> str | None:
     """Joined text parts of a semconv message (what `_semconv_parts` computes as text)."""
     texts = [
-        content
-        for part in parts
-        if isinstance(part, dict)
-        and part.get("type") == "text"
-        and isinstance(content := part.get("content"), str)
+        text for part in parts if isinstance(part, dict) and (text := _part_text(part)) is not None
     ]
     return "\n".join(texts) if texts else None
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
 from tracepass.collector.normalize.arguments import (
     coerce_arguments,
     coerce_result,
@@ -29,9 +31,10 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.registry import Convention
 from tracepass.collector.normalize.tooldefs import openinference_definitions
 
-CONVENTION = "openinference"
+NAME = "openinference"
 SPAN_KIND = "openinference.span.kind"
 
 _TEXT = "text/plain"
@@ -90,15 +93,25 @@ def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.tool_definitions = openinference_definitions(attrs)
 
 
-def fill(kind: Any, rec: SpanRecord, attrs: dict[str, Any], *, is_root: bool) -> str:
+def fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str:
     """Fill `rec` (built as OTHER) per `openinference.span.kind`; returns the convention."""
     if kind == "AGENT":
         _turn(rec, attrs)
     elif kind == "CHAIN":
-        if is_root or _is_graph_root(attrs):
+        if rec.parent_span_id is None or _is_graph_root(attrs):
             _turn(rec, attrs)
     elif kind == "TOOL":
         _tool(rec, attrs)
     elif kind == "LLM":
         _model(rec, attrs)
-    return CONVENTION
+    return NAME
+
+
+CONVENTIONS = (
+    Convention(
+        NAME,
+        keys=(SPAN_KIND,),
+        fill=fill,
+        doc="`openinference.span.kind`: AGENT / root CHAIN → TURN, TOOL → TOOL, LLM → MODEL",
+    ),
+)

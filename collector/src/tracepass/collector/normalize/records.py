@@ -20,6 +20,10 @@ class RecordKind(StrEnum):
     MODEL = "model"  # one LLM call (chat/completion); may carry tool calls in its messages
     OTHER = "other"  # anything else; kept for tree structure (parent links)
     END = "end"  # tracepass's explicit end-of-conversation marker
+    # A GenAI event received as an OTLP log record, for the span `parent_span_id`
+    # (`attributes["tracepass.event"]` = {"name", "fields"}); assembly merges it into
+    # that span's record, whichever of the two arrived first (see normalize/logs.py).
+    EVENT = "event"
 
 
 # Not frozen on purpose: a frozen dataclass's `__init__` assigns every field through
@@ -27,8 +31,9 @@ class RecordKind(StrEnum):
 # plain slot stores on the ingest hot path (one record per span). Records are still
 # treated as immutable values: nothing assigns to a field after construction, and
 # nothing hashes them (the `attributes` dict made them unhashable when frozen, too).
-# `normalize_request` builds records positionally: add new fields at the end, with a
-# default.
+# Build records with keyword arguments (the ingest loop in `normalize_request` is the one
+# positional call, its field order checked at import); add new fields at the end, with
+# a default (the state store's codec lists them by position too).
 @dataclass(slots=True)
 class SpanRecord:
     trace_id: str  # 32 lowercase hex chars

@@ -27,6 +27,7 @@ from typing import Any
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.evaluator.models import ToolDefinition
+from tracepass.instrumentation import semconv as sc
 
 __all__ = [
     "GENAI_DEFINITIONS",
@@ -39,10 +40,10 @@ __all__ = [
     "tracepass_tool_definition",
 ]
 
-GENAI_DEFINITIONS = "gen_ai.tool.definitions"
+GENAI_DEFINITIONS = sc.TOOL_DEFINITIONS
 OPENINFERENCE_TOOLS = "llm.tools."
 OPENLLMETRY_FUNCTIONS = "llm.request.functions."
-TRACEPASS_PARAMETERS_SCHEMA = "tracepass.tool.parameters_schema"
+TRACEPASS_PARAMETERS_SCHEMA = sc.TOOL_PARAMETERS_SCHEMA
 TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"  # Strands' spelling of the same, on tool spans
 OPENINFERENCE_TOOL_LIST = "llm.tools"
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
 from tracepass.collector.normalize import genai
 from tracepass.collector.normalize.arguments import RAW_KEY, coerce_arguments
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import answer_from_state, query_from_state
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.registry import Convention
 
-CONVENTION = "traceloop"
+NAME = "traceloop"
 SPAN_KIND = "traceloop.span.kind"
 ASSOCIATION = "traceloop.association.properties."
 
@@ -97,7 +100,7 @@ def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
                 rec.tool_arguments = retry
 
 
-def fill(kind: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
+def fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str:
     """Fill `rec` (built as OTHER) per `traceloop.span.kind`; returns the convention
     (`genai` for the model spans that only carry semconv attributes)."""
     if kind == "workflow" or kind == "agent":
@@ -108,4 +111,14 @@ def fill(kind: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
         operation = attrs.get(genai.OPERATION)
         if operation is not None and kind != "task":
             return genai.fill(operation, rec, attrs)
-    return CONVENTION
+    return NAME
+
+
+CONVENTIONS = (
+    Convention(
+        NAME,
+        keys=(SPAN_KIND,),
+        fill=fill,
+        doc="`traceloop.span.kind`: workflow/agent → TURN, tool → TOOL, task → OTHER",
+    ),
+)

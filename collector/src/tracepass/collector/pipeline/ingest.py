@@ -2,6 +2,10 @@
 → evaluation → results, as one asyncio component implementing `SpanSink` and
 the queries the conversation API renders (`latest_result`, `open_conversation`).
 
+Logs requests take the same path: their GenAI events become EVENT records
+(`normalize/logs.py`) that are routed, buffered, stored and recovered like spans, and
+joined to their span when the conversation is built, whichever arrived first.
+
 Why it is shaped like this:
 - `ingest` does only bounded work on the event loop (normalize, a dict insert per span)
   and, in `batch` durability, waits for the group commit that makes the spans durable;
@@ -28,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Counter, Meter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import Assembler, Completed, build_conversation
@@ -41,8 +46,14 @@ from tracepass.collector.config import (
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
-from tracepass.collector.normalize.records import Rejection, SpanRecord
-from tracepass.collector.pipeline.offline import Normalizer, default_normalizer
+from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.pipeline.offline import (
+    LogsNormalizer,
+    Normalizer,
+    default_logs_normalizer,
+    default_normalizer,
+)
 from tracepass.collector.pipeline.recovery import restore_conversations
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
@@ -51,6 +62,7 @@ from tracepass.collector.pipeline.scheduling import (
     ResultInfo,
     ResultListener,
 )
+from tracepass.collector.receiver.decode import count_log_records
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
 from tracepass.evaluator.models import Conversation
@@ -105,6 +117,10 @@ class Pipeline:
             meter=meter,
         )
         self._normalizer = normalizer
+        self._logs_normalizer: LogsNormalizer | None = None
+        # Filled by the default normalizers (a custom one reports nothing), drained per
+        # request into tracepass_spans_read / tracepass_fields_unreadable.
+        self.read_tally = ReadTally()
         self.assembler = Assembler(
             self.assembly_config,
             self.instruments,
@@ -139,7 +155,8 @@ class Pipeline:
     def from_config(
         cls, config: CollectorConfig, evaluator: ConversationEvaluator, **kwargs: Any
     ) -> Pipeline:
-        kwargs.setdefault("normalizer", default_normalizer(config.assembly.conversation_id_keys))
+        # The default normalizer (built lazily with `config.assembly`'s keys) also fills
+        # the pipeline's read tally.
         return cls(
             evaluator,
             assembly=config.assembly,
@@ -169,7 +186,7 @@ class Pipeline:
         assert self.store is not None
         restore_conversations(
             self.assembler,
-            self.store.load(self._normalize),
+            self.store.load(self._normalize, self._normalize_logs),
             now=self.clock(),
             retention_s=self.assembly_config.retention_s,
             source=self.store.path,
@@ -206,8 +223,19 @@ class Pipeline:
         self, request: ExportTraceServiceRequest
     ) -> tuple[list[SpanRecord], list[Rejection]]:
         if self._normalizer is None:
-            self._normalizer = default_normalizer(self.assembly_config.conversation_id_keys)
+            self._normalizer = default_normalizer(
+                self.assembly_config.conversation_id_keys, self.read_tally
+            )
         return self._normalizer(request)
+
+    def _normalize_logs(
+        self, request: ExportLogsServiceRequest
+    ) -> tuple[list[SpanRecord], list[Rejection]]:
+        if self._logs_normalizer is None:
+            self._logs_normalizer = default_logs_normalizer(
+                self.assembly_config.conversation_id_keys, self.read_tally
+            )
+        return self._logs_normalizer(request)
 
     def _check_capacity(self) -> None:
         if not self._ready:
@@ -240,6 +268,16 @@ class Pipeline:
             )
         return result
 
+    async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        self._check_capacity()
+        records, rejections = self._normalize_logs(request)
+        ignored = count_log_records(request) - len(records) - len(rejections)
+        if ignored:
+            self.instruments.log_records_ignored.add(ignored)
+        return await self._ingest(
+            records, rejections, request, self.instruments.log_records_rejected, "log records"
+        )
+
     async def ingest_records(
         self, records: Iterable[SpanRecord], rejections: Sequence[Rejection] = ()
     ) -> IngestResult:
@@ -251,10 +289,18 @@ class Pipeline:
         self,
         records: list[SpanRecord],
         rejections: Sequence[Rejection],
-        request: ExportTraceServiceRequest | None = None,
+        request: ExportTraceServiceRequest | ExportLogsServiceRequest | None = None,
+        rejected: Counter | None = None,
+        items: str = "spans",
     ) -> IngestResult:
+        rejected = rejected or self.instruments.spans_rejected
         for rej in rejections:
-            self.instruments.spans_rejected.add(1, {"reason": rej.reason})
+            rejected.add(1, {"reason": rej.reason})
+        read, unreadable = self.read_tally.drain()
+        for (convention, adapter), n in read.items():
+            self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
+        for field_name, n in unreadable.items():
+            self.instruments.fields_unreadable.add(n, {"field": field_name})
         if self.sampler is not None:
             kept = self.sampler.filter_arrivals(records)
             if len(kept) != len(records):
@@ -283,7 +329,7 @@ class Pipeline:
         message = ""
         if rejections:
             first = rejections[0]
-            message = f"{len(rejections)} spans rejected; first: {first.message}"
+            message = f"{len(rejections)} {items} rejected; first: {first.message}"
         return IngestResult(accepted=len(records), rejected=len(rejections), message=message)
 
     # ------------------------------------------------------------------ completion loop
@@ -331,6 +377,10 @@ class Pipeline:
         """Hand every conversation that is complete by `now` to evaluation; with `wait`,
         return after all evaluations (including earlier running ones) finished."""
         completed = self.assembler.poll(now)
+        given_up = self.assembler.take_given_up()
+        if self.store is not None:
+            for key in given_up:
+                await self.store.discard(key)
         for item in completed:
             self._chains.schedule(item)
         if wait:
@@ -341,6 +391,12 @@ class Pipeline:
         self._eval_errors.add(1)
 
     async def _evaluate(self, item: Completed) -> None:
+        if all(r.kind is RecordKind.EVENT for r in item.records):
+            # Only GenAI log events (an evicted buffer whose spans never came): nothing to
+            # evaluate; the assembler counted them, and no restart may restore them.
+            if self.store is not None:
+                await self.store.discard(item.key)
+            return
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
         if match is None and item.revision == 0:

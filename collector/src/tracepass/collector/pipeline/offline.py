@@ -9,54 +9,83 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
 from opentelemetry.metrics import NoOpMeter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.assembly import Assembler, Reason, build_conversation
-from tracepass.collector.config import AssemblyConfig
+from tracepass.collector.assembly import build_conversation, complete_all, unjoined_events
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
+from tracepass.collector.normalize.stats import ReadTally
 from tracepass.evaluator.models import Conversation
 
-__all__ = ["Normalizer", "assemble_offline", "assemble_records", "default_normalizer"]
+__all__ = [
+    "LogsNormalizer",
+    "Normalizer",
+    "assemble_offline",
+    "assemble_records",
+    "default_logs_normalizer",
+    "default_normalizer",
+]
 
 log = logging.getLogger(__name__)
 
 Normalizer = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
+# Logs requests → EVENT records (GenAI events as log records, joined to spans at build).
+LogsNormalizer = Callable[[ExportLogsServiceRequest], tuple[list[SpanRecord], list[Rejection]]]
 
 
-def default_normalizer(conversation_id_keys: Sequence[str] = ()) -> Normalizer:
+def default_normalizer(
+    conversation_id_keys: Sequence[str] = (), tally: ReadTally | None = None
+) -> Normalizer:
+    """`normalize_request` with the configured conversation-id keys; `tally` counts how
+    the spans were read (the live pipeline reports it on /metrics)."""
     # Imported late so that assembly can be used (and tested) on records alone.
     from tracepass.collector.normalize import normalize_request
 
-    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys))
+    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys), tally=tally)
+
+
+def default_logs_normalizer(
+    conversation_id_keys: Sequence[str] = (), tally: ReadTally | None = None
+) -> LogsNormalizer:
+    """`normalize_logs_request` likewise (its events tallied as `genai_log_events`)."""
+    from tracepass.collector.normalize import normalize_logs_request
+
+    return partial(
+        normalize_logs_request, conversation_id_keys=tuple(conversation_id_keys), tally=tally
+    )
 
 
 def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
     """Conversations from a finite set of records: everything completes at end of input."""
-    big = 2**62
-    config = AssemblyConfig(
-        max_open_conversations=big, max_buffered_spans=big, max_spans_per_conversation=big
-    )
-    asm = Assembler(config, CollectorInstruments.create(NoOpMeter("offline")), clock=lambda: 0.0)
-    asm.add(records)
-    done = asm.poll(0.0) + asm.flush_all(Reason.SHUTDOWN)
+    done = complete_all(records, CollectorInstruments.create(NoOpMeter("offline")))
+    lost = sum(unjoined_events({(r.trace_id, r.span_id): r for r in c.records}) for c in done)
+    if lost:
+        log.warning("%d GenAI log events name a span that is not in the input: not used", lost)
     convs = [build_conversation(c.key, c.records) for c in done]
+    # Traces where no agent worked (only setup spans) build conversations without turns.
+    convs = [c for c in convs if c.turns]
     convs.sort(key=lambda c: (min((t.start_ns or 0 for t in c.turns), default=0), c.id))
     return convs
 
 
 def assemble_offline(
-    requests: Iterable[ExportTraceServiceRequest],
+    requests: Iterable[ExportTraceServiceRequest | ExportLogsServiceRequest],
     *,
     conversation_id_keys: Sequence[str] = (),
     normalizer: Normalizer | None = None,
 ) -> list[Conversation]:
     """Rebuild conversations from OTLP requests read from files (`tracepass
-    conversations` / `tracepass evaluate`). Rejected spans are logged and skipped."""
+    conversations` / `tracepass evaluate`); logs requests carry GenAI events joined to
+    their spans. Rejected spans are logged and skipped."""
     normalize = normalizer or default_normalizer(conversation_id_keys)
+    normalize_logs = default_logs_normalizer(conversation_id_keys)
     records: list[SpanRecord] = []
     for request in requests:
-        recs, rejections = normalize(request)
+        if isinstance(request, ExportLogsServiceRequest):
+            recs, rejections = normalize_logs(request)
+        else:
+            recs, rejections = normalize(request)
         records.extend(recs)
         for rej in rejections:
             log.warning("span %s/%s skipped: %s", rej.trace_id, rej.span_id, rej.message)

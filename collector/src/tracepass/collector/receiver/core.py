@@ -1,10 +1,11 @@
-"""Protocol-neutral part of both receivers: admission, the call into the sink, and the
-accounting of every outcome.
+"""Protocol- and signal-neutral part of the receivers: admission, the call into the sink,
+and the accounting of every outcome.
 
-Keeping this in one place is what makes the two protocols behave alike: one in-flight
-budget shared by gRPC and HTTP, one mapping from failure to outcome label, one place that
-counts refused requests and spans (`CollectorInstruments`) and logs them (rate-limited, a
-misbehaving client must not flood the log).
+Keeping this in one place is what makes the two protocols and the two signals (traces,
+logs: `signals.py`) behave alike: one in-flight budget shared by gRPC and HTTP and by
+both signals, one mapping from failure to outcome label, one place that counts refused
+requests and items (`CollectorInstruments`) and logs them (rate-limited, a misbehaving
+client must not flood the log).
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
-
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from typing import Any, Literal
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.receiver.decode import count_spans
+from tracepass.collector.receiver.signals import Req, Signal, SignalName
 from tracepass.collector.receiver.sink import IngestResult, Overloaded, SpanSink
 
 __all__ = ["Protocol", "ReceiverCore", "Refusal", "RefusalKind"]
@@ -140,18 +139,21 @@ class ReceiverCore:
 
     # --- ingestion ---------------------------------------------------------------------
 
-    async def ingest(self, protocol: Protocol, request: ExportTraceServiceRequest) -> IngestResult:
-        n = count_spans(request)
-        self.instruments.spans_received.add(n, {"protocol": protocol})
+    async def ingest(self, signal: Signal[Req], protocol: Protocol, request: Req) -> IngestResult:
+        """Hand one decoded request of `signal` to the sink and count the outcome."""
+        n = signal.count(request)
+        signal.received(self.instruments).add(n, {"protocol": protocol})
+        labels = {"protocol": protocol, "signal": signal.name}
         if n == 0:
             # The spec asks for success on empty requests; the sink need not see them.
-            self.instruments.export_requests.add(1, {"protocol": protocol, "outcome": "ok"})
+            self.instruments.export_requests.add(1, {**labels, "outcome": "ok"})
             return IngestResult(accepted=0)
         started = time.perf_counter()
         try:
-            result = await self.sink.ingest(request)
+            result = await signal.deliver(self.sink, request)
         except Overloaded as exc:
-            raise self._refused_spans(
+            raise self._refused_items(
+                signal,
                 protocol,
                 Refusal(
                     "unavailable",
@@ -161,43 +163,56 @@ class ReceiverCore:
                 n,
             ) from None
         except Exception as exc:
-            log.exception("sink failed on a %s export request of %d spans", protocol, n)
-            raise self._refused_spans(
-                protocol, Refusal("error", f"internal error: {type(exc).__name__}"), n
-            ) from None
-        self.instruments.ingest_seconds.record(
-            time.perf_counter() - started, {"protocol": protocol}
-        )
-        outcome = "partial" if result.rejected else "ok"
-        self.instruments.export_requests.add(1, {"protocol": protocol, "outcome": outcome})
-        if result.rejected:
-            # The sink counts the spans it rejects under its own, more precise reasons.
-            self._log.warning(
-                f"partial:{protocol}",
-                "%s export: %d of %d spans rejected: %s",
+            log.exception(
+                "sink failed on a %s %s export request of %d %s",
                 protocol,
+                signal.name,
+                n,
+                signal.items,
+            )
+            raise self._refused_items(
+                signal, protocol, Refusal("error", f"internal error: {type(exc).__name__}"), n
+            ) from None
+        self.instruments.ingest_seconds.record(time.perf_counter() - started, labels)
+        outcome = "partial" if result.rejected else "ok"
+        self.instruments.export_requests.add(1, {**labels, "outcome": outcome})
+        if result.rejected:
+            # The sink counts the items it rejects under its own, more precise reasons.
+            self._log.warning(
+                f"partial:{protocol}:{signal.name}",
+                "%s %s export: %d of %d %s rejected: %s",
+                protocol,
+                signal.name,
                 result.rejected,
                 n,
+                signal.items,
                 result.message,
             )
         return result
 
-    def _refused_spans(self, protocol: Protocol, refusal: Refusal, spans: int) -> Refusal:
-        self.instruments.spans_rejected.add(spans, {"reason": refusal.kind})
-        return self.refused(protocol, refusal, spans)
+    def _refused_items(
+        self, signal: Signal[Any], protocol: Protocol, refusal: Refusal, items: int
+    ) -> Refusal:
+        signal.rejected(self.instruments).add(items, {"reason": refusal.kind})
+        return self.refused(signal.name, protocol, refusal, f"{items} {signal.items}")
 
-    def refused(self, protocol: Protocol, refusal: Refusal, spans: int | None = None) -> Refusal:
+    def refused(
+        self, signal: SignalName, protocol: Protocol, refusal: Refusal, items: str = ""
+    ) -> Refusal:
         """Count and log a refused request (once); returns the refusal for `raise`."""
         if refusal.counted:
             return refusal
         refusal.counted = True
-        self.instruments.export_requests.add(1, {"protocol": protocol, "outcome": refusal.kind})
+        self.instruments.export_requests.add(
+            1, {"protocol": protocol, "signal": signal, "outcome": refusal.kind}
+        )
         self._log.warning(
-            f"{refusal.kind}:{protocol}",
-            "%s export refused (%s)%s: %s",
+            f"{refusal.kind}:{protocol}:{signal}",
+            "%s %s export refused (%s)%s: %s",
             protocol,
+            signal,
             refusal.kind,
-            f", {spans} spans" if spans is not None else "",
+            f", {items}" if items else "",
             refusal.message,
         )
         return refusal

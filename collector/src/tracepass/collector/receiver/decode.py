@@ -1,4 +1,4 @@
-"""Bytes → `ExportTraceServiceRequest`, shared by the HTTP and gRPC receivers.
+"""Bytes → OTLP export requests (traces or logs), shared by the HTTP and gRPC receivers.
 
 Two jobs: decompress under a hard cap on the *decompressed* size, fed chunk by chunk so a
 gzip bomb is cut off after at most `cap` bytes of output (zlib's `max_length`), and turn
@@ -10,9 +10,11 @@ path only).
 from __future__ import annotations
 
 import zlib
+from typing import TypeVar, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 __all__ = [
@@ -20,10 +22,15 @@ __all__ = [
     "InvalidPayload",
     "PayloadTooLarge",
     "UnsupportedEncoding",
+    "count_log_records",
     "count_spans",
+    "decode_message",
     "decode_protobuf",
     "locate_protobuf_error",
 ]
+
+
+M = TypeVar("M", bound=Message)
 
 
 class InvalidPayload(ValueError):
@@ -158,17 +165,27 @@ def decompress(data: bytes, encoding: str, cap: int) -> bytes:
     return d.finish()
 
 
-def decode_protobuf(data: bytes) -> ExportTraceServiceRequest:
+def decode_message(data: bytes, message_type: type[M]) -> M:
+    """One protobuf export request of either signal; a parse failure says where."""
     try:
-        return ExportTraceServiceRequest.FromString(data)
+        return message_type.FromString(data)
     except DecodeError:
         raise InvalidPayload(
-            "invalid protobuf ExportTraceServiceRequest: " + locate_protobuf_error(data)
+            f"invalid protobuf {message_type.DESCRIPTOR.name}: "
+            + locate_protobuf_error(data, cast(Descriptor, message_type.DESCRIPTOR))
         ) from None
+
+
+def decode_protobuf(data: bytes) -> ExportTraceServiceRequest:
+    return decode_message(data, ExportTraceServiceRequest)
 
 
 def count_spans(request: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def count_log_records(request: ExportLogsServiceRequest) -> int:
+    return sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
 
 
 # --- error location (slow path) --------------------------------------------------------
@@ -241,10 +258,12 @@ def _walk(buf: bytes, pos: int, end: int, desc: Descriptor | None, path: str) ->
             raise _WireError(tag_at, here, "fixed-width value truncated")
 
 
-def locate_protobuf_error(data: bytes) -> str:
-    """Describe where `data` stops being a valid ExportTraceServiceRequest."""
+def locate_protobuf_error(
+    data: bytes, descriptor: Descriptor = ExportTraceServiceRequest.DESCRIPTOR
+) -> str:
+    """Describe where `data` stops being a valid message of `descriptor`."""
     try:
-        _walk(data, 0, len(data), ExportTraceServiceRequest.DESCRIPTOR, "")
+        _walk(data, 0, len(data), descriptor, "")
     except _WireError as err:
         where = f" in {err.path}" if err.path else ""
         return f"{err.what} at byte {err.offset}{where} ({len(data)} bytes total)"

@@ -1,4 +1,6 @@
-"""OTLP/gRPC `TraceService/Export` on grpc.aio.
+"""OTLP/gRPC `TraceService/Export` and `LogsService/Export` on one grpc.aio server.
+
+Both services are the same handler bound to a different `Signal` (see `signals.py`).
 
 The method is registered with no request deserializer so the handler sees raw bytes:
 that way a malformed message becomes INVALID_ARGUMENT with a located error instead of
@@ -14,24 +16,25 @@ a request whose one message never arrives is one grpc refused — counted as `to
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 from grpc import aio
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.receiver.binding import BindError, ensure_bindable
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
-from tracepass.collector.receiver.decode import InvalidPayload, decode_protobuf
+from tracepass.collector.receiver.decode import InvalidPayload, decode_message
+from tracepass.collector.receiver.signals import SIGNALS, Signal
 from tracepass.collector.receiver.status import GRPC_CODES, grpc_trailers
 
-__all__ = ["METHOD", "SERVICE", "GrpcReceiver"]
+__all__ = ["METHOD", "GrpcReceiver"]
 
-SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 METHOD = "Export"
+
+_Handler = Callable[[AsyncIterator[bytes], aio.ServicerContext[Any, Any]], Awaitable[bytes]]
 
 
 class GrpcReceiver:
@@ -50,15 +53,21 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        handler = grpc.method_handlers_generic_handler(
-            SERVICE,
-            {
-                METHOD: grpc.stream_unary_rpc_method_handler(
-                    self._export, request_deserializer=None, response_serializer=None
+        server.add_generic_rpc_handlers(
+            tuple(
+                grpc.method_handlers_generic_handler(
+                    signal.grpc_service,
+                    {
+                        METHOD: grpc.stream_unary_rpc_method_handler(
+                            self._handler(signal),
+                            request_deserializer=None,
+                            response_serializer=None,
+                        )
+                    },
                 )
-            },
+                for signal in SIGNALS
+            )
         )
-        server.add_generic_rpc_handlers((handler,))
         ensure_bindable("receiver.grpc_port", self._config.host, self._config.grpc_port)
         address = f"{_host(self._config.host)}:{self._config.grpc_port}"
         tls = self._config.tls
@@ -83,8 +92,19 @@ class GrpcReceiver:
             await self._server.stop(grace_s)
             self._server = None
 
+    def _handler(self, signal: Signal[Any]) -> _Handler:
+        async def export(
+            messages: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]
+        ) -> bytes:
+            return await self._export(signal, messages, context)
+
+        return export
+
     async def _export(
-        self, messages: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]
+        self,
+        signal: Signal[Any],
+        messages: AsyncIterator[bytes],
+        context: aio.ServicerContext[Any, Any],
     ) -> bytes:
         core = self._core
         try:
@@ -92,23 +112,19 @@ class GrpcReceiver:
             with core.admit():
                 body = await self._one_message(messages)
                 try:
-                    request = decode_protobuf(body)
+                    request = decode_message(body, signal.request_type)
                 except InvalidPayload as exc:
                     raise Refusal("invalid", str(exc)) from None
-                result = await core.ingest("grpc", request)
+                result = await core.ingest(signal, "grpc", request)
         except Refusal as refusal:
-            core.refused("grpc", refusal)
+            core.refused(signal.name, "grpc", refusal)
             # For a message grpc refused, grpc has already sent its own RESOURCE_EXHAUSTED
             # status and this abort only ends the handler.
             await context.abort(
                 GRPC_CODES[refusal.kind], refusal.message, trailing_metadata=grpc_trailers(refusal)
             )
             raise AssertionError("unreachable") from None
-        response = ExportTraceServiceResponse()
-        if result.rejected:
-            response.partial_success.rejected_spans = result.rejected
-            response.partial_success.error_message = result.message
-        return response.SerializeToString()
+        return signal.response(result).SerializeToString()
 
     async def _one_message(self, messages: AsyncIterator[bytes]) -> bytes:
         body: bytes | None = None

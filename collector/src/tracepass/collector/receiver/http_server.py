@@ -1,4 +1,4 @@
-"""OTLP/HTTP (`POST /v1/traces`) plus the small HTTP surface of the collector:
+"""OTLP/HTTP (`POST /v1/traces`, `POST /v1/logs`: one handler bound to each `Signal`) plus the small HTTP surface of the collector:
 `/healthz`, `/readyz`, and the read routes a later stage mounts (`extra_routes`: the
 conversation API, `tracepass.collector.api`) behind the same bearer-token check.
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.receiver.binding import BindError, reason_of
@@ -27,14 +27,14 @@ from tracepass.collector.receiver.decode import (
     InvalidPayload,
     PayloadTooLarge,
     UnsupportedEncoding,
-    decode_protobuf,
+    decode_message,
 )
-from tracepass.collector.receiver.otlp_json import OtlpJsonError, decode_json_bytes
+from tracepass.collector.receiver.otlp_json import OtlpJsonError
+from tracepass.collector.receiver.signals import SIGNALS, Signal
 from tracepass.collector.receiver.status import HTTP_STATUS, retry_after_header, rpc_status
 
-__all__ = ["TRACES_PATH", "GetRoute", "HttpReceiver"]
+__all__ = ["GetRoute", "HttpReceiver"]
 
-TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf", "application/vnd.google.protobuf"})
@@ -57,7 +57,8 @@ class HttpReceiver:
         self.port: int | None = None
         # aiohttp would otherwise inflate gzip bodies itself, without any size cap.
         app = web.Application(handler_args={"auto_decompress": False})
-        app.router.add_post(TRACES_PATH, self._traces)
+        for signal in SIGNALS:
+            app.router.add_post(signal.http_path, self._handler(signal))
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         for path, handler in extra_routes:
@@ -101,7 +102,13 @@ class HttpReceiver:
 
     # --- OTLP --------------------------------------------------------------------------
 
-    async def _traces(self, request: web.Request) -> web.Response:
+    def _handler(self, signal: Signal[Any]) -> Handler:
+        async def export(request: web.Request) -> web.Response:
+            return await self._export(signal, request)
+
+        return export
+
+    async def _export(self, signal: Signal[Any], request: web.Request) -> web.Response:
         core = self._core
         ctype = request.content_type
         as_json = ctype == JSON
@@ -115,20 +122,20 @@ class HttpReceiver:
             with core.admit():
                 body = await self._read_body(request)
                 try:
-                    message = decode_json_bytes(body) if as_json else decode_protobuf(body)
+                    message = (
+                        signal.decode_json(body)
+                        if as_json
+                        else decode_message(body, signal.request_type)
+                    )
                 except OtlpJsonError as exc:
                     raise Refusal("invalid", f"invalid OTLP/JSON: {exc}", field=exc.path) from None
                 except InvalidPayload as exc:
                     raise Refusal("invalid", str(exc)) from None
-                result = await core.ingest("http", message)
+                result = await core.ingest(signal, "http", message)
         except Refusal as refusal:
-            core.refused("http", refusal)
+            core.refused(signal.name, "http", refusal)
             return self._error(refusal, as_json)
-        response = ExportTraceServiceResponse()
-        if result.rejected:
-            response.partial_success.rejected_spans = result.rejected
-            response.partial_success.error_message = result.message
-        return _message_response(200, response, as_json)
+        return _message_response(200, signal.response(result), as_json)
 
     async def _read_body(self, request: web.Request) -> bytes:
         cap = self._config.max_request_bytes

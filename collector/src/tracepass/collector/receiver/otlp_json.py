@@ -31,7 +31,13 @@ try:  # optional accelerator, not a declared dependency
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["OtlpJsonError", "decode_json_bytes", "decode_json_object"]
+__all__ = [
+    "OtlpJsonError",
+    "check_signal",
+    "decode_json_bytes",
+    "decode_json_object",
+    "parse_json",
+]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -76,17 +82,42 @@ def _fast_loads(data: bytes | str) -> Any:
     return json.loads(data)
 
 
-def decode_json_bytes(data: bytes | str) -> ExportTraceServiceRequest:
-    """Parse one OTLP/JSON `ExportTraceServiceRequest` (or `TracesData`) document."""
+def parse_json(data: bytes | str) -> Any:
+    """The JSON value of a request body; syntax errors say line and column."""
     try:
-        obj = _fast_loads(data)
+        return _fast_loads(data)
     except json.JSONDecodeError as exc:
         raise OtlpJsonError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     except UnicodeDecodeError as exc:
         raise OtlpJsonError(f"body is not UTF-8 (byte {exc.start}): {exc.reason}") from None
-    return decode_json_object(obj)
+
+
+def decode_json_bytes(data: bytes | str) -> ExportTraceServiceRequest:
+    """Parse one OTLP/JSON `ExportTraceServiceRequest` (or `TracesData`) document."""
+    return decode_json_object(parse_json(data))
+
+
+# The top-level array of each OTLP signal's document, and the signal's name.
+_SIGNAL_KEYS = {
+    "resourceSpans": "traces",
+    "resource_spans": "traces",
+    "resourceLogs": "logs",
+    "resource_logs": "logs",
+    "resourceMetrics": "metrics",
+    "resource_metrics": "metrics",
+}
+
+
+def check_signal(obj: dict[str, Any], expected: str) -> None:
+    """A document without the expected signal's array: refuse it if it is another
+    signal's (it would otherwise decode as an empty request, acknowledged and lost)."""
+    for key, signal in _SIGNAL_KEYS.items():
+        if signal != expected and key in obj:
+            raise OtlpJsonError(
+                f"this is an OTLP {signal} document, not {expected} (wrong endpoint?)", key
+            )
 
 
 def decode_json_object(obj: Any) -> ExportTraceServiceRequest:
@@ -98,6 +129,7 @@ def decode_json_object(obj: Any) -> ExportTraceServiceRequest:
     if items is None:
         items = obj.get("resource_spans")
     if items is None:
+        check_signal(obj, "traces")
         return request
     if type(items) is not list:
         raise OtlpJsonError(f"expected an array, got {_kind(items)}", "resourceSpans")

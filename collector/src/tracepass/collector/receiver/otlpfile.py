@@ -3,12 +3,16 @@
 Formats, as the OpenTelemetry Collector `file` exporter and other tools write them:
 
 * JSON lines: one `ExportTraceServiceRequest` / `TracesData` OTLP/JSON object per line
-  (file exporter, `format: json`). More generally any sequence of JSON documents, so a
+  (file exporter, `format: json`); lines holding `resourceLogs` (logs export requests:
+  GenAI events sent as log records) are read too and yielded as
+  `ExportLogsServiceRequest`s, to be joined to their spans. More generally any sequence of JSON documents, so a
   single pretty-printed document, or several concatenated, read the same way; a
   top-level array holds several documents.
 * Length-prefixed protobuf: each message preceded by its size as a 4-byte big-endian
   unsigned integer (file exporter `format: proto`, and any format with `compression:
-  zstd`, where each message is zstd-compressed before being prefixed).
+  zstd`, where each message is zstd-compressed before being prefixed). A frame holding
+  JSON is an OTLP/JSON document, traces or logs (`tracepass serve --record` writes logs
+  requests that way: a protobuf frame cannot say which signal it is).
 * A single bare protobuf message (starts with the `resource_spans` tag byte 0x0a).
 * Any of the above gzip- or zstd-compressed as a whole file.
 
@@ -25,12 +29,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.receiver.decode import InvalidPayload, decode_protobuf
 from tracepass.collector.receiver.otlp_json import OtlpJsonError, decode_json_object
+from tracepass.collector.receiver.otlp_json_logs import decode_logs_json_object, is_logs_document
 
-__all__ = ["OtlpFileError", "read_otlp_bytes", "read_otlp_file"]
+# A trace export request, or a logs one (JSON only: binary frames are read as traces).
+OtlpFileRequest = ExportTraceServiceRequest | ExportLogsServiceRequest
+
+__all__ = ["OtlpFileError", "OtlpFileRequest", "read_otlp_bytes", "read_otlp_file"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -42,7 +51,7 @@ class OtlpFileError(ValueError):
     `file: byte N:`."""
 
 
-def read_otlp_file(path: str | Path) -> Iterator[ExportTraceServiceRequest]:
+def read_otlp_file(path: str | Path) -> Iterator[OtlpFileRequest]:
     """Yield every export request in the file, in file order."""
     p = Path(path)
     try:
@@ -52,7 +61,7 @@ def read_otlp_file(path: str | Path) -> Iterator[ExportTraceServiceRequest]:
     yield from read_otlp_bytes(data, str(p))
 
 
-def read_otlp_bytes(data: bytes, name: str = "<bytes>") -> Iterator[ExportTraceServiceRequest]:
+def read_otlp_bytes(data: bytes, name: str = "<bytes>") -> Iterator[OtlpFileRequest]:
     if data.startswith(_GZIP_MAGIC):
         try:
             data = gzip.decompress(data)
@@ -101,7 +110,7 @@ def _protobuf(data: bytes, where: str) -> ExportTraceServiceRequest:
         raise OtlpFileError(f"{where}: {exc}") from None
 
 
-def _json_documents(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
+def _json_documents(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -126,14 +135,18 @@ def _json_documents(data: bytes, name: str) -> Iterator[ExportTraceServiceReques
         docs: list[Any] = obj if isinstance(obj, list) else [obj]
         for i, doc in enumerate(docs):
             try:
-                yield decode_json_object(doc)
+                yield (
+                    decode_logs_json_object(doc)
+                    if is_logs_document(doc)
+                    else decode_json_object(doc)
+                )
             except OtlpJsonError as exc:
                 item = f" (array item {i})" if isinstance(obj, list) else ""
                 raise OtlpFileError(f"{name}:{line}{item}: invalid OTLP/JSON: {exc}") from None
         idx = end
 
 
-def _frames(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
+def _frames(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
     pos, n, index = 0, len(data), 0
     while pos < n:
         if n - pos < 4:
@@ -154,7 +167,12 @@ def _frames(data: bytes, name: str) -> Iterator[ExportTraceServiceRequest]:
             payload = _unzstd(payload, where)
         if payload.lstrip()[:1] == b"{":
             try:
-                yield decode_json_object(json.loads(payload))
+                doc = json.loads(payload)
+                yield (
+                    decode_logs_json_object(doc)
+                    if is_logs_document(doc)
+                    else decode_json_object(doc)
+                )
             except json.JSONDecodeError as exc:
                 raise OtlpFileError(f"{where}: invalid JSON: {exc}") from None
             except OtlpJsonError as exc:

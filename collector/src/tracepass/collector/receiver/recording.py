@@ -4,7 +4,10 @@ Why at the receiver: `tracepass serve --record DIR` is how a team captures produ
 traffic for `tracepass evaluate` and CI gates without running a second collector. The
 files are length-prefixed protobuf (`traces-000001.binpb`, …: each message preceded by
 its size as 4 big-endian bytes), the OpenTelemetry Collector file exporter's `proto`
-format, which `evaluate` and `conversations` read. A request is recorded exactly as it was
+format, which `evaluate` and `conversations` read. Logs requests (GenAI events as log
+records) go in the same files, as frames holding their OTLP/JSON (a protobuf frame does
+not say which signal it is; a JSON one does, by `resourceLogs`), so one recording
+replays spans and their events together. A request is recorded exactly as it was
 received, and only once the sink behind accepted it (a refused request is retried by the
 client and would otherwise be recorded twice). A file is closed and the next one started
 when it would exceed `max_file_bytes`; writes happen off the event loop.
@@ -18,8 +21,10 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tracepass.collector.receiver.otlp_json_logs import encode_logs_json
 from tracepass.collector.receiver.sink import IngestResult, SpanSink
 
 __all__ = ["RecordingSink"]
@@ -49,6 +54,12 @@ class RecordingSink:
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         body = request.SerializeToString()  # as received: before the sink may trim it
         result = await self.inner.ingest(request)
+        await asyncio.to_thread(self._append, body)
+        return result
+
+    async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        body = encode_logs_json(request)
+        result = await self.inner.ingest_logs(request)
         await asyncio.to_thread(self._append, body)
         return result
 

@@ -1,8 +1,8 @@
 """The seam between the OTLP receivers and everything behind them.
 
-Receivers (gRPC, HTTP, file readers) only decode bytes into `ExportTraceServiceRequest`
-and translate the sink's answer into protocol responses; they know nothing of
-conversations. The pipeline behind implements `SpanSink`.
+Receivers (gRPC, HTTP, file readers) only decode bytes into export requests (traces, or
+logs carrying GenAI events) and translate the sink's answer into protocol responses;
+they know nothing of conversations. The pipeline behind implements `SpanSink`.
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """How many spans of one export request were accepted; `rejected` > 0 becomes an
-    OTLP partial-success response carrying `message`."""
+    """How many items (spans, or log records) of one export request were accepted;
+    `rejected` > 0 becomes an OTLP partial-success response carrying `message`."""
 
     accepted: int
     rejected: int = 0
@@ -38,6 +39,12 @@ class SpanSink(Protocol):
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         """Accept the spans of one request; return only once they are as durable as the
         configured durability mode promises (the client is acknowledged after this)."""
+        ...
+
+    async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        """Accept the log records of one request, with the same durability promise. Log
+        records that are not GenAI events are accepted and ignored (logs pipelines
+        carry everything); `rejected` counts the log records refused."""
         ...
 
     def ready(self) -> bool:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
@@ -89,8 +90,9 @@ def encode_record(rec: SpanRecord) -> str:
     )
 
 
-def encode_request(request: ExportTraceServiceRequest) -> bytes:
-    """What `batch` durability stores per export request: its protobuf bytes."""
+def encode_request(request: ExportTraceServiceRequest | ExportLogsServiceRequest) -> bytes:
+    """What `batch` durability stores per export request (traces or logs): its protobuf
+    bytes."""
     return request.SerializeToString()
 
 

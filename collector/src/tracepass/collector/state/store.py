@@ -10,10 +10,11 @@ Why it is shaped like this:
   WAL file and survives `kill -9` (synchronous=NORMAL: durable against process death;
   an OS crash / power loss may lose the last transactions, see docs/collector.md).
 - The ingest path (`write_request`) stores each export request once, as the protobuf
-  bytes the client sent, plus its routing (which conversation each held record went
-  to): one row per request instead of a JSON-encoded row per span, which made `batch`
-  durability cost more CPU than normalization. Recovery decodes and normalizes those
-  requests again (`load(normalize)`). `request_keys` says which conversations still
+  bytes the client sent, plus its signal (traces, or logs carrying GenAI events) and
+  its routing (which conversation each held record went to): one row per request
+  instead of a JSON-encoded row per span, which made `batch` durability cost more CPU
+  than normalization. Recovery decodes and normalizes those requests again
+  (`load(normalize, normalize_logs)`). `request_keys` says which conversations still
   need a request row, so purging a conversation deletes the rows no one needs.
 - Records without a request (`write_spans`: `ingest_records`, the clean shutdown of
   `none` durability) are stored as compact JSON arrays (`codec.py`).
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize.records import SpanRecord
@@ -56,11 +58,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Durability = Literal["none", "batch"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PAGE_SIZE = 16384  # of new state files
-# Version 1 files lack only the request log tables, which `_SCHEMA` creates: upgraded
-# in place.
-_UPGRADABLE = {1}
+# Upgraded in place: version 1 files lack the request log tables, which `_SCHEMA`
+# creates; version 2 request logs lack the `signal` column (all their rows are traces).
+_UPGRADABLE = {1, 2}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spans (
@@ -87,7 +89,8 @@ CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY,
     received_at REAL NOT NULL,
     data BLOB NOT NULL,
-    routing TEXT NOT NULL
+    routing TEXT NOT NULL,
+    signal TEXT NOT NULL DEFAULT 'traces'
 );
 CREATE TABLE IF NOT EXISTS request_keys (
     conv_key TEXT NOT NULL,
@@ -123,6 +126,7 @@ def _apply_merges(conn: sqlite3.Connection, merges: Iterable[tuple[str, str]]) -
 # ------------------------------------------------------------------------ recovery
 
 Normalize = Callable[[ExportTraceServiceRequest], tuple[list[SpanRecord], Any]]
+NormalizeLogs = Callable[[ExportLogsServiceRequest], tuple[list[SpanRecord], Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +228,11 @@ class StateStore:
             if str(mode).lower() != "wal":
                 raise StateError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
             conn.executescript(_SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(requests)")}
+            if "signal" not in columns:
+                conn.execute(
+                    "ALTER TABLE requests ADD COLUMN signal TEXT NOT NULL DEFAULT 'traces'"
+                )
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 conn.execute(
@@ -350,7 +359,7 @@ class StateStore:
 
     async def write_request(
         self,
-        request: ExportTraceServiceRequest,
+        request: ExportTraceServiceRequest | ExportLogsServiceRequest,
         keys: Sequence[str | None],
         received_at: float,
         merges: Iterable[tuple[str, str]] = (),
@@ -359,6 +368,7 @@ class StateStore:
         conversation holding the normalizer's i-th record (`AddOutcome.keys`), None for
         records assembly did not hold (dropped), which recovery skips."""
         merges = list(merges)
+        signal = "logs" if isinstance(request, ExportLogsServiceRequest) else "traces"
 
         def op(conn: sqlite3.Connection) -> None:
             # Serialized here, on the writer thread: the event loop only waits.
@@ -367,8 +377,8 @@ class StateStore:
             _apply_merges(conn, merges)
             routing = encode_routing([list(slots), index, merges])
             cur = conn.execute(
-                "INSERT INTO requests (received_at, data, routing) VALUES (?,?,?)",
-                (received_at, encode_request(request), routing),
+                "INSERT INTO requests (received_at, data, routing, signal) VALUES (?,?,?,?)",
+                (received_at, encode_request(request), routing, signal),
             )
             req_id = cur.lastrowid
             conn.executemany(
@@ -377,11 +387,14 @@ class StateStore:
 
         await self.run(op)
 
-    def load(self, normalize: Normalize | None = None) -> list[StoredConversation]:
+    def load(
+        self, normalize: Normalize | None = None, normalize_logs: NormalizeLogs | None = None
+    ) -> list[StoredConversation]:
         """Every conversation with spans on disk (blocking; call before serving).
 
         Stored records are read first, then the request log is replayed in arrival
-        order with `normalize` (the normalizer that produced the records): each record
+        order with `normalize` / `normalize_logs` (the normalizers that produced the
+        records from trace / logs requests): each record
         goes to the conversation it was routed to, renamed by later trace merges, and
         only while that conversation still needs the request (not purged). Without
         `normalize` the request log is not read."""
@@ -407,7 +420,7 @@ class StateStore:
             groups.setdefault(conv_key, {}).setdefault((rec.trace_id, rec.span_id), rec)
             last[conv_key] = max(last.get(conv_key, 0.0), float(received_at))
         if normalize is not None:
-            bad += self._replay(normalize, groups, last)
+            bad += self._replay(normalize, normalize_logs, groups, last)
         if bad:
             log.error("%s: %d stored spans could not be decoded", self.path, bad)
         out: list[StoredConversation] = []
@@ -431,6 +444,7 @@ class StateStore:
     def _replay(
         self,
         normalize: Normalize,
+        normalize_logs: NormalizeLogs | None,
         groups: dict[str, dict[tuple[str, str], SpanRecord]],
         last: dict[str, float],
     ) -> int:
@@ -450,12 +464,19 @@ class StateStore:
         live = set(self._reader.execute("SELECT conv_key, req_id FROM request_keys"))
         bad = 0
         index: Any = None
-        for req_id, received_at, data, routing in self._reader.execute(
-            "SELECT id, received_at, data, routing FROM requests ORDER BY id"
+        for req_id, received_at, data, routing, signal in self._reader.execute(
+            "SELECT id, received_at, data, routing, signal FROM requests ORDER BY id"
         ):
             try:
                 keys, index, _ = json.loads(routing)
-                records, _rejected = normalize(ExportTraceServiceRequest.FromString(data))
+                if signal == "logs":
+                    if normalize_logs is None:
+                        raise ValueError("a logs request, and no logs normalizer to read it")
+                    records, _rejected = normalize_logs(ExportLogsServiceRequest.FromString(data))
+                elif signal == "traces":
+                    records, _rejected = normalize(ExportTraceServiceRequest.FromString(data))
+                else:
+                    raise ValueError(f"unknown signal {signal!r}")
                 if len(records) != len(index):
                     raise ValueError(
                         f"{len(records)} records normalized, {len(index)} routed "

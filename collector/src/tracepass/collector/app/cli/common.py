@@ -47,6 +47,14 @@ GateOnOption = Annotated[
     GateOn,
     typer.Option("--gate-on", help="Judge gates on the point estimate or the lower bound."),
 ]
+ConversationIdKeyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--conversation-id-key",
+        help="Extra span attribute naming the conversation (repeatable).",
+        show_default=False,
+    ),
+]
 
 
 class OutputFormat(StrEnum):

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
+    ConversationIdKeyOption,
     OutputFormat,
     OutputOption,
     emit_json_or_table,
@@ -50,14 +51,7 @@ def conversations(
         OutputFormat, typer.Option("--format", help="table (default) or json.")
     ] = OutputFormat.TABLE,
     output: OutputOption = None,
-    conversation_id_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--conversation-id-key",
-            help="Extra span attribute naming the conversation (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    conversation_id_key: ConversationIdKeyOption = None,
 ) -> None:
     """Rebuild the conversations recorded in OTLP trace files.
 

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
     EXIT_GATE,
+    ConversationIdKeyOption,
     FailUnderOption,
     GateOnOption,
     LevelOption,
@@ -137,14 +138,7 @@ def evaluate(
     fail_under: FailUnderOption = None,
     gate_on: GateOnOption = gates.GateOn.POINT,
     level: LevelOption = 0.95,
-    conversation_id_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--conversation-id-key",
-            help="Extra span attribute naming the conversation (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    conversation_id_key: ConversationIdKeyOption = None,
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Conversations graded in parallel.")
     ] = 8,

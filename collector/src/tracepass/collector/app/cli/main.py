@@ -163,11 +163,12 @@ from tracepass.collector.app.cli import (  # noqa: E402
     compare,
     conversations,
     evaluate,
+    inspect,
     references,
     review,
 )
 
-for _module in (conversations, evaluate, references, review, compare):
+for _module in (conversations, inspect, evaluate, references, review, compare):
     _module.register(app)
 
 # Live workflows: the collector, the demo, probing an agent.

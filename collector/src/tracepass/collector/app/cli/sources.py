@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from typing import TYPE_CHECKING
 
 from tracepass.collector.app.cli.common import fail
 from tracepass.evaluator.models import Conversation, ReferenceSet
 from tracepass.evaluator.references import ReferenceLoadError, load_dataset, load_reference_sets
+
+if TYPE_CHECKING:
+    from tracepass.collector.receiver.otlpfile import OtlpFileRequest
 
 
 def _check_file(path: Path, what: str) -> None:
@@ -20,15 +22,12 @@ def _check_file(path: Path, what: str) -> None:
         fail(f"{path}: is a directory, expected a file ({what})")
 
 
-def conversations_from_otlp(
-    files: Sequence[Path], conversation_id_keys: Sequence[str] = ()
-) -> list[Conversation]:
-    """Read OTLP files (JSON lines, single JSON documents, length-prefixed protobuf) and
-    rebuild conversations across all of them (a conversation may span files)."""
-    from tracepass.collector.pipeline import assemble_offline
+def requests_from_otlp(files: Sequence[Path]) -> list[OtlpFileRequest]:
+    """Every export request (traces, and logs in JSON files) of the OTLP files, in order;
+    an unreadable file fails with its name and line (exit 2)."""
     from tracepass.collector.receiver.otlpfile import read_otlp_file
 
-    requests: list[ExportTraceServiceRequest] = []
+    requests: list[OtlpFileRequest] = []
     for path in files:
         _check_file(path, "OTLP trace file")
         try:
@@ -36,7 +35,18 @@ def conversations_from_otlp(
         except (ValueError, OSError) as exc:
             message = str(exc)
             fail(message if str(path) in message else f"{path}: {message}")
-    return assemble_offline(requests, conversation_id_keys=conversation_id_keys)
+    return requests
+
+
+def conversations_from_otlp(
+    files: Sequence[Path], conversation_id_keys: Sequence[str] = ()
+) -> list[Conversation]:
+    """Read OTLP files (JSON lines, single JSON documents, length-prefixed protobuf) and
+    rebuild conversations across all of them (a conversation may span files); logs
+    requests in them (GenAI events as log records) are joined to their spans."""
+    from tracepass.collector.pipeline import assemble_offline
+
+    return assemble_offline(requests_from_otlp(files), conversation_id_keys=conversation_id_keys)
 
 
 def reference_sets(paths: Sequence[Path]) -> list[ReferenceSet]:

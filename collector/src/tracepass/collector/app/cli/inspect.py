@@ -1,0 +1,119 @@
+"""`tracepass inspect FILE…`: how tracepass reads each span of each turn, with warnings
+for shapes that look misread (see `assembly/inspection.py`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from tracepass.collector.app.cli.common import (
+    ConversationIdKeyOption,
+    OutputFormat,
+    OutputOption,
+    emit_json_or_table,
+    plain,
+    stdout_console,
+)
+
+if TYPE_CHECKING:
+    from tracepass.collector.assembly.inspection import InspectionReport
+
+EPILOG = """\
+Examples:
+
+  tracepass inspect traces.jsonl
+
+  tracepass inspect traces.jsonl logs.jsonl --format json -o inspection.json
+
+Exit codes: 0 ok (warnings included), 2 unreadable or malformed file.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(inspect)
+
+
+def inspect(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="OTLP files, as for `tracepass conversations` (JSON lines may hold logs "
+            "requests too: GenAI events as log records).",
+            show_default=False,
+        ),
+    ],
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="table (default) or json.")
+    ] = OutputFormat.TABLE,
+    output: OutputOption = None,
+    conversation_id_key: ConversationIdKeyOption = None,
+) -> None:
+    """Show how tracepass reads the spans in OTLP files, to onboard a new framework.
+
+    Per conversation and turn: which convention and framework adapter read each span,
+    which fields were found and where from (attribute, span event, log, adapter, model
+    request), and warnings for shapes that look misread.
+    """
+    from tracepass.collector.app.cli import sources
+    from tracepass.collector.assembly.inspection import inspect_requests
+
+    report = inspect_requests(
+        sources.requests_from_otlp(files), conversation_id_keys=conversation_id_key or ()
+    )
+    emit_json_or_table(
+        {**dataclasses.asdict(report), "warning_count": report.warning_count},
+        as_json=output_format is OutputFormat.JSON,
+        output=output,
+        print_table=lambda: print_report(report),
+    )
+
+
+def _fields(fields: dict[str, str]) -> str:
+    return ", ".join(
+        name if source == "attribute" else f"{name}←{source}" for name, source in fields.items()
+    )
+
+
+def print_report(report: InspectionReport) -> None:
+    console = stdout_console()
+    conventions = ", ".join(f"{k} {v}" for k, v in report.spans_by_convention.items())
+    adapters = ", ".join(f"{k} {v}" for k, v in report.spans_by_adapter.items()) or "none"
+    console.print(plain(f"spans by convention: {conventions}; adapted: {adapters}"))
+    for message in report.rejected:
+        console.print(plain(f"rejected: {message}"))
+    for conv in report.conversations:
+        for warning in conv.warnings:
+            console.print(plain(f"⚠ conversation {conv.id}: {warning}"))
+        for turn in conv.turns:
+            table = Table(
+                title=plain(f"conversation {conv.id} · turn {turn.index}"),
+                caption=plain(f"query: {turn.query!r}\nanswer: {turn.answer!r}"),
+                show_lines=False,
+            )
+            for col in ("span", "kind", "convention", "adapters", "fields (←source)"):
+                table.add_column(col, overflow="fold")
+            for span in turn.spans:
+                table.add_row(
+                    plain(span.name),
+                    span.kind + (f" ({span.role})" if span.role else ""),
+                    plain(span.convention or "—"),
+                    plain(", ".join(span.adapters)),
+                    plain(_fields(span.fields)),
+                )
+            console.print(table)
+            for call in turn.tool_calls:
+                console.print(
+                    plain(
+                        f"  tool {call.name}({', '.join(call.arguments)}) arguments from "
+                        f"{call.arguments_source}; result {'yes' if call.has_result else 'no'}"
+                        + (f"; error {call.error!r}" if call.error else "")
+                    )
+                )
+            for warning in turn.warnings:
+                console.print(plain(f"  ⚠ {warning}"))
+    total = report.warning_count
+    console.print(plain(f"{total} warning(s)" if total else "no warnings"))

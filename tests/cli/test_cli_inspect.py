@@ -1,0 +1,43 @@
+"""`tracepass inspect`: table and JSON over a real-framework corpus file, exit 2 on a
+malformed file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tracepass.collector.app.cli.main import app
+
+CORPUS = Path(__file__).resolve().parents[1] / "frameworks" / "corpus"
+runner = CliRunner()
+
+
+def test_json_reports_provenance_per_span_and_no_warnings() -> None:
+    res = runner.invoke(
+        app, ["inspect", str(CORPUS / "strands_native.otlp.jsonl"), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["warning_count"] == 0
+    assert doc["spans_by_adapter"]["strands"] > 0
+    turn = doc["conversations"][0]["turns"][0]
+    assert {c["arguments_source"] for c in turn["tool_calls"]} == {"span_event"}
+    tools = [s for s in turn["spans"] if s["kind"] == "tool"]
+    assert tools[0]["fields"]["tool_result"] == "adapter"
+
+
+def test_table_shows_warnings_of_a_stack_without_content() -> None:
+    res = runner.invoke(app, ["inspect", str(CORPUS / "autogen_native.otlp.jsonl")])
+    assert res.exit_code == 0, res.output
+    assert "no query found" in res.stdout
+    assert "warning(s)" in res.stdout
+
+
+def test_malformed_file_exits_2_with_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"resourceSpans": [}\n')
+    res = runner.invoke(app, ["inspect", str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}:1" in res.output
