@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench lock dist clean
+.PHONY: setup demo test lint pytest bench corpus lock dist clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -40,6 +40,12 @@ pytest: setup
 
 bench: setup
 	$(BIN)/python bench/run_all.py
+
+## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework
+## under .tools/frameworks, installed from PyPI; not part of `make test`.
+## CORPUS_ARGS passes options, e.g. CORPUS_ARGS="--only langgraph" or "--out /tmp/corpus".
+corpus:
+	$(PY) tests/frameworks/regenerate.py $(CORPUS_ARGS)
 
 ## Wheels and sdists of the three distributions in dist/, checked with twine.
 dist: setup

@@ -111,3 +111,19 @@ def test_instrumentation_wheel_alone_needs_only_api_and_sdk(dist: Path, tmp_path
         "except ImportError as exc:\n    print(exc)\n",
     )
     assert "tracepass-instrumentation[otlp-http]" in message
+
+
+def test_collector_wheel_ships_the_web_ui_templates(dist: Path) -> None:
+    """The UI is rendered from package data: no template may be left out of the wheel."""
+    import zipfile
+
+    src = ROOT / "collector" / "src" / "tracepass" / "collector" / "api" / "ui" / "templates"
+    expected = {p.name for p in src.glob("*.html.j2")}
+    with zipfile.ZipFile(_wheel(dist, "tracepass_collector")) as wheel:
+        shipped = {
+            Path(n).name
+            for n in wheel.namelist()
+            if n.startswith("tracepass/collector/api/ui/templates/")
+        }
+    assert expected
+    assert shipped == expected

@@ -49,8 +49,32 @@ def test_breakdowns_and_failures() -> None:
     assert radar["calc-agent 1.0"]["exact"] == pytest.approx(6 / 8)
     rows, total = data.failures(doc)
     assert total == 2 + 3 + 4
-    assert rows[0].expected_tools == ["calculator(a=15, b=27)"]
-    assert rows[0].actual_tools == ["calculator(a=15, b=26)"]
+    assert rows[0].expected_tools is not None
+    assert [c.text for c in rows[0].expected_tools] == ["calculator(a=15, b=27)"]
+    assert [c.text for c in rows[0].actual_tools] == ["calculator(a=15, b=26)"]
+    # The differing argument is the one highlighted, on both sides.
+    assert rows[0].expected_tools[0].marked == ["b=27"]
+    assert rows[0].actual_tools[0].marked == ["b=26"]
+    # The radar has an arguments axis: right tools, wrong arguments is not perfect.
+    assert radar["calc-agent 1.0"]["arguments"] < 1.0
+
+
+def test_failures_sort_naturally() -> None:
+    convs = [conversation(f"demo-0-{i}", "a", False) for i in (199, 20, 3)]
+    rows, _ = data.failures(build_document(convs, (1,)))
+    assert [r.conversation_id for r in rows] == ["demo-0-3", "demo-0-20", "demo-0-199"]
+    rows, total = data.failures(build_document(convs, (1,)), limit=1)
+    assert ([r.conversation_id for r in rows], total) == (["demo-0-3"], 3)
+
+
+def test_headline_verdict_is_per_agent_version() -> None:
+    html = render_report(_doc())
+    verdicts = {label: v["tier"] for label, v in data.readiness_by_version(_doc()).items()}
+    assert set(verdicts) == {"calc-agent 1.0", "calc-agent 2.0"}
+    assert verdicts["calc-agent 2.0"] == "not_ready"
+    assert "Readiness per agent version" in html
+    assert html.count('class="version-verdict"') == 2
+    assert "<mark>b=26</mark>" in html
 
 
 def test_untrusted_text_is_escaped() -> None:

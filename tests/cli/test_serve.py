@@ -31,6 +31,15 @@ def test_bad_config_field_exit_2(tmp_path: Path) -> None:
     assert f"{cfg}: receiver.grpc_prot" in res.output
 
 
+def test_trace_url_template_without_placeholder_exit_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text('ui:\n  trace_url_template: "http://jaeger/trace/"\n')
+    res = runner.invoke(app, ["serve", "--config", str(cfg)])
+    assert res.exit_code == 2
+    assert f"{cfg}: ui.trace_url_template" in res.output
+    assert "{trace_id}" in res.output
+
+
 def test_missing_references_exit_2(tmp_path: Path) -> None:
     res = runner.invoke(app, ["serve", "--references", str(tmp_path / "nope")])
     assert res.exit_code == 2

@@ -4,6 +4,7 @@ overload, health, the conversation API and the lifecycle of the ports."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
 import zlib
@@ -275,6 +276,17 @@ async def test_bearer_token(
             assert resp.status == 200
         async with client.get(_url(servers, "/api/v1/conversations/c1")) as resp:
             assert resp.status == 401
+            # Browsers (the web UI) are offered Basic, with the token as the password, in
+            # a header of its own (Chromium ignores a Basic challenge after a Bearer one).
+            challenges = resp.headers.getall("WWW-Authenticate")
+            assert challenges == [
+                'Basic realm="tracepass", charset="UTF-8"',
+                'Bearer realm="tracepass"',
+            ]
+        for user_token, status in ((b"ui:tok", 200), (b":tok", 200), (b"ui:wrong", 401)):
+            basic = {"Authorization": "Basic " + base64.b64encode(user_token).decode()}
+            async with client.get(_url(servers, "/api/v1/conversations/c1"), headers=basic) as resp:
+                assert resp.status == status, user_token
         async with client.get(_url(servers, "/healthz")) as resp:
             assert resp.status == 200  # health stays open
         assert metrics.value("tracepass_export_requests", outcome="unauthorized") == 2

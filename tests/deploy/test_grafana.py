@@ -253,3 +253,47 @@ def test_substitute() -> None:
     )
     with pytest.raises(KeyError):
         substitute("$nope", {})
+
+
+def _panel(dashboard: dict[str, Any], title_start: str) -> dict[str, Any]:
+    return next(p for p in all_panels(dashboard) if p["title"].startswith(title_start))
+
+
+def test_pass_pow_k_panels_link_to_the_ui_filtered_by_agent_and_version() -> None:
+    dashboard = load_dashboard()
+    names = {v["name"] for v in dashboard["templating"]["list"]}
+    assert "tracepass_ui" in names
+    for title, version in (
+        ("pass@$k vs pass^$k", "${agent_version}"),
+        ("pass^$k by agent version", "${__field.labels.agent_version}"),
+    ):
+        links = _panel(dashboard, title)["fieldConfig"]["defaults"]["links"]
+        failing = links[0]["url"]
+        assert failing.startswith("${tracepass_ui}/conversations?")
+        assert "agent_name=${agent_name}" in failing
+        assert f"agent_version={version}" in failing
+        assert "outcome=fail,error,incomplete" in failing
+    assert dashboard["links"][0]["url"] == "${tracepass_ui}/"
+
+
+def test_outcome_panel_shows_exemplars_linked_to_the_ui() -> None:
+    panel = _panel(load_dashboard(), "Conversations by outcome")
+    assert all(t["exemplar"] is True for t in panel["targets"])
+    assert "tracepass_conversations_total" in panel["targets"][0]["expr"]
+    (ds,) = _yaml(PROVISIONING / "datasources" / "prometheus.yaml")["datasources"]
+    (dest,) = ds["jsonData"]["exemplarTraceIdDestinations"]
+    assert dest["name"] == "conversation_id"  # an exemplar label tracepass writes
+    assert dest["url"] == "${TRACEPASS_UI_URL}/conversations/$${__value.raw}"
+    compose = _yaml(COMPOSE)
+    assert compose["services"]["grafana"]["environment"]["TRACEPASS_UI_URL"].endswith("/ui")
+    assert "--enable-feature=exemplar-storage" in compose["services"]["prometheus"]["command"]
+
+
+def test_pass_pow_k_alert_links_to_the_failing_conversations() -> None:
+    doc = _yaml(PROVISIONING / "alerting" / "tracepass.yaml")
+    rules = [r for g in doc["groups"] for r in g["rules"] if "pass^" in r["title"]]
+    assert rules
+    url = rules[0]["annotations"]["ui_url"]
+    assert "/ui/conversations?" in url
+    assert "agent_name={{ $labels.agent_name }}" in url
+    assert "agent_version={{ $labels.agent_version }}" in url

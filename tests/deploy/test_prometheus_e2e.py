@@ -165,7 +165,9 @@ class Prometheus:
 
 
 @contextlib.contextmanager
-def prometheus(tmp_path: Path, metrics_port: int) -> Iterator[Prometheus]:
+def prometheus(
+    tmp_path: Path, metrics_port: int, *flags: str, rules_file: bool = True
+) -> Iterator[Prometheus]:
     binary = require_tool("prometheus")
     rules = tmp_path / "tracepass.rules.yaml"
     rules.write_text(
@@ -173,7 +175,7 @@ def prometheus(tmp_path: Path, metrics_port: int) -> Iterator[Prometheus]:
     )
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules)],
+        "rule_files": [str(rules)] if rules_file else [],
         "scrape_configs": [
             {
                 "job_name": "tracepass",
@@ -197,6 +199,7 @@ def prometheus(tmp_path: Path, metrics_port: int) -> Iterator[Prometheus]:
                     f"--web.listen-address=127.0.0.1:{port}",
                     "--storage.tsdb.retention.time=1h",
                     "--log.level=warn",
+                    *flags,
                 ],
                 stdout=log_f,
                 stderr=subprocess.STDOUT,

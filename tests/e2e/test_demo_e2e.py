@@ -11,7 +11,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _live_support import TRACEPASS, clean_env, port_free, scrape, select, total, wait_until
+from _live_support import (
+    TRACEPASS,
+    clean_env,
+    http_get,
+    port_free,
+    scrape,
+    select,
+    total,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -69,6 +78,11 @@ def test_demo_short_run(tmp_path: Path) -> None:
             return found
 
         pow3 = wait_until(both_versions, 120, "pass^3 gauges of both versions")
+        # The web UI's URL is announced, and it answers while the demo runs.
+        assert ports["ui_url"] == f"http://127.0.0.1:{ports['http_port']}/ui/"
+        status, body = http_get(str(ports["ui_url"]))
+        assert status == 200
+        assert b"travel-assistant" in body
         # Per reference set: the regressed version is lower on every set both reached.
         assert max(pow3["1.1"]) < min(pow3["1.0"])
         assert proc.wait(timeout=180) == 0, (tmp_path / "demo.err").read_text()
@@ -147,6 +161,7 @@ def test_demo_live_view(tmp_path: Path) -> None:
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stdout)
     assert re.search(r"metrics\s+http://127\.0\.0\.1:\d+/metrics", screen)
     assert f"report   {report}" in screen
+    assert re.search(r"web UI\s+http://127\.0\.0\.1:\d+/ui/", screen)
     for column in ("pass@1", "pass^3", "pass^3 unbiased", "CUSUM"):
         assert column in screen
     # Rows of both versions with a posterior mean and its [lower, upper] interval.

@@ -23,7 +23,7 @@ below), a fake model that replays `model_steps()` in order (only the LLM is fake
 `TURNS` with the framework's real instrumentation installed on `Capture`'s providers, and
 calls `Capture.write(...)`.
 
-Files written (`tests/frameworks/corpus/`):
+Files written (`tests/frameworks/corpus/`, or `$TRACEPASS_CORPUS_DIR` when set):
 
 * `<scenario>.otlp.jsonl` — one OTLP/JSON export request per line
   (`{"resourceSpans": ...}` or `{"resourceLogs": ...}`), trace and span ids in hex as the
@@ -45,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+#: Where `Capture.write` writes instead of `CORPUS_DIR` when set: a check regenerates into
+#: a scratch directory and compares, leaving the committed files alone.
+CORPUS_DIR_ENV = "TRACEPASS_CORPUS_DIR"
 
 CONVERSATION_ID = "conv-travel-1"
 AGENT_NAME = "travel-agent"
@@ -308,15 +311,21 @@ class Capture:
 
     def write(self, scenario: str, meta: Meta, turns: Sequence[Turn] = TURNS) -> Path:
         """Write `<scenario>.otlp.jsonl` and `<scenario>.expected.json`; returns the first."""
-        CORPUS_DIR.mkdir(parents=True, exist_ok=True)
+        directory = corpus_dir()
+        directory.mkdir(parents=True, exist_ok=True)
         requests = self.requests()
         if not requests:
             raise SystemExit(f"{scenario}: the instrumentation produced no spans")
-        otlp = CORPUS_DIR / f"{scenario}.otlp.jsonl"
+        otlp = directory / f"{scenario}.otlp.jsonl"
         otlp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in requests))
-        expected = CORPUS_DIR / f"{scenario}.expected.json"
+        expected = directory / f"{scenario}.expected.json"
         expected.write_text(json.dumps(expected_document(meta, turns), indent=2) + "\n")
         return otlp
+
+
+def corpus_dir() -> Path:
+    """`$TRACEPASS_CORPUS_DIR` if set, else the committed corpus directory."""
+    return Path(os.environ.get(CORPUS_DIR_ENV) or CORPUS_DIR)
 
 
 def package_version(name: str) -> str:

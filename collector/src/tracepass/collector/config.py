@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class _Section(BaseModel):
@@ -147,6 +147,22 @@ class MetricsConfig(_Section):
     emit_evaluation_events: bool = True
 
 
+class UIConfig(_Section):
+    """The read-only web UI at /ui/ on the receiver's HTTP port (same bearer token)."""
+
+    enabled: bool = True
+    # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
+    # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
+    trace_url_template: str | None = None
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _has_placeholder(cls, value: str | None) -> str | None:
+        if value is not None and "{trace_id}" not in value:
+            raise ValueError("must contain the placeholder {trace_id}")
+        return value
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -156,6 +172,7 @@ class CollectorConfig(_Section):
     evaluation: EvaluationSettings = EvaluationSettings()
     sampling: SamplingConfig = SamplingConfig()
     metrics: MetricsConfig = MetricsConfig()
+    ui: UIConfig = UIConfig()
 
 
 class ConfigError(ValueError):

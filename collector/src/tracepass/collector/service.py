@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.collector.api import ConversationViews, conversation_routes
+from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
@@ -103,6 +103,7 @@ class CollectorService:
         self.telemetry: Any = None
         self.pipeline: Pipeline | None = None
         self.views: ConversationViews | None = None
+        self.read_model: ReadModel | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -191,12 +192,21 @@ class CollectorService:
             aggregator,
             event_logger=self.telemetry.event_logger(),
             clock=self.clock,
+            exemplars=self.telemetry.exemplars,
         )
         if judge is not None:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
+        self.read_model = ReadModel(
+            self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+        )
+        routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        if cfg.ui.enabled:
+            from tracepass.collector.api.ui import ui_routes
+
+            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
         sink: SpanSink = self.pipeline
         if cfg.receiver.record_dir is not None:
             self._recorder = RecordingSink(
@@ -209,7 +219,7 @@ class CollectorService:
             sink,
             instruments,
             cfg.receiver,
-            extra_routes=conversation_routes(self.views),
+            extra_routes=routes,
         )
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
@@ -268,6 +278,7 @@ class CollectorService:
             await pipeline.stop()
             self.pipeline = None
             self.views = None
+            self.read_model = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
@@ -290,13 +301,17 @@ class CollectorService:
         await self._metrics_ready.wait()
         if self.metrics is None:  # start() failed before the metrics existed
             return
-        self.metrics.record(
+        recorded = self.metrics.record(
             result,
             revision=info.revision,
             lag_s=info.lag_s,
             now=info.now,
             conversation=info.conversation,
         )
+        if recorded:
+            from tracepass.collector.export.failure_log import log_failure
+
+            log_failure(result, info.conversation, info.revision)
         self.evaluated += 1
         for listener in self.listeners:
             try:
@@ -370,6 +385,14 @@ class CollectorService:
     @property
     def metrics_url(self) -> str | None:
         return self.telemetry.prometheus_url if self.telemetry is not None else None
+
+    @property
+    def ui_url(self) -> str | None:
+        """Loopback URL of the web UI (None when it or the HTTP receiver is off)."""
+        if not self.config.ui.enabled:
+            return None
+        base = self.endpoint("http")
+        return None if base is None else f"{base}/ui/"
 
     def endpoint(self, protocol: str = "http") -> str | None:
         """Loopback URL an exporter on this machine should use."""

@@ -31,6 +31,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
+from tracepass.collector.export.exemplars import ExemplarStore
 from tracepass.collector.export.outcomes import (
     result_success,
     success_of,
@@ -94,8 +95,10 @@ class EvaluationMetrics:
         *,
         event_logger: Logger | None = None,
         clock: Callable[[], float] = time.time,
+        exemplars: ExemplarStore | None = None,
     ) -> None:
         self.config = config
+        self.exemplars = exemplars
         self.aggregator = aggregator or RollingAggregator(rolling_config(config))
         self._events = (
             EvaluationEvents(event_logger)
@@ -240,6 +243,8 @@ class EvaluationMetrics:
             self.turns.add(count, {**labels, "outcome": outcome})
         for rule, count in violations.items():
             self.violations.add(count, {**labels, "rule": rule})
+        if self.exemplars is not None:
+            self._exemplars(result, labels, turn_tally, conversation, now)
         tool_calls = 0
         for turn in result.turns:
             tool_calls += len(turn.tool_calls)
@@ -257,6 +262,45 @@ class EvaluationMetrics:
         if self._events is not None:
             self._events.emit(result, labels, revision, conversation)
         return True
+
+    def _exemplars(
+        self,
+        result: ConversationResult,
+        labels: dict[str, str],
+        turn_tally: Tally[str],
+        conversation: Conversation | None,
+        now: float,
+    ) -> None:
+        """This conversation becomes the exemplar of the series it just counted in: its
+        first failing turn's trace (the trace to look at), else its last trace."""
+        assert self.exemplars is not None
+        traces = [] if conversation is None else [t.trace_id for t in conversation.turns]
+        fallback = conversation.trace_ids[-1] if conversation and conversation.trace_ids else None
+        first_bad = next(
+            (i for i, t in enumerate(result.turns) if t.correct is False and i < len(traces)),
+            None,
+        )
+        trace = (traces[first_bad] if first_bad is not None else None) or fallback
+        cid = result.conversation_id
+        self.exemplars.observe(
+            "tracepass_conversations",
+            {**labels, "outcome": result.outcome.value},
+            trace_id=trace,
+            conversation_id=cid,
+            value=1.0,
+            timestamp=now,
+        )
+        for i, turn in enumerate(result.turns):
+            outcome = turn_outcome(turn)
+            if outcome in turn_tally:
+                self.exemplars.observe(
+                    "tracepass_turns",
+                    {**labels, "outcome": outcome},
+                    trace_id=(traces[i] if i < len(traces) else None) or fallback,
+                    conversation_id=cid,
+                    value=float(turn_tally[outcome]),
+                    timestamp=now,
+                )
 
     def _supersede(self, key: Key, tag: str) -> None:
         labels = dict(zip(LABELS, key, strict=True))

@@ -26,6 +26,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 
 from tracepass.collector.config import MetricsConfig
+from tracepass.collector.export.exemplars import ExemplarCollector, ExemplarStore
 from tracepass.collector.receiver.binding import BindError, reason_of
 
 __all__ = ["Telemetry", "build_telemetry", "otlp_settings"]
@@ -43,6 +44,8 @@ class Telemetry:
     prometheus_host: str | None = None
     prometheus_port: int | None = None  # the bound port (useful with port 0)
     otlp_endpoint: str | None = None
+    # Exemplars of the outcome counters on /metrics (None without Prometheus).
+    exemplars: ExemplarStore | None = None
     _httpd: Any = None
     _thread: Any = None
     shutdown_timeout_s: float = 5.0
@@ -153,14 +156,20 @@ def build_telemetry(
     resource = resource or Resource.create({"service.name": "tracepass"})
     readers: list[MetricReader] = list(extra_readers)
     httpd = thread = None
+    exemplars: ExemplarStore | None = None
     host: str | None = None
     port: int | None = None
     if config.prometheus_enabled:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import CollectorRegistry, start_http_server
 
+        # The OTel reader fills a private registry; the served one adds exemplars to
+        # its counter samples (`exemplars.py`: the OTel exporter writes none).
+        source = CollectorRegistry(auto_describe=True)
+        readers.append(PrometheusMetricReader(registry=source))
+        exemplars = ExemplarStore()
         registry = CollectorRegistry()
-        readers.append(PrometheusMetricReader(registry=registry))
+        registry.register(ExemplarCollector(source, exemplars))
         try:
             httpd, thread = start_http_server(
                 config.prometheus_port, addr=config.prometheus_host, registry=registry
@@ -220,6 +229,7 @@ def build_telemetry(
         prometheus_host=host,
         prometheus_port=port,
         otlp_endpoint=metrics_endpoint,
+        exemplars=exemplars,
         _httpd=httpd,
         _thread=thread,
         shutdown_timeout_s=config.otlp_timeout_s,

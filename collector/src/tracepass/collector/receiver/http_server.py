@@ -10,6 +10,7 @@ JSON), as OTLP requires, for successes and failures alike.
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
@@ -179,20 +180,36 @@ class HttpReceiver:
         return web.json_response({"status": "ready"})
 
     def _authorized(self, handler: Handler) -> Handler:
-        """Mounted routes answer only with the receiver's bearer token, like exports."""
+        """Mounted routes answer only with the receiver's bearer token, like exports.
+        A browser cannot send a bearer header, so HTTP Basic with the token as the
+        password (any user name) is accepted too: the 401 challenges for both, and the
+        browser asks for it once."""
 
         async def guarded(request: web.Request) -> web.StreamResponse:
             try:
-                self._core.check_auth(request.headers.get("Authorization"))
+                self._core.check_auth(_basic_as_bearer(request.headers.get("Authorization")))
             except Refusal as refusal:
-                return web.json_response(
-                    {"error": refusal.message},
-                    status=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="tracepass"'},
-                )
+                response = web.json_response({"error": refusal.message}, status=401)
+                # One challenge per header: browsers act on a Basic challenge only when
+                # it is a header of its own (Chromium ignores it after a Bearer one).
+                response.headers.add("WWW-Authenticate", 'Basic realm="tracepass", charset="UTF-8"')
+                response.headers.add("WWW-Authenticate", 'Bearer realm="tracepass"')
+                return response
             return await handler(request)
 
         return guarded
+
+
+def _basic_as_bearer(header: str | None) -> str | None:
+    """`Basic base64(user:token)` → `Bearer token`; anything else unchanged."""
+    if header is None or header[:6].lower() != "basic ":
+        return header
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return header
+    _, _, password = decoded.partition(":")
+    return f"Bearer {password}"
 
 
 def _message_response(status: int, message: Message, as_json: bool) -> web.Response:

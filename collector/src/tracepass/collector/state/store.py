@@ -19,7 +19,8 @@ Why it is shaped like this:
 - Records without a request (`write_spans`: `ingest_records`, the clean shutdown of
   `none` durability) are stored as compact JSON arrays (`codec.py`).
 - Reads for the conversation API use a second connection: WAL readers never block the
-  writer.
+  writer. The list API filters on columns copied out of each result when it is written
+  (`index.py`), never by decoding stored results.
 """
 
 from __future__ import annotations
@@ -52,17 +53,28 @@ from tracepass.collector.state.codec import (
     encode_result,
     encode_routing,
 )
+from tracepass.collector.state.index import (
+    INDEX_COLUMNS,
+    INDEX_SCHEMA,
+    ResultFilter,
+    ResultRow,
+    backfill,
+    index_values,
+    list_results,
+    write_violations,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Durability = Literal["none", "batch"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 PAGE_SIZE = 16384  # of new state files
 # Upgraded in place: version 1 files lack the request log tables, which `_SCHEMA`
-# creates; version 2 request logs lack the `signal` column (all their rows are traces).
-_UPGRADABLE = {1, 2}
+# creates; version 2 request logs lack the `signal` column (all their rows are traces);
+# versions 1-3 lack the result index columns, added and filled by `_migrate_results`.
+_UPGRADABLE = {1, 2, 3}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spans (
@@ -104,6 +116,18 @@ CREATE TABLE IF NOT EXISTS merges (
     new_key TEXT NOT NULL
 );
 """
+
+
+_INDEXED = ", ".join(name for name, _ in INDEX_COLUMNS)
+_PUT_RESULT = (
+    f"INSERT INTO results (conv_key, revision, closed_at, evaluated_at, n_spans, purged, view, "
+    f"{_INDEXED}) VALUES (?,?,?,?,?,0,?,{','.join('?' * len(INDEX_COLUMNS))}) "
+    "ON CONFLICT(conv_key) DO UPDATE SET revision=excluded.revision, "
+    "closed_at=excluded.closed_at, evaluated_at=excluded.evaluated_at, "
+    "n_spans=excluded.n_spans, purged=0, view=excluded.view, "
+    + ", ".join(f"{name}=excluded.{name}" for name, _ in INDEX_COLUMNS)
+    + " WHERE excluded.revision >= results.revision"
+)
 
 
 class StateError(RuntimeError):
@@ -234,6 +258,8 @@ class StateStore:
                     "ALTER TABLE requests ADD COLUMN signal TEXT NOT NULL DEFAULT 'traces'"
                 )
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None or int(row[0]) in _UPGRADABLE:
+                self._migrate_results(conn)
             if row is None:
                 conn.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
@@ -250,6 +276,26 @@ class StateStore:
             conn.close()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
+
+    def _migrate_results(self, conn: sqlite3.Connection) -> None:
+        """Add the result index columns and indexes (new files and version 1/2 files
+        alike) and fill them for rows already stored, in one transaction."""
+        have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for name, decl in INDEX_COLUMNS:
+                if name not in have:
+                    conn.execute(f"ALTER TABLE results ADD COLUMN {name} {decl}")
+            for statement in INDEX_SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            n = backfill(conn, self.path)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if n:
+            log.info("%s: indexed %d stored results (state schema upgrade)", self.path, n)
 
     def close(self) -> None:
         """Finish every queued write, then stop the writer (blocking)."""
@@ -543,6 +589,11 @@ class StateStore:
         every conversation ever seen."""
 
         def op(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "DELETE FROM result_violations WHERE conv_key IN (SELECT conv_key FROM "
+                "results WHERE purged=1 AND evaluated_at < ?)",
+                (evaluated_before,),
+            )
             return conn.execute(
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
             ).rowcount
@@ -564,15 +615,16 @@ class StateStore:
         """Store the evaluation as data (`encode_result`), never as an API view, so the API's
         shape can change without touching the file format."""
         text = encode_result(stored)
+        # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
+        # thread's transactions short.
+        indexed = index_values(stored)
 
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO results VALUES (?,?,?,?,?,0,?) ON CONFLICT(conv_key) DO UPDATE "
-                "SET revision=excluded.revision, closed_at=excluded.closed_at, "
-                "evaluated_at=excluded.evaluated_at, n_spans=excluded.n_spans, purged=0, "
-                "view=excluded.view WHERE excluded.revision >= results.revision",
-                (key, revision, closed_at, evaluated_at, n_spans, text),
-            )
+            changed = conn.execute(
+                _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
+            ).rowcount
+            if changed:
+                write_violations(conn, key, stored, closed_at)
 
         await self.run(op)
 
@@ -583,6 +635,69 @@ class StateStore:
         if row is None:
             return None
         return decode_result(row[0])
+
+    def list_results(
+        self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
+    ) -> tuple[list[ResultRow], tuple[float, str] | None]:
+        """One page of stored results matching `where`, newest first (`index.py`)."""
+        assert self._reader is not None, "open() first"
+        return list_results(self._reader, where, limit=limit, cursor=cursor)
+
+    def reference_counts(
+        self,
+        since: float,
+        *,
+        agent_name: str | None = None,
+        agent_version: str | None = None,
+        reference_set: str | None = None,
+    ) -> dict[str, tuple[int, int]]:
+        """reference id → (trials, passes) of results completed since `since` (None
+        filters: any). Trials are what pass@k counts: pass, fail and incomplete results
+        that matched a reference (error and unscored are no evidence either way)."""
+        assert self._reader is not None, "open() first"
+        sql = (
+            "SELECT reference_id, count(*), sum(outcome='pass') FROM results "
+            "WHERE closed_at >= ? AND reference_id IS NOT NULL "
+            "AND outcome IN ('pass','fail','incomplete')"
+        )
+        args: list[Any] = [since]
+        for column, value in (
+            ("agent_name", agent_name),
+            ("agent_version", agent_version),
+            ("reference_set", reference_set),
+        ):
+            if value is not None:
+                sql += f" AND {column}=?"
+                args.append(value)
+        rows = self._reader.execute(sql + " GROUP BY reference_id", args)
+        return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
+
+    def outcome_trend(
+        self, since: float, buckets: int
+    ) -> tuple[float, float, list[tuple[str | None, str | None, int, int, int]]]:
+        """Trials and passes per agent version in `buckets` equal time slices spanning
+        the results completed since `since` (first to last of them): returns (start,
+        slice seconds, rows of (agent, version, slice index, trials, passes)). Trials
+        count as in `reference_counts`."""
+        assert self._reader is not None, "open() first"
+        trial = (
+            "closed_at >= ? AND reference_id IS NOT NULL "
+            "AND outcome IN ('pass','fail','incomplete')"
+        )
+        lo, hi = self._reader.execute(
+            f"SELECT min(closed_at), max(closed_at) FROM results WHERE {trial}", (since,)
+        ).fetchone()
+        if lo is None:
+            return since, 0.0, []
+        width = max((float(hi) - float(lo)) / buckets, 1e-3)
+        rows = self._reader.execute(
+            "SELECT agent_name, agent_version, "
+            f"min(CAST((closed_at - ?) / ? AS INTEGER), {buckets - 1}) AS b, "
+            f"count(*), sum(outcome='pass') FROM results WHERE {trial} "
+            "GROUP BY agent_name, agent_version, b",
+            (lo, width, since),
+        )
+        return float(lo), width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
 
     # ---------------------------------------------------------------- blobs
 

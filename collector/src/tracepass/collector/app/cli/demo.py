@@ -86,6 +86,13 @@ def demo(
         Path | None,
         typer.Option("--ports-file", help="Write the bound ports as JSON here once listening."),
     ] = None,
+    keep_serving: Annotated[
+        bool,
+        typer.Option(
+            "--keep-serving",
+            help="After the run, keep the web UI, API and /metrics up until Ctrl-C.",
+        ),
+    ] = False,
 ) -> None:
     """Run a collector and an instrumented example agent; watch pass^k fall."""
     from tracepass.collector.app.demo.examples import ExamplesNotFound, find_examples
@@ -113,6 +120,7 @@ def demo(
         examples=examples,
         protocol=protocol,
         ports_file=ports_file,
+        keep_serving=keep_serving,
     )
     # Collector logs would tear the live view; warnings and errors still show.
     logging.basicConfig(
@@ -163,6 +171,11 @@ async def _run(options: Any) -> Any:
             write_ports_file(options.ports_file, info)
         if not options.live:
             print(json.dumps(info), flush=True)
+            print(
+                f"web UI: {service.ui_url} (while the demo runs; --keep-serving keeps it up)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     with startup_errors_reported(options.ports_file):
         if options.live:

@@ -67,6 +67,7 @@ def listening_event(service: Any, **extra: Any) -> dict[str, Any]:
         "http_port": ports.http,
         "metrics_port": ports.metrics,
         "metrics_url": service.metrics_url,
+        "ui_url": service.ui_url,
         **extra,
     }
 
@@ -288,7 +289,8 @@ def serve(
         sys.stdout.flush()
         console.print(
             f"tracepass collector: OTLP gRPC :{ports.grpc}, OTLP HTTP :{ports.http}, "
-            f"metrics {service.metrics_url or 'off'} (Ctrl-C to stop)",
+            f"metrics {service.metrics_url or 'off'}, web UI {service.ui_url or 'off'} "
+            "(Ctrl-C to stop)",
             highlight=False,
         )
 

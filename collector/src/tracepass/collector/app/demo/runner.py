@@ -66,6 +66,8 @@ class DemoOptions:
     examples: Path | None = None
     protocol: str = "http/protobuf"
     ports_file: Path | None = None
+    # After the run, keep the collector (web UI, API, /metrics) up until Ctrl-C.
+    keep_serving: bool = False
 
     @property
     def switch_at(self) -> float:
@@ -279,6 +281,13 @@ async def run_demo(
                 render(state, service)
                 await asyncio.sleep(0.2)
             render(state, service)
+            if options.keep_serving and not state.interrupted:
+                # The run is complete; Ctrl-C now only ends the serving, so the summary
+                # still says "finished".
+                while not state.interrupted:
+                    render(state, service)
+                    await asyncio.sleep(0.5)
+                state.interrupted = False
         finally:
             stop.set()
             await asyncio.to_thread(instrumentation.shutdown)

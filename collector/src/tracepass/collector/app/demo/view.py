@@ -76,6 +76,7 @@ def live_panel(state: DemoState, service: Any) -> RenderableType:
         f"now running {phase}\n"
         f"conversations sent [bold]{state.sent}[/] · evaluated [bold]{len(state.results)}[/]\n"
         f"metrics  [cyan]{service.metrics_url}[/]\n"
+        f"web UI   [cyan]{service.ui_url}[/] (while the demo runs; --keep-serving keeps it up)\n"
         f"OTLP     grpc 127.0.0.1:{service.ports.grpc} · http 127.0.0.1:{service.ports.http}\n"
         f"report   {opts.report} (written at the end)"
     )

@@ -76,7 +76,8 @@ def grouped_bars(rows: Mapping[str, Mapping[str, float]], dims: Sequence[str], t
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     if labels:
-        ax.legend(fontsize="small")
+        # Outside the axes (right): inside, it covered the bars of the last dimensions.
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _data_uri(fig)
 
 

@@ -12,9 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.evaluator import passk
-from tracepass.evaluator.offline.evaluation_run import TOOL_DIMENSIONS, task_groups
+from tracepass.evaluator.explain import natural_key, trajectory_rows
+from tracepass.evaluator.models import ExpectedTool, ToolCall
+from tracepass.evaluator.offline.evaluation_run import (
+    TOOL_DIMENSIONS,
+    readiness_verdict,
+    task_groups,
+)
 
-TRAJECTORY_AXES = ("precision", "recall", "f1", "exact", "in_order", "any_order")
+# The trajectory metrics compare tool *names*; "arguments" (the tool-correctness
+# parameters score) is on the radar too, or a version that calls the right tools with
+# wrong arguments draws the same perfect polygon as a correct one.
+TRAJECTORY_AXES = ("precision", "recall", "f1", "exact", "in_order", "any_order", "arguments")
 
 
 def version_label(conv: Mapping[str, Any]) -> str:
@@ -27,7 +36,18 @@ def by_version(doc: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for conv in doc.get("conversations") or []:
         groups[version_label(conv)].append(conv)
-    return dict(sorted(groups.items()))
+    return dict(sorted(groups.items(), key=lambda item: natural_key(item[0])))
+
+
+def readiness_by_version(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The readiness verdict of each agent version on its own: pooling versions hid a
+    production-ready 1.0 behind a regressed 1.1 ("needs improvement" for both)."""
+    level = float((doc.get("summary") or {}).get("level") or 0.95)
+    out = {}
+    for label, convs in by_version(doc).items():
+        groups = list(task_groups(convs).values())
+        out[label] = readiness_verdict(groups, level) | {"trials": sum(n for n, _ in groups)}
+    return out
 
 
 @dataclass
@@ -121,27 +141,64 @@ def trajectory_by_version(doc: Mapping[str, Any]) -> dict[str, dict[str, float]]
                 if not traj or traj.get("f1") is None:  # tools not checked on this turn
                     continue
                 n += 1
+                tc = turn.get("tool_correctness") or {}
                 for axis in TRAJECTORY_AXES:
-                    sums[axis] += float(traj.get(axis) or 0.0)
+                    value = tc.get("parameters", 1.0) if axis == "arguments" else traj.get(axis)
+                    sums[axis] += float(value or 0.0)
         if n:
             out[label] = {axis: sums[axis] / n for axis in TRAJECTORY_AXES}
     return out
 
 
-def _format_call(call: Mapping[str, Any]) -> str:
-    args = call.get("arguments")
-    text = f"{call.get('name')}({_args(args)})"
-    if call.get("error"):
-        text += f" → error: {call['error']}"
-    return text
+@dataclass(frozen=True)
+class CallText:
+    """One tool call as shown in the failures table: `name(` parts `)`, where each part
+    is (text, differs) so the differing argument is highlighted (`explain.py`)."""
+
+    name: str
+    parts: tuple[tuple[str, bool], ...]
+    status: str = "match"  # match | arguments | missing | extra
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        return f"{self.name}({', '.join(t for t, _ in self.parts)})"
+
+    @property
+    def marked(self) -> list[str]:
+        return [t for t, differs in self.parts if differs]
 
 
-def _args(args: Any) -> str:
-    if args is None:
-        return "…"
-    if isinstance(args, Mapping):
-        return ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return repr(args)
+def _call_texts(turn: Mapping[str, Any]) -> tuple[list[CallText] | None, list[CallText]]:
+    """(expected calls, actual calls) of a turn with differing arguments marked."""
+    try:
+        calls = [ToolCall.model_validate(c) for c in turn.get("tool_calls") or []]
+        raw = turn.get("expected_tools")
+        expected = None if raw is None else [ExpectedTool.model_validate(e) for e in raw]
+    except ValueError:  # a document from an older tracepass: show the names only
+        actual = [CallText(str(c.get("name")), ()) for c in turn.get("tool_calls") or []]
+        raw = turn.get("expected_tools")
+        return (None if raw is None else [CallText(str(e.get("name")), ()) for e in raw]), actual
+    rows = trajectory_rows(calls, expected)
+    exp_out: list[CallText] = []
+    act_out: list[CallText] = []
+    for row in rows:
+        expected_marked = {d.key for d in row.diffs if not d.unexpected}
+        actual_marked = {d.key for d in row.diffs if not d.missing}
+        if row.expected is not None:
+            args = row.expected.arguments
+            parts = (
+                (("…", False),)
+                if args is None
+                else tuple((f"{k}={v!r}", k in expected_marked) for k, v in args.items())
+            )
+            exp_out.append(CallText(row.expected.name, parts, row.status))
+        if row.actual is not None:
+            parts = tuple(
+                (f"{k}={v!r}", k in actual_marked) for k, v in row.actual.arguments.items()
+            )
+            act_out.append(CallText(row.actual.name, parts, row.status, row.actual.error))
+    return (None if expected is None else exp_out), act_out
 
 
 @dataclass(frozen=True)
@@ -151,8 +208,8 @@ class FailureRow:
     agent: str
     turn: int
     query: str
-    expected_tools: list[str] | None
-    actual_tools: list[str]
+    expected_tools: list[CallText] | None
+    actual_tools: list[CallText]
     expected_answer: str
     answer: str
     answer_score: float | None
@@ -172,30 +229,27 @@ def failures(doc: Mapping[str, Any], limit: int = 200) -> tuple[list[FailureRow]
         failing = [t for t in turns if t.get("correct") is not True]
         if not failing:
             total += 1
-            if len(rows) < limit:
-                rows.append(
-                    FailureRow(
-                        str(conv.get("conversation_id")),
-                        conv.get("reference_id"),
-                        version_label(conv),
-                        -1,
-                        "",
-                        None,
-                        [],
-                        "",
-                        "",
-                        None,
-                        None,
-                        str(conv.get("outcome") or "fail"),
-                    )
+            rows.append(
+                FailureRow(
+                    str(conv.get("conversation_id")),
+                    conv.get("reference_id"),
+                    version_label(conv),
+                    -1,
+                    "",
+                    None,
+                    [],
+                    "",
+                    "",
+                    None,
+                    None,
+                    str(conv.get("outcome") or "fail"),
                 )
+            )
             continue
         for i, turn in enumerate(failing):
             total += 1
-            if len(rows) >= limit:
-                continue
             tc = turn.get("tool_correctness")
-            expected = turn.get("expected_tools")
+            expected_calls, actual_calls = _call_texts(turn)
             reasons = []
             if turn.get("answer_correct") is False:
                 reasons.append("answer")
@@ -210,10 +264,8 @@ def failures(doc: Mapping[str, Any], limit: int = 200) -> tuple[list[FailureRow]
                     agent=version_label(conv),
                     turn=int(turn.get("index", i)),
                     query=str(turn.get("query") or ""),
-                    expected_tools=None
-                    if expected is None
-                    else [_format_call(e) for e in expected],
-                    actual_tools=[_format_call(c) for c in turn.get("tool_calls") or []],
+                    expected_tools=expected_calls,
+                    actual_tools=actual_calls,
                     expected_answer=str(turn.get("expected_answer") or ""),
                     answer=str(turn.get("answer") or ""),
                     answer_score=turn.get("answer_score"),
@@ -221,4 +273,6 @@ def failures(doc: Mapping[str, Any], limit: int = 200) -> tuple[list[FailureRow]
                     reason=", ".join(reasons) or str(conv.get("outcome") or "fail"),
                 )
             )
-    return rows, total
+    # Sorted before the cut, so the first `limit` rows are the first in natural order.
+    rows.sort(key=lambda r: (natural_key(r.conversation_id), r.turn))
+    return rows[:limit], total

@@ -43,8 +43,7 @@ _TIERS = {
 }
 
 
-def _readiness(summary: Mapping[str, Any]) -> dict[str, str]:
-    verdict = summary.get("readiness") or {}
+def _readiness(verdict: Mapping[str, Any]) -> dict[str, str]:
     tier = str(verdict.get("tier") or "insufficient_data")
     label, css = _TIERS.get(tier, (tier.replace("_", " "), "none"))
     confident = str(verdict.get("confident_tier") or "insufficient_data")
@@ -113,7 +112,11 @@ def render_report(doc: Mapping[str, Any], *, title: str = "tracepass evaluation"
         title=title,
         subtitle=subtitle,
         cards=_cards(summary),
-        readiness=_readiness(summary),
+        readiness=_readiness(summary.get("readiness") or {}),
+        version_readiness=[
+            {"version": label, "trials": v["trials"], **_readiness(v)}
+            for label, v in data.readiness_by_version(doc).items()
+        ],
         level_pct=f"{level:.0%}",
         passk_chart=charts.passk_curves(curves, level) if curves else None,
         passk_rows=_passk_rows(summary),

@@ -1,0 +1,177 @@
+"""The list API's query (`GET /api/v1/conversations`) over a state file holding 100k
+stored results, next to a primary-key lookup of one result measured in the same run
+(the cheapest read the state file offers: what `GET /api/v1/conversations/{id}` does).
+
+The results are real: 12 conversation variants (4 agent versions, 3 kinds of failure
+or a pass) scored by the real evaluator, stored with their index columns as
+`StateStore.put_result` writes them, spread over 100k ids and 10 references with
+completion times one second apart; 10% carry a policy violation row. Each query is timed
+through `ReadModel.conversations` (SQL + row decoding + the JSON-ready dicts), median of
+`--repeats` runs; the target is < 50 ms per query.
+
+    .venv/bin/python bench/bench_query_api.py [--results 100000] [--repeats 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.state import StateStore, StoredResult
+from tracepass.collector.state.codec import encode_result
+from tracepass.collector.state.index import index_values
+from tracepass.collector.state.store import _PUT_RESULT
+from tracepass.evaluator.models import (
+    Conversation,
+    ExpectedTool,
+    Reference,
+    ReferenceTurn,
+    ToolCall,
+    Turn,
+)
+from tracepass.evaluator.rolling import RollingConfig
+from tracepass.evaluator.scoring import Evaluator
+
+T0 = 1_700_000_000.0
+TARGET_MS = 50.0
+REFERENCES = 10
+
+
+def _variants() -> list[tuple[str, StoredResult]]:
+    reference = Reference(
+        id="ref",
+        turns=(
+            ReferenceTurn(
+                query="weather in Paris?",
+                expected_answer="sunny",
+                expected_tools=(ExpectedTool(name="geocode", arguments={"city": "Paris"}),),
+            ),
+        ),
+    )
+    evaluator = Evaluator()
+    out = []
+    for version in ("1.0", "1.1", "1.2", "2.0"):
+        for city, answer in (("Paris", "sunny"), ("Lyon", "sunny"), ("Paris", "rain")):
+            conv = Conversation(
+                id="x",
+                agent_name="travel",
+                agent_version=version,
+                trace_ids=("0" * 32,),
+                turns=(
+                    Turn(
+                        query="weather in Paris?",
+                        answer=answer,
+                        tool_calls=(ToolCall(name="geocode", arguments={"city": city}),),
+                    ),
+                ),
+            )
+            result = evaluator.evaluate(conv, reference, reference_set="travel-refs")
+            out.append((version, StoredResult(conv, result, 0)))
+    return out
+
+
+def fill(store: StateStore, n: int) -> None:
+    variants = _variants()
+    prepared = [(encode_result(s), index_values(s)) for _, s in variants]
+    batch = 5000
+    for start in range(0, n, batch):
+        rows = []
+        violations = []
+        for i in range(start, min(n, start + batch)):
+            text, idx = prepared[i % len(prepared)]
+            key = f"conv-{i:07d}"
+            # Vary the reference id per row (column 3 of the index values).
+            idx = (*idx[:3], f"ref-{i % REFERENCES}", *idx[4:])
+            rows.append((key, 0, T0 + i, T0 + i, 4, text, *idx))
+            if i % 10 == 0:
+                violations.append(("forbidden_tool", key, T0 + i, idx[4]))
+
+        def op(conn: object, rows: list[tuple[object, ...]] = rows, v: object = violations) -> None:
+            conn.executemany(_PUT_RESULT, rows)  # type: ignore[attr-defined]
+            conn.executemany("INSERT INTO result_violations VALUES (?,?,?,?)", v)  # type: ignore[attr-defined]
+
+        store.submit(op).result()
+
+
+def timed(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm the page cache and the statement cache
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples) * 1000.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = StateStore(Path(tmp) / "state.sqlite")
+        store.open()
+        t = time.perf_counter()
+        fill(store, args.results)
+        fill_s = time.perf_counter() - t
+        model = ReadModel(store, list, RollingConfig(), clock=lambda: T0 + args.results)
+        first = model.conversations({"limit": "50"})
+        deep = model.conversations({"limit": "50", "cursor": first["next_cursor"]})
+        for _ in range(200):  # a cursor 10k rows deep
+            deep = model.conversations({"limit": "50", "cursor": deep["next_cursor"]})
+        queries: dict[str, dict[str, str]] = {
+            "newest 50": {"limit": "50"},
+            "outcome=fail": {"outcome": "fail", "limit": "50"},
+            "agent+version (no outcome)": {
+                "agent_name": "travel",
+                "agent_version": "1.1",
+                "limit": "50",
+            },
+            "agent+version+fail": {
+                "agent_name": "travel",
+                "agent_version": "1.1",
+                "outcome": "fail",
+                "limit": "50",
+            },
+            "reference_id": {"reference_id": "ref-7", "limit": "50"},
+            "violation": {"violation": "forbidden_tool", "limit": "50"},
+            "since=1h, fail,error": {"since": "1h", "outcome": "fail,error", "limit": "50"},
+            "since=2d, fail,error": {"since": "2d", "outcome": "fail,error", "limit": "50"},
+            "agent+version+fail,error": {
+                "agent_name": "travel",
+                "agent_version": "1.1",
+                "outcome": "fail,error",
+                "limit": "50",
+            },
+            "reference_set": {"reference_set": "travel-refs", "limit": "50"},
+            "agent_name, fail": {"agent_name": "travel", "outcome": "fail", "limit": "50"},
+            "violation, fail,error": {
+                "violation": "forbidden_tool",
+                "outcome": "fail,error",
+                "limit": "50",
+            },
+            "page 200 (cursor)": {"limit": "50", "cursor": deep["next_cursor"]},
+            "limit=500": {"limit": "500"},
+        }
+        key = f"conv-{args.results // 2:07d}"
+        lookup_ms = timed(lambda: store.get_result(key), args.repeats)
+        print(f"{args.results} stored results (filled in {fill_s:.1f} s)")
+        print(f"baseline: primary-key lookup of one result: {lookup_ms:.3f} ms")
+        worst = 0.0
+        for name, params in queries.items():
+            ms = timed(lambda p=params: model.conversations(p), args.repeats)  # type: ignore[misc]
+            n = len(model.conversations(params)["conversations"])
+            worst = max(worst, ms) if name != "limit=500" else worst
+            print(f"{name:28s} {n:4d} rows  {ms:8.3f} ms  ({ms / lookup_ms:6.1f}x lookup)")
+        verdict = "met" if worst < TARGET_MS else "NOT met"
+        print(f"worst 50-row query {worst:.3f} ms: target < {TARGET_MS:.0f} ms {verdict}")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

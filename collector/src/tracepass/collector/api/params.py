@@ -1,0 +1,131 @@
+"""Query-string parsing shared by the read API and the web UI: one set of rules, one
+error type naming the bad parameter (answered as 400 by the API, shown by the UI)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tracepass.collector.state.index import ResultFilter, decode_cursor
+from tracepass.evaluator.models import Outcome
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "ListQuery",
+    "ParamError",
+    "format_time",
+    "parse_list_query",
+    "parse_time",
+]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+_OUTCOMES = frozenset(o.value for o in Outcome)
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+FILTER_PARAMS = (
+    "outcome",
+    "agent_name",
+    "agent_version",
+    "reference_id",
+    "reference_set",
+    "violation",
+    "since",
+    "until",
+)
+
+
+class ParamError(ValueError):
+    """A query parameter this API cannot use; `parameter` names it."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter
+
+
+def parse_time(parameter: str, text: str, now: Callable[[], float] = time.time) -> float:
+    """Epoch seconds from epoch seconds, RFC 3339 (`2026-11-25T14:00:00Z`) or a duration
+    back from now (`15m`, `1h`, `7d`)."""
+    text = text.strip()
+    m = _DURATION.match(text)
+    if m:
+        return now() - float(m.group(1)) * _UNIT_S[m.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ParamError(
+            parameter,
+            f"{text!r} is not a time (epoch seconds, RFC 3339 or a duration like 1h)",
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.timestamp()
+
+
+def format_time(epoch_s: float) -> str:
+    """RFC 3339 in UTC with milliseconds: how the API spells every time it returns."""
+    moment = dt.datetime.fromtimestamp(epoch_s, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    where: ResultFilter
+    limit: int
+    cursor: tuple[float, str] | None
+
+
+def _opt(params: Mapping[str, str], name: str) -> str | None:
+    value = params.get(name)
+    return value if value else None
+
+
+def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.time) -> ListQuery:
+    """The filters of `GET /api/v1/conversations` (empty values mean "any"). `outcome`
+    may list several values separated by commas (`fail,error`)."""
+    outcomes: list[str] = []
+    for part in (params.get("outcome") or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part not in _OUTCOMES:
+            raise ParamError("outcome", f"{part!r} is not one of {', '.join(sorted(_OUTCOMES))}")
+        outcomes.append(part)
+    since = _opt(params, "since")
+    until = _opt(params, "until")
+    raw_limit = _opt(params, "limit")
+    limit = DEFAULT_LIMIT
+    if raw_limit is not None:
+        try:
+            limit = int(raw_limit)
+        except ValueError:
+            raise ParamError("limit", f"{raw_limit!r} is not an integer") from None
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ParamError("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+    raw_cursor = _opt(params, "cursor")
+    try:
+        cursor = None if raw_cursor is None else decode_cursor(raw_cursor)
+    except ValueError as exc:
+        raise ParamError("cursor", str(exc)) from None
+    return ListQuery(
+        where=ResultFilter(
+            outcomes=tuple(outcomes),
+            agent_name=_opt(params, "agent_name"),
+            agent_version=_opt(params, "agent_version"),
+            reference_id=_opt(params, "reference_id"),
+            reference_set=_opt(params, "reference_set"),
+            violation=_opt(params, "violation"),
+            since=None if since is None else parse_time("since", since, now),
+            until=None if until is None else parse_time("until", until, now),
+        ),
+        limit=limit,
+        cursor=cursor,
+    )
