@@ -44,7 +44,7 @@ from tracepass.collector.config import (
     StateConfig,
 )
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.matching import Match, ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
@@ -59,6 +59,7 @@ from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
     EvaluationChains,
+    Finish,
     ResultInfo,
     ResultListener,
 )
@@ -390,13 +391,15 @@ class Pipeline:
     def _count_error(self) -> None:
         self._eval_errors.add(1)
 
-    async def _evaluate(self, item: Completed) -> None:
+    async def _evaluate(self, item: Completed) -> Finish:
+        """Score one conversation; returns the rest (`_finish`: store the result, then
+        tell the listener) for the chain to await outside the concurrency limit."""
         if all(r.kind is RecordKind.EVENT for r in item.records):
             # Only GenAI log events (an evicted buffer whose spans never came): nothing to
             # evaluate; the assembler counted them, and no restart may restore them.
             if self.store is not None:
                 await self.store.discard(item.key)
-            return
+            return None
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
         if match is None and item.revision == 0:
@@ -413,7 +416,7 @@ class Pipeline:
         ):
             if self.store is not None:
                 await self.store.discard(item.key)
-            return
+            return None
         policy = self.references.catalog.policy_for(conversation)
         if policy is None:  # evaluators written before policies take no `policy`
             result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
@@ -427,6 +430,21 @@ class Pipeline:
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
         stored = StoredResult(conversation, result, item.revision)
         self._remember(item.key, stored)
+        return self._finish(item, stored, now, lag, set_name, match)
+
+    async def _finish(
+        self,
+        item: Completed,
+        stored: StoredResult,
+        now: float,
+        lag: float,
+        set_name: str | None,
+        match: Match | None,
+    ) -> None:
+        """Persist the result (the group commit), then hand it to the listener: metrics
+        and events only ever show results that are in the state file."""
+        result, conversation = stored.result, stored.conversation
+        assert result is not None
         if self.store is not None:
             await self.store.put_result(
                 item.key,
