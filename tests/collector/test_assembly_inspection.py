@@ -50,6 +50,7 @@ def spans_read_without_their_adapter() -> list[Span]:
                 "openinference.span.kind": "TOOL",
                 "tool.name": "get_weather",
                 "input.value": json.dumps({"args": [], "kwargs": {"city": "Paris"}}),
+                "output.value": json.dumps([{"text": "Sunny"}]),
             },
             span_id=3,
             parent=1,
@@ -84,6 +85,7 @@ def test_warnings_name_each_misread_shape() -> None:
     (turn,) = conv.turns
     text = "\n".join(turn.warnings)
     assert "get_weather: arguments still wrapped (['args', 'kwargs'])" in text
+    assert "get_weather: result still wrapped" in text
     # Book has a requested id "X" but the span had none: recovered, so no warning.
     assert not any(w.startswith("book:") for w in turn.warnings)
     assert "answer looks like an object repr" in text

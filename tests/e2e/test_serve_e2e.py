@@ -63,6 +63,8 @@ def test_serve_evaluates_exports_and_stops_cleanly(tmp_path: Path) -> None:
         assert bad_fail > 0
         assert total(samples, "tracepass_spans_received_total", protocol="grpc") > 0
         assert total(samples, "tracepass_spans_received_total", protocol="http") > 0
+        # tracepass's own instrumentation is read by the GenAI convention, no adapter.
+        assert total(samples, "tracepass_spans_read_total", convention="genai", adapter="none") > 0
 
         def pow3(version: str) -> dict[str, float]:
             # One series per reference set the version's conversations matched.

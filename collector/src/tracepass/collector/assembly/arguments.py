@@ -13,7 +13,8 @@ Likewise a tool span without a result (ADK with content in log events) gets the
 `tool_call_response` the next model call's input carries for its call id. ADK writes a
 function response as `{"result": value}` for non-dict results and `{"error": text}` for
 a failed call (its span only says `TOOL_ERROR`): a response that is exactly one of those
-is unwrapped to the value, or to the call's error text.
+is unwrapped to the value, or to the call's error text; provider content blocks
+`[{"text": …}]` (Strands / Bedrock) to their text.
 """
 
 from __future__ import annotations
@@ -48,7 +49,19 @@ def _unwrap_response(response: object, error: str | None) -> tuple[object, str |
         text = response.get("error")
         if isinstance(text, str):
             return None, error if error and text in error else text
+    blocks = _text_blocks(response)
+    if blocks is not None:  # provider content blocks `[{"text": …}]` (Bedrock, Strands)
+        return coerce_result(blocks), error
     return coerce_result(response), error
+
+
+def _text_blocks(value: object) -> str | None:
+    if not isinstance(value, list) or not value:
+        return None
+    texts = [b.get("text") for b in value if isinstance(b, dict) and b.keys() == {"text"}]
+    if len(texts) != len(value) or not all(isinstance(t, str) for t in texts):
+        return None
+    return "\n".join(t for t in texts if isinstance(t, str))
 
 
 def _texts(call: ToolCall) -> list[str]:

@@ -304,13 +304,26 @@ def _turn(
     )
 
 
+def _wrapped_result(result: Any) -> bool:
+    """A framework's envelope around the plain result: content blocks `[{"text": …}]`,
+    `{"result": …}`, a LlamaIndex `ToolOutput` (`raw_output`)."""
+    if isinstance(result, list) and result:
+        return all(isinstance(b, dict) and b.keys() == {"text"} for b in result)
+    if isinstance(result, dict):
+        return result.keys() == {"result"} or {"raw_output", "tool_name"} <= result.keys()
+    return False
+
+
 def _call_warnings(call: ToolCall, requested: list[ToolCall]) -> list[str]:
+    warnings: list[str] = []
     args = call.arguments
     keys = frozenset(args)
     if keys in _WRAPPER_KEYS:
-        return [f"{call.name}: arguments still wrapped ({sorted(keys)})"]
-    if "_raw" in args:
-        return [f"{call.name}: arguments unreadable, kept raw: {str(args['_raw'])[:60]!r}"]
-    if not args and any(r.name == call.name and r.arguments for r in requested):
-        return [f"{call.name}: no arguments although the model requested some"]
-    return []
+        warnings.append(f"{call.name}: arguments still wrapped ({sorted(keys)})")
+    elif "_raw" in args:
+        warnings.append(f"{call.name}: arguments unreadable, kept raw: {str(args['_raw'])[:60]!r}")
+    elif not args and any(r.name == call.name and r.arguments for r in requested):
+        warnings.append(f"{call.name}: no arguments although the model requested some")
+    if _wrapped_result(call.result):
+        warnings.append(f"{call.name}: result still wrapped: {str(call.result)[:60]}")
+    return warnings

@@ -168,7 +168,8 @@ def normalize_request(
     `ScopeSpans`; per span the ids are checked and hexed, the attributes read once into
     a dict, the record built with the common fields and kind OTHER, and then the first
     convention of the table that claims the span fills kind and content, decoding only
-    the JSON that span's kind needs.
+    the JSON that span's kind needs. `tally`, when given, counts how each span was read
+    (`stats.py`: the live collector's `/metrics`).
     """
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
