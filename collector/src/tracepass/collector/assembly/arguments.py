@@ -13,7 +13,8 @@ Likewise a tool span without a result (ADK with content in log events) gets the
 `tool_call_response` the next model call's input carries for its call id. ADK writes a
 function response as `{"result": value}` for non-dict results and `{"error": text}` for
 a failed call (its span only says `TOOL_ERROR`): a response that is exactly one of those
-is unwrapped to the value, or to the call's error text; provider content blocks
+is unwrapped to the value, or to the call's error text (also when it arrives as JSON
+text, as in a chat-completions `tool` message); provider content blocks
 `[{"text": …}]` (Strands / Bedrock) to their text.
 """
 
@@ -42,7 +43,13 @@ def lacks_named_arguments(arguments: dict[str, object] | None) -> bool:
 
 def _unwrap_response(response: object, error: str | None) -> tuple[object, str | None]:
     """(result, error) of a `tool_call_response`: `{"result": v}` → v; `{"error": text}`
-    → no result, the text as the error (kept if the span's error already says it)."""
+    → no result, the text as the error (kept if the span's error already says it).
+
+    A response that is JSON text is decoded first: chat-completions `tool` messages are
+    text, so a hand-rolled loop (or any OpenAI-shaped stack) sends the same
+    `{"error": text}` object as a JSON string."""
+    if isinstance(response, str):
+        response = coerce_result(response)
     if isinstance(response, dict) and len(response) == 1:
         if "result" in response:
             return coerce_result(response["result"]), error

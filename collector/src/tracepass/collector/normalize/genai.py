@@ -22,6 +22,7 @@ from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
     flattened_messages,
+    flattened_tool_responses,
     last_text,
     last_text_in,
     output_text,
@@ -125,7 +126,11 @@ def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
     rec.tool_definitions = model_definitions(attrs)
-    if raw_in is not None and (raw_in.__class__ is not str or _RESPONSE_PART in raw_in):
+    if raw_in is None:
+        responses = flattened_tool_responses(attrs, "gen_ai.prompt", "legacy")
+        if responses:
+            rec.attributes[TOOL_RESPONSES_ATTR] = responses
+    elif raw_in.__class__ is not str or _RESPONSE_PART in raw_in:
         note_tool_responses(rec, raw_in)
 
 

@@ -448,3 +448,25 @@ def flattened_messages(
         out.append(Message(role_of(role) if role is not None else "", text, tuple(calls)))
         i += 1
     return out
+
+
+def flattened_tool_responses(attrs: dict[str, Any], prefix: str, style: str) -> dict[str, Any]:
+    """Tool results a model call's flattened input messages carry, by tool-call id: the
+    `tool`-role messages with their call id (`{prefix}.{i}.message.tool_call_id` in
+    OpenInference, `{prefix}.{i}.tool_call_id` in old OpenLLMetry `gen_ai.prompt`).
+
+    Why: an application that runs tools itself (a hand-rolled chat-completions loop)
+    has no tool spans; the tool messages it sends back are the only record of results.
+    """
+    out: dict[str, Any] = {}
+    mid = ".message." if style == "oi" else "."
+    i = 0
+    while (role := attrs.get(f"{prefix}.{i}{mid}role")) is not None:
+        if role_of(role) == TOOL:
+            base = f"{prefix}.{i}{mid}"
+            call_id = attrs.get(base + "tool_call_id")
+            content = attrs.get(base + "content")
+            if isinstance(call_id, str) and call_id and content is not None:
+                out[call_id] = content
+        i += 1
+    return out

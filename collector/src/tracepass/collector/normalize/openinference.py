@@ -25,13 +25,14 @@ from tracepass.collector.normalize.messages import (
     USER,
     answer_from_state,
     flattened_messages,
+    flattened_tool_responses,
     last_text,
     output_text,
     query_from_state,
     requested_tool_calls,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import openinference_definitions
 
 NAME = "openinference"
@@ -91,6 +92,9 @@ def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
     rec.tool_definitions = openinference_definitions(attrs)
+    responses = flattened_tool_responses(attrs, "llm.input_messages", "oi")
+    if responses:
+        rec.attributes[TOOL_RESPONSES_ATTR] = responses
 
 
 def fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str:
