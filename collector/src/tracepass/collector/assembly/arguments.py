@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
+from tracepass.collector.normalize.messages import response_key
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import (
     SOURCE_MODEL_REQUEST,
@@ -32,6 +33,8 @@ from tracepass.collector.normalize.registry import (
     source_of,
 )
 from tracepass.evaluator.models import ToolCall
+
+MISSING = object()
 
 # Keys that mean "the span had no named arguments": a raw text and positional values.
 _UNNAMED = frozenset({RAW_KEY, "_args"})
@@ -83,6 +86,15 @@ class Responses:
     by_id: dict[str, object] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
 
+    def get(self, call_id: str, arguments: dict[str, object]) -> object:
+        """The response to the call with this id and these arguments (ids some
+        instrumentations make up repeat within a history), else to this id; `MISSING`."""
+        if len(self.by_id) > 1:  # a repeated id always leaves two keys
+            found = self.by_id.get(response_key(call_id, arguments), MISSING)
+            if found is not MISSING:
+                return found
+        return self.by_id.get(call_id, MISSING)
+
     def take_by_name(self, name: str, used: set[str]) -> str | None:
         """The first id of a response for `name` not used yet (calls without ids)."""
         for call_id, known in self.names.items():
@@ -114,8 +126,9 @@ def requested_calls(models: Sequence[SpanRecord], responses: Responses) -> tuple
     for model in models:
         for call in model.requested_tool_calls:
             call_id = call.call_id or responses.take_by_name(call.name, used)
-            if call.result is None and call_id is not None and call_id in responses.by_id:
-                result, error = _unwrap_response(responses.by_id[call_id], call.error)
+            found = MISSING if call_id is None else responses.get(call_id, call.arguments)
+            if call.result is None and found is not MISSING:
+                result, error = _unwrap_response(found, call.error)
                 call = call.model_copy(
                     update={"result": result, "error": error, "call_id": call_id}
                 )
@@ -177,8 +190,11 @@ def tool_calls(
                 source = SOURCE_MODEL_REQUEST
             call_id = call_id or request.call_id
         result, error = rec.tool_result, rec.error
-        if result is None and call_id is not None and call_id in responses.by_id:
-            result, error = _unwrap_response(responses.by_id[call_id], error)
+        found = (
+            MISSING if result is not None or call_id is None else responses.get(call_id, arguments)
+        )
+        if found is not MISSING:
+            result, error = _unwrap_response(found, error)
         out.append(
             ToolCall(
                 name=rec.tool_name or rec.name,

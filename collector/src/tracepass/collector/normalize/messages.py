@@ -14,6 +14,7 @@ query, the last assistant message the answer.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,15 +145,30 @@ def _semconv_parts(role: str, parts: list[Any], with_calls: bool = True) -> Mess
     return Message(role, "\n".join(texts) if texts else None, tuple(calls))
 
 
+def response_key(call_id: str, arguments: Any) -> str:
+    """The key of a tool response whose call id is not unique in the history: the id and
+    the arguments of the request it answers (see `tool_responses`)."""
+    return call_id + "\n" + json.dumps(coerce_arguments(arguments), sort_keys=True, default=str)
+
+
 def tool_responses(value: Any) -> dict[str, Any]:
     """Tool results that a model call's input messages carry, by tool-call id: semconv
     `{"type": "tool_call_response", "id", "response"}` parts and Gemini
     `{"function_response": {"id", "response"}}` parts. Stacks whose tool spans record no
-    result (ADK with content in log events) show it only there."""
+    result (ADK with content in log events) show it only there.
+
+    Some instrumentations make ids up per message (the google-genai one numbers a
+    message's calls `book_flight_0`, `book_flight_1`, …), so the same id answers several
+    calls of a history. A response whose id occurs more than once is also kept under
+    `response_key(id, arguments of the request it follows)`, so each call finds its own.
+    """
     decoded = loads(value) if isinstance(value, str) else value
     if not isinstance(decoded, list):
         return {}
     out: dict[str, Any] = {}
+    requests: dict[str, Any] = {}  # id → arguments of the latest request with that id
+    paired: list[tuple[str, Any, Any]] = []  # (id, request arguments, response)
+    repeated = False
     for message in decoded:
         parts = message.get("parts") if isinstance(message, dict) else None
         if not isinstance(parts, list):
@@ -160,13 +176,27 @@ def tool_responses(value: Any) -> dict[str, Any]:
         for part in parts:
             if not isinstance(part, dict):
                 continue
+            if part.get("type") == "tool_call":
+                call_id = part.get("id")
+                if isinstance(call_id, str) and call_id:
+                    requests[call_id] = part.get("arguments")
+                continue
             holder = (
                 part if part.get("type") == "tool_call_response" else part.get("function_response")
             )
             if isinstance(holder, dict):
                 call_id = holder.get("id")
                 if isinstance(call_id, str) and call_id and "response" in holder:
+                    repeated = repeated or call_id in out
                     out[call_id] = holder["response"]
+                    paired.append((call_id, requests.get(call_id), holder["response"]))
+    if repeated:
+        counts: dict[str, int] = {}
+        for call_id, _, _ in paired:
+            counts[call_id] = counts.get(call_id, 0) + 1
+        for call_id, arguments, response in paired:
+            if counts[call_id] > 1 and arguments is not None:
+                out[response_key(call_id, arguments)] = response
     return out
 
 
