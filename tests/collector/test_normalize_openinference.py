@@ -8,6 +8,7 @@ import pytest
 from test_normalize_basics import make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR
 
 STATE_IN = json.dumps(
     {
@@ -169,6 +170,26 @@ def test_llm_span_flattened_messages() -> None:
         ("f", {"x": 1}, "c1"),
         ("g", {"_raw": "bad{"}, None),
     ]
+
+
+def test_llm_span_tool_messages_are_tool_responses() -> None:
+    # A hand-rolled loop has no tool spans: its tool messages are the only results.
+    span = make_span(
+        "ChatCompletion",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "weather?",
+            "llm.input_messages.1.message.role": "assistant",
+            "llm.input_messages.2.message.role": "tool",
+            "llm.input_messages.2.message.tool_call_id": "c1",
+            "llm.input_messages.2.message.content": "Sunny",
+            "llm.input_messages.3.message.role": "tool",
+            "llm.input_messages.3.message.content": "no id: not a response",
+        },
+    )
+    (rec,), _ = normalize_request(make_request(span))
+    assert rec.attributes[TOOL_RESPONSES_ATTR] == {"c1": "Sunny"}
 
 
 @pytest.mark.parametrize("kind", ["RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "PROMPT"])
