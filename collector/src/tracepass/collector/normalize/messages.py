@@ -480,23 +480,25 @@ def flattened_messages(
     return out
 
 
-def flattened_tool_responses(attrs: dict[str, Any], prefix: str, style: str) -> dict[str, Any]:
+def flattened_tool_responses(
+    attrs: dict[str, Any], prefix: str, style: str, messages: list[Message]
+) -> dict[str, Any]:
     """Tool results a model call's flattened input messages carry, by tool-call id: the
     `tool`-role messages with their call id (`{prefix}.{i}.message.tool_call_id` in
     OpenInference, `{prefix}.{i}.tool_call_id` in old OpenLLMetry `gen_ai.prompt`).
+    `messages` is `flattened_messages` of the same prefix (its roles are reused, so only
+    tool messages cost lookups).
 
     Why: an application that runs tools itself (a hand-rolled chat-completions loop)
     has no tool spans; the tool messages it sends back are the only record of results.
     """
     out: dict[str, Any] = {}
     mid = ".message." if style == "oi" else "."
-    i = 0
-    while (role := attrs.get(f"{prefix}.{i}{mid}role")) is not None:
-        if role_of(role) == TOOL:
+    for i, message in enumerate(messages):
+        if message.role == TOOL:
             base = f"{prefix}.{i}{mid}"
             call_id = attrs.get(base + "tool_call_id")
             content = attrs.get(base + "content")
-            if isinstance(call_id, str) and call_id and content is not None:
+            if call_id.__class__ is str and call_id and content is not None:
                 out[call_id] = content
-        i += 1
     return out

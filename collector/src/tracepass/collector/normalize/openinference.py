@@ -92,7 +92,7 @@ def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
     rec.tool_definitions = openinference_definitions(attrs)
-    responses = flattened_tool_responses(attrs, "llm.input_messages", "oi")
+    responses = flattened_tool_responses(attrs, "llm.input_messages", "oi", inputs)
     if responses:
         rec.attributes[TOOL_RESPONSES_ATTR] = responses
 
