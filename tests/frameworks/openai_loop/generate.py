@@ -33,6 +33,11 @@ Scenarios (one instrumentation per process):
   `gen_ai.input.messages` / `gen_ai.output.messages` on the chat spans.
 * `heldout_openai_openinference` — `openinference-instrumentation-openai`, session from
   `using_session(CONVERSATION_ID)`.
+* `heldout_openai_openllmetry` — OpenLLMetry's `opentelemetry-instrumentation-openai`
+  (`TRACELOOP_TRACE_CONTENT=true`, its default attribute mode: flattened
+  `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`). Without the Traceloop SDK there are no
+  association properties, so the session id is on the application's turn span, as for
+  the OTel contrib scenarios.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ SCENARIOS = (
     "heldout_openai_otel_contrib",
     "heldout_openai_otel_contrib_latest",
     "heldout_openai_openinference",
+    "heldout_openai_openllmetry",
 )
 TURN_SPAN = f"{harness.AGENT_NAME} turn"
 
@@ -186,6 +192,17 @@ def generate(scenario: str) -> Path:
             "application's turn span only."
         )
         instrumentation = "opentelemetry-instrumentation-openai-v2"
+    elif scenario == "heldout_openai_openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OLInstrumentor
+
+        install = support.installer(OLInstrumentor)
+        turn_attributes = {"session.id": harness.CONVERSATION_ID}
+        settings["turn span attribute session.id"] = harness.CONVERSATION_ID
+        notes.append(
+            "Without the Traceloop SDK there are no association properties: the session "
+            "id is on the application's turn span only."
+        )
+        instrumentation = "opentelemetry-instrumentation-openai"
     else:
         from openinference.instrumentation import using_session
         from openinference.instrumentation.openai import OpenAIInstrumentor as OIInstrumentor
