@@ -44,6 +44,20 @@ KNOWN_GAPS: dict[str, str] = {
     "the query or the answer",
 }
 
+# Scenarios that are recovered except for named differences the spans explain, with why.
+# Each listed line must still be reported (so a fix shows up) and nothing else may be.
+_DSPY_FINISH = (
+    "DSPy ReAct ends every turn by running its own `finish` tool (a real Tool call, traced "
+    "like the scenario's tools); telling it from a tool the agent chose would take a DSPy "
+    "adapter, which held-out stacks deliberately do not get"
+)
+KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "heldout_dspy_openinference": {
+        "conversation 0 turn 0: unexpected tool call finish({})": _DSPY_FINISH,
+        "conversation 0 turn 1: unexpected tool call finish({})": _DSPY_FINISH,
+    },
+}
+
 
 def _plain(value: Any) -> Any:
     """A result as the value it spells when it is JSON or Python-literal text."""
@@ -125,7 +139,13 @@ def test_corpus_rebuilds_the_scripted_conversations(scenario: str) -> None:
     expected = json.loads((CORPUS / f"{scenario}.expected.json").read_text())
     convs = conversations_from_otlp([CORPUS / f"{scenario}.otlp.jsonl"])
     problems = compare(convs, expected)
-    assert not problems, f"{scenario}:\n  " + "\n  ".join(problems)
+    known = KNOWN_DIFFERENCES.get(scenario, {})
+    unexpected = [p for p in problems if p not in known]
+    assert not unexpected, f"{scenario}:\n  " + "\n  ".join(unexpected)
+    fixed = [p for p in known if p not in problems]
+    assert not fixed, f"{scenario}: known differences no longer seen (remove them):\n  " + (
+        "\n  ".join(fixed)
+    )
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s not in KNOWN_GAPS])

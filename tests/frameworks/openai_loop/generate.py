@@ -144,9 +144,13 @@ def run_turns(client: Any, turn_attributes: dict[str, str]) -> list[str | None]:
         with tracer.start_as_current_span(TURN_SPAN, attributes=turn_attributes):
             messages.append({"role": "user", "content": turn.query})
             while True:
-                reply = client.chat.completions.create(
-                    model=support.MODEL_NAME, messages=messages, tools=TOOL_SPECS
-                ).choices[0].message
+                reply = (
+                    client.chat.completions.create(
+                        model=support.MODEL_NAME, messages=messages, tools=TOOL_SPECS
+                    )
+                    .choices[0]
+                    .message
+                )
                 messages.append(reply.model_dump(exclude_none=True))
                 if not reply.tool_calls:
                     answers.append(reply.content)
@@ -164,7 +168,7 @@ COMMON_NOTES = [
     f"The application wraps each turn in a plain span {TURN_SPAN!r} (no GenAI attributes); "
     "tools are not traced, so calls are seen only as the model's requests and the next "
     "request's tool messages.",
-    "Tool errors go to the model as {\"error\": message} JSON; results as JSON text "
+    'Tool errors go to the model as {"error": message} JSON; results as JSON text '
     "(strings as they are). The truth keeps the plain results.",
 ]
 

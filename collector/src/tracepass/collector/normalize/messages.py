@@ -391,6 +391,15 @@ def query_from_state(value: Any) -> str | None:
             candidate = state.get(key)
             if isinstance(candidate, str):
                 return candidate
+        if len(state) == 1:
+            # One wrapping key around the inputs (DSPy modules' `{"input_args": {…}}`,
+            # a call's `{"kwargs": {…}}`): read the inputs once.
+            (inner,) = state.values()
+            if isinstance(inner, dict):
+                for key in _QUERY_KEYS:
+                    candidate = inner.get(key)
+                    if isinstance(candidate, str):
+                        return candidate
     return None
 
 
