@@ -29,6 +29,9 @@ def main() -> None:
     parser.add_argument("--version", default="1.0")
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--bug-every", type=int, default=0, help="every Nth add trial is wrong")
+    parser.add_argument(
+        "--tag-answers", action="store_true", help="end each answer with its trial number"
+    )
     args = parser.parse_args()
 
     provider = TracerProvider(resource=Resource.create({"service.name": "calc-agent"}))
@@ -45,19 +48,20 @@ def main() -> None:
     def multiply(a: int, b: int) -> int:
         return a * b
 
-    state = {"bug": False}
+    state: dict[str, object] = {"bug": False, "tag": ""}
 
     @agent(name="calc-agent", version=args.version)
     def answer(query: str) -> str:
         if "times" in query:
-            return f"The answer is {multiply(6, 7)}."
+            return f"The answer is {multiply(6, 7)}.{state['tag']}"
         if "+" in query:
-            return f"The answer is {add(15, 26 if state['bug'] else 27)}."
+            return f"The answer is {add(15, 26 if state['bug'] else 27)}.{state['tag']}"
         return "I can only do arithmetic."
 
     for i in range(args.trials):
         for ref, query in QUERIES.items():
             state["bug"] = ref == "add" and args.bug_every > 0 and i % args.bug_every == 0
+            state["tag"] = f" (trial {i})" if args.tag_answers else ""
             # Half the trials name their reference, half are matched by their query.
             with conversation(
                 f"{ref}-{args.version}-{i}", reference_id=ref if i % 2 == 0 else None

@@ -43,6 +43,7 @@ from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.otlpfile import read_otlp_file
 from tracepass.collector.receiver.recording import RecordingSink as FileRecorder
 from tracepass.collector.state import StateStore, StoredConversation
+from tracepass.collector.state.store import SCHEMA_VERSION
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -244,7 +245,8 @@ async def test_state_file_of_schema_2_is_upgraded_to_hold_logs_requests(
     await pipeline.ingest(run.traces_request())
     await pipeline.stop()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta").fetchone() == ("3",)
+        # Upgraded to the current schema (3 added the signal column; later ones keep it).
+        assert conn.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
         signals = [s for (s,) in conn.execute("SELECT signal FROM requests ORDER BY id")]
     assert signals == ["logs", "traces"]
     h2 = Harness(tmp_path, idle_timeout_s=IDLE)
