@@ -82,7 +82,7 @@ def fill(rec: SpanRecord, attrs: dict[str, Any], marker: Any, span: Span) -> str
         outputs = _messages(attrs.get(LLM_OUTPUT), "replies")
         rec.output_text = output_text(outputs)
         rec.requested_tool_calls = tuple(c for m in outputs for c in m.tool_calls)
-    elif name == TOOL_SPAN or TOOL_NAME in attrs:
+    elif name == TOOL_SPAN:
         rec.kind = RecordKind.TOOL
         rec.tool_name = as_str(attrs.get(TOOL_NAME))
         rec.tool_arguments = coerce_arguments(attrs.get(TOOL_INPUT))
@@ -100,7 +100,8 @@ def fill(rec: SpanRecord, attrs: dict[str, Any], marker: Any, span: Span) -> str
 CONVENTIONS = (
     Convention(
         NAME,
-        keys=(TOOL_NAME,),
+        # By span name only: a key would cost every other span one more lookup.
+        keys=(),
         span_names=frozenset({RUN_SPAN, LLM_SPAN, TOOL_SPAN}),
         fill=fill,
         doc="Haystack's own tracing: agent run → TURN, step.llm → MODEL, step.tool → TOOL",

@@ -21,6 +21,7 @@ did not say, which is different from "offered no tools" (an empty tuple).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,8 +57,37 @@ def _schema(value: Any) -> dict[str, Any] | None:
     return dict(decoded) if isinstance(decoded, Mapping) else None
 
 
+_CACHED_TEXT_MAX = 16 * 1024  # larger texts are decoded each time, not kept
+
+
 def _definition(item: Any) -> ToolDefinition | None:
-    obj = loads(item) if isinstance(item, str) else item
+    if isinstance(item, str):
+        if len(item) <= _CACHED_TEXT_MAX:
+            return _definition_text(item)
+        return _definition_object(loads(item))
+    return _definition_object(item)
+
+
+@functools.lru_cache(maxsize=512)
+def _definition_text(item: str) -> ToolDefinition | None:
+    """A definition from JSON text, cached: a run re-declares the same tools on every
+    model span, and decoding the schema plus validating the model was most of the cost of
+    reading a model span. Definitions are frozen values, shared between records."""
+    return _definition_object(loads(item))
+
+
+@functools.lru_cache(maxsize=256)
+def _definitions_text(raw: str) -> tuple[ToolDefinition, ...] | None:
+    """`gen_ai.tool.definitions` / `llm.tools` JSON text (a whole list), cached likewise."""
+    decoded = loads(raw)
+    if isinstance(decoded, Mapping):
+        decoded = [decoded]
+    if not isinstance(decoded, list | tuple):
+        return None  # truncated or unreadable: the offer is unknown, not empty
+    return _collect(decoded)
+
+
+def _definition_object(obj: Any) -> ToolDefinition | None:
     if not isinstance(obj, Mapping):
         return None
     inner = obj.get("function")
@@ -71,7 +101,10 @@ def _definition(item: Any) -> ToolDefinition | None:
         if obj.get(key) is not None:
             schema = _schema(obj[key])
             break
-    return ToolDefinition(name=name, description=as_str(obj.get("description")), parameters=schema)
+    # model_construct: the fields already have their types (validation only cost time).
+    return ToolDefinition.model_construct(
+        name=name, description=as_str(obj.get("description")), parameters=schema
+    )
 
 
 def _collect(items: Any) -> tuple[ToolDefinition, ...]:
@@ -83,6 +116,8 @@ def genai_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | Non
     raw = attrs.get(GENAI_DEFINITIONS)
     if raw is None:
         return None
+    if isinstance(raw, str) and len(raw) <= _CACHED_TEXT_MAX:
+        return _definitions_text(raw)
     decoded = loads(raw)
     if isinstance(decoded, Mapping):
         decoded = [decoded]
