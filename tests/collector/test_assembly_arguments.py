@@ -172,6 +172,32 @@ def test_repeated_made_up_ids_find_the_response_to_their_own_arguments() -> None
     ]
 
 
+def test_responses_whose_ids_no_request_has_answer_the_oldest_unanswered_request() -> None:
+    # OpenLLMetry on the Responses API: request ids are item ids (`fc_…`), response ids
+    # the `call_…` ids; in the history each response follows its request.
+    history = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "tool_call", "id": f"fc_{c}", "name": "w", "arguments": {"c": c}}
+                    for c in ("a", "b")
+                ],
+            },
+            *(
+                {
+                    "role": "tool",
+                    "parts": [{"type": "tool_call_response", "id": f"call_{c}", "response": c}],
+                }
+                for c in ("a", "b")
+            ),
+        ]
+    )
+    later = rec(5, RecordKind.MODEL, 30, attributes={TOOL_RESPONSES_ATTR: tool_responses(history)})
+    calls = turn(model(2, 1, ("w", {"c": "a"}, "fc_a"), ("w", {"c": "b"}, "fc_b")), later)
+    assert [(c.call_id, c.result) for c in calls] == [("fc_a", "a"), ("fc_b", "b")]
+
+
 def test_one_call_seen_by_two_instrumentations_is_one_call() -> None:
     outer = tool(3, 10, "book", {"id": "A"}, tool_result="done")
     inner = rec(4, RecordKind.TOOL, 11, parent=3, tool_name="book", tool_call_id="c1", error="boom")

@@ -38,6 +38,10 @@ Scenarios (one instrumentation per process):
   `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`). Without the Traceloop SDK there are no
   association properties, so the session id is on the application's turn span, as for
   the OTel contrib scenarios.
+* `heldout_openai_openinference_responses`, `heldout_openai_openllmetry_responses` — the
+  same loop on the Responses API (`client.responses.create`; `function_call` output
+  items, `function_call_output` input items carrying the results), which the OTel
+  contrib `openai-v2` instrumentation does not trace.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ SCENARIOS = (
     "heldout_openai_otel_contrib_latest",
     "heldout_openai_openinference",
     "heldout_openai_openllmetry",
+    "heldout_openai_openinference_responses",
+    "heldout_openai_openllmetry_responses",
 )
 TURN_SPAN = f"{harness.AGENT_NAME} turn"
 
@@ -122,15 +128,116 @@ def scripted_client() -> Any:
     )
 
 
-def tool_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    """Run one requested call and say what happened, as the loop tells the model."""
+def run_call(name: str, arguments: str) -> str:
+    """Run one requested call; what the loop tells the model (JSON text, a string as it
+    is, a failure as `{"error": message}`)."""
     try:
         result = harness.TOOLS[name](**json.loads(arguments))
     except harness.ToolFailure as exc:
-        content = json.dumps({"error": str(exc)})
+        return json.dumps({"error": str(exc)})
+    return result if isinstance(result, str) else json.dumps(result)
+
+
+def tool_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": run_call(name, arguments)}
+
+
+def responses_body(step: harness.Step, index: int) -> dict[str, Any]:
+    """A script step as the Responses API would answer it."""
+    output: list[dict[str, Any]]
+    if step.tool_calls:
+        output = [
+            {
+                "type": "function_call",
+                "id": f"fc_{c.id}",
+                "call_id": c.id,
+                "name": c.name,
+                "arguments": json.dumps(c.arguments),
+                "status": "completed",
+            }
+            for c in step.tool_calls
+        ]
     else:
-        content = result if isinstance(result, str) else json.dumps(result)
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
+        output = [
+            {
+                "type": "message",
+                "id": f"msg_{index}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+            }
+        ]
+    return {
+        "id": f"resp_scripted_{index}",
+        "object": "response",
+        "created_at": 1_700_000_000 + index,
+        "model": support.MODEL_NAME,
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "total_tokens": 0,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def responses_client() -> Any:
+    import httpx
+    from openai import OpenAI
+
+    steps = enumerate(harness.model_steps())
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        if request.method != "POST" or not request.url.path.endswith("/responses"):
+            return httpx.Response(404, json={"error": {"message": f"unscripted {request.url}"}})
+        index, step = next(steps)
+        return httpx.Response(200, json=responses_body(step, index))
+
+    return OpenAI(
+        api_key="scripted",
+        base_url="http://scripted-model.invalid/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(respond)),
+    )
+
+
+def run_turns_responses(client: Any, turn_attributes: dict[str, str]) -> list[str | None]:
+    """The same loop on the Responses API: the history is a list of input items."""
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("travel-agent-app")
+    tools = [{"type": "function", **spec["function"]} for spec in TOOL_SPECS]
+    items: list[dict[str, Any]] = []
+    answers: list[str | None] = []
+    for turn in harness.TURNS:
+        with tracer.start_as_current_span(TURN_SPAN, attributes=turn_attributes):
+            items.append({"role": "user", "content": turn.query})
+            while True:
+                response = client.responses.create(
+                    model=support.MODEL_NAME,
+                    instructions=harness.SYSTEM_PROMPT,
+                    input=items,
+                    tools=tools,
+                )
+                calls = [o for o in response.output if o.type == "function_call"]
+                items.extend(o.model_dump(exclude_none=True) for o in response.output)
+                if not calls:
+                    answers.append(response.output_text)
+                    break
+                for call in calls:
+                    items.append(
+                        {
+                            "type": "function_call_output",
+                            "call_id": call.call_id,
+                            "output": run_call(call.name, call.arguments),
+                        }
+                    )
+    return answers
 
 
 def run_turns(client: Any, turn_attributes: dict[str, str]) -> list[str | None]:
@@ -196,7 +303,7 @@ def generate(scenario: str) -> Path:
             "application's turn span only."
         )
         instrumentation = "opentelemetry-instrumentation-openai-v2"
-    elif scenario == "heldout_openai_openllmetry":
+    elif scenario.startswith("heldout_openai_openllmetry"):
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OLInstrumentor
 
         install = support.installer(OLInstrumentor)
@@ -214,13 +321,18 @@ def generate(scenario: str) -> Path:
         install = support.installer(OIInstrumentor)
         settings["using_session"] = harness.CONVERSATION_ID
         instrumentation = "openinference-instrumentation-openai"
-    client = scripted_client()
+    responses_api = scenario.endswith("_responses")
+    client = responses_client() if responses_api else scripted_client()
+    loop = run_turns_responses if responses_api else run_turns
+    if responses_api:
+        settings["api"] = "responses"
+        notes.append("The loop uses the Responses API (client.responses.create).")
 
     def run() -> list[str | None]:
-        if scenario == "heldout_openai_openinference":
+        if scenario.startswith("heldout_openai_openinference"):
             with using_session(harness.CONVERSATION_ID):
-                return run_turns(client, turn_attributes)
-        return run_turns(client, turn_attributes)
+                return loop(client, turn_attributes)
+        return loop(client, turn_attributes)
 
     capture = support.run_instrumented(scenario, install, run)
     meta = support.meta(

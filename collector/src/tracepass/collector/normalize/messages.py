@@ -161,12 +161,18 @@ def tool_responses(value: Any) -> dict[str, Any]:
     message's calls `book_flight_0`, `book_flight_1`, …), so the same id answers several
     calls of a history. A response whose id occurs more than once is also kept under
     `response_key(id, arguments of the request it follows)`, so each call finds its own.
+
+    Others take the two sides' ids from different fields (OpenLLMetry on the Responses
+    API: the request's item id `fc_…`, the response's `call_…`). A response whose id no
+    request in the history has answers the oldest request still unanswered (responses
+    follow their requests in order) and is also kept under that request's id.
     """
     decoded = loads(value) if isinstance(value, str) else value
     if not isinstance(decoded, list):
         return {}
     out: dict[str, Any] = {}
     requests: dict[str, Any] = {}  # id → arguments of the latest request with that id
+    unanswered: list[str] = []  # request ids in history order, not answered yet
     paired: list[tuple[str, Any, Any]] = []  # (id, request arguments, response)
     repeated = False
     for message in decoded:
@@ -180,6 +186,7 @@ def tool_responses(value: Any) -> dict[str, Any]:
                 call_id = part.get("id")
                 if isinstance(call_id, str) and call_id:
                     requests[call_id] = part.get("arguments")
+                    unanswered.append(call_id)
                 continue
             holder = (
                 part if part.get("type") == "tool_call_response" else part.get("function_response")
@@ -190,6 +197,11 @@ def tool_responses(value: Any) -> dict[str, Any]:
                     repeated = repeated or call_id in out
                     out[call_id] = holder["response"]
                     paired.append((call_id, requests.get(call_id), holder["response"]))
+                    if call_id in requests:
+                        if call_id in unanswered:
+                            unanswered.remove(call_id)
+                    elif unanswered:
+                        out.setdefault(unanswered.pop(0), holder["response"])
     if repeated:
         counts: dict[str, int] = {}
         for call_id, _, _ in paired:
