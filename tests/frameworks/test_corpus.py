@@ -44,6 +44,9 @@ KNOWN_GAPS: dict[str, str] = {
     "autogen_openinference": "no span carries the answer: OpenInference's AutoGen agent span "
     "records no output and it has LLM spans only for autogen-ext's OpenAI clients (queries, "
     "tool calls, results and errors are recovered)",
+    "heldout_openai_otel_contrib_no_content": "content capture off (the openai-v2 default): "
+    "no span or event carries a query, answer, tool argument or result; grouping, tool "
+    "names, call ids and the number of calls are recovered",
     "openai_agents_otel_genai": "the OTel contrib OpenAI Agents instrumentation leaves model "
     "calls to the openai client instrumentation; with a non-OpenAI model no span carries "
     "the query or the answer",

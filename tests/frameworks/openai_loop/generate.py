@@ -28,6 +28,8 @@ Scenarios (one instrumentation per process):
   default (v1.30) conventions with content capture on: messages are GenAI events sent as
   OTLP log records (`gen_ai.user.message`, `gen_ai.tool.message`, `gen_ai.choice`, …).
   The application's turn span carries `session.id`, the only place a session id can be.
+* `heldout_openai_otel_contrib_no_content` — the default scenario as a user who did not
+  switch content capture on gets it (the instrumentation's default): no message content.
 * `heldout_openai_otel_contrib_latest` — the same with
   `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental` and content `span_only`:
   `gen_ai.input.messages` / `gen_ai.output.messages` on the chat spans.
@@ -60,6 +62,7 @@ import harness
 SCENARIOS = (
     "heldout_openai_otel_contrib",
     "heldout_openai_otel_contrib_latest",
+    "heldout_openai_otel_contrib_no_content",
     "heldout_openai_openinference",
     "heldout_openai_openllmetry",
     "heldout_openai_openinference_responses",
@@ -281,7 +284,15 @@ COMMON_NOTES = [
 
 
 def generate(scenario: str) -> Path:
-    settings = harness.content_capture_env()
+    if scenario.endswith("_no_content"):
+        settings: dict[str, str] = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "unset"}
+        for name in (
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+            "TRACELOOP_TRACE_CONTENT",
+        ):
+            os.environ.pop(name, None)
+    else:
+        settings = harness.content_capture_env()
     turn_attributes: dict[str, str] = {}
     conversation: dict[str, Any] = {}
     notes = list(COMMON_NOTES)
