@@ -16,6 +16,7 @@ runner = CliRunner()
 
 COMMANDS = [
     ["conversations"],
+    ["inspect"],
     ["evaluate"],
     ["compare"],
     ["references"],

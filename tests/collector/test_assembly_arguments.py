@@ -3,10 +3,11 @@ from a later model input, one call seen by two instrumentations, answer-carrying
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tracepass.collector.assembly import build_conversation
-from tracepass.collector.normalize.messages import make_tool_call
+from tracepass.collector.normalize.messages import make_tool_call, tool_responses
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ANSWER,
@@ -110,6 +111,91 @@ def test_results_from_a_later_model_input_unwrap_result_and_error_responses() ->
         later,
     )
     assert [(c.result, c.error) for c in calls] == [("ok", None), (None, "sold out")]
+
+
+def test_json_text_responses_of_a_stack_without_tool_spans_unwrap_too() -> None:
+    # A hand-rolled chat-completions loop: no tool spans; the `tool` messages it sends
+    # back are text, the failing call's `{"error": …}` among them.
+    later = rec(
+        5,
+        RecordKind.MODEL,
+        30,
+        attributes={
+            TOOL_RESPONSES_ATTR: {"call_a": '{"result": 5}', "call_b": '{"error": "sold out"}'}
+        },
+    )
+    calls = turn(
+        model(2, 1, ("book", {"id": "A"}, "call_a"), ("book", {"id": "B"}, "call_b")), later
+    )
+    assert [(c.result, c.error) for c in calls] == [(5, None), (None, "sold out")]
+
+
+def test_repeated_made_up_ids_find_the_response_to_their_own_arguments() -> None:
+    # google-genai's instrumentation numbers calls per message: a retry reuses the id.
+    history = json.dumps(
+        [
+            {"role": "user", "parts": [{"type": "text", "content": "book"}]},
+            *(
+                message
+                for flight, response in (("A", {"error": "sold out"}), ("B", {"result": "ok"}))
+                for message in (
+                    {
+                        "role": "assistant",
+                        "parts": [
+                            {
+                                "type": "tool_call",
+                                "id": "book_0",
+                                "name": "book",
+                                "arguments": {"id": flight},
+                            }
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "parts": [
+                            {"type": "tool_call_response", "id": "book_0", "response": response}
+                        ],
+                    },
+                )
+            ),
+        ]
+    )
+    later = rec(5, RecordKind.MODEL, 30, attributes={TOOL_RESPONSES_ATTR: tool_responses(history)})
+    calls = turn(
+        model(2, 1, ("book", {"id": "A"}, "book_0")),
+        model(3, 10, ("book", {"id": "B"}, "book_0")),
+        later,
+    )
+    assert [(c.arguments, c.result, c.error) for c in calls] == [
+        ({"id": "A"}, None, "sold out"),
+        ({"id": "B"}, "ok", None),
+    ]
+
+
+def test_responses_whose_ids_no_request_has_answer_the_oldest_unanswered_request() -> None:
+    # OpenLLMetry on the Responses API: request ids are item ids (`fc_…`), response ids
+    # the `call_…` ids; in the history each response follows its request.
+    history = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "tool_call", "id": f"fc_{c}", "name": "w", "arguments": {"c": c}}
+                    for c in ("a", "b")
+                ],
+            },
+            *(
+                {
+                    "role": "tool",
+                    "parts": [{"type": "tool_call_response", "id": f"call_{c}", "response": c}],
+                }
+                for c in ("a", "b")
+            ),
+        ]
+    )
+    later = rec(5, RecordKind.MODEL, 30, attributes={TOOL_RESPONSES_ATTR: tool_responses(history)})
+    calls = turn(model(2, 1, ("w", {"c": "a"}, "fc_a"), ("w", {"c": "b"}, "fc_b")), later)
+    assert [(c.call_id, c.result) for c in calls] == [("fc_a", "a"), ("fc_b", "b")]
 
 
 def test_one_call_seen_by_two_instrumentations_is_one_call() -> None:

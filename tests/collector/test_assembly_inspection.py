@@ -49,7 +49,8 @@ def spans_read_without_their_adapter() -> list[Span]:
                 **CONV,
                 "openinference.span.kind": "TOOL",
                 "tool.name": "get_weather",
-                "input.value": json.dumps({"args": [], "kwargs": {"city": "Paris"}}),
+                # Positional values: not the keyword-only wrapper OpenInference unwraps.
+                "input.value": json.dumps({"args": ["Paris"], "kwargs": {}}),
                 "output.value": json.dumps([{"text": "Sunny"}]),
             },
             span_id=3,

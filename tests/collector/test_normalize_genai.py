@@ -8,6 +8,7 @@ import pytest
 from test_normalize_basics import hexid, make_request, make_span, to_any
 
 from tracepass.collector.normalize import RecordKind, normalize_request
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR
 
 CONV = "conv-7"
 
@@ -316,3 +317,20 @@ def test_tool_span_without_operation_name_is_still_a_tool() -> None:
     assert rec.kind is RecordKind.TOOL
     assert rec.tool_name == "get_weather"
     assert rec.tool_arguments == {"city": "Oslo"}
+
+
+def test_legacy_prompt_tool_messages_are_tool_responses() -> None:
+    span = make_span(
+        "openai.chat",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "weather?",
+            "gen_ai.prompt.1.role": "tool",
+            "gen_ai.prompt.1.tool_call_id": "c1",
+            "gen_ai.prompt.1.content": '{"temp": 21}',
+        },
+    )
+    (rec,), _ = normalize_request(make_request(span))
+    assert rec.kind is RecordKind.MODEL
+    assert rec.attributes[TOOL_RESPONSES_ATTR] == {"c1": '{"temp": 21}'}

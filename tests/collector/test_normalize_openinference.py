@@ -8,6 +8,7 @@ import pytest
 from test_normalize_basics import make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR
 
 STATE_IN = json.dumps(
     {
@@ -143,6 +144,53 @@ def test_tool_span_text_inputs(
     assert rec.tool_result == result
 
 
+@pytest.mark.parametrize(
+    ("value", "args"),
+    [
+        ({"kwargs": {"city": "Paris"}}, {"city": "Paris"}),
+        ({"args": [], "kwargs": {"city": "Paris"}}, {"city": "Paris"}),
+        # Positional values or other keys: not the keyword wrapper, kept as they are.
+        ({"args": ["Paris"], "kwargs": {}}, {"args": ["Paris"], "kwargs": {}}),
+        ({"kwargs": {"a": 1}, "mode": "x"}, {"kwargs": {"a": 1}, "mode": "x"}),
+        ({"kwargs": "text"}, {"kwargs": "text"}),
+    ],
+)
+def test_tool_input_keyword_wrapper_is_unwrapped(
+    value: dict[str, object], args: dict[str, object]
+) -> None:
+    # Python instrumentations (DSPy, LlamaIndex) record a tool's bound call as its input.
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "t", "input.value": json.dumps(value)}
+    (rec,), _ = normalize_request(make_request(make_span("t", attrs)))
+    assert rec.tool_arguments == args
+
+
+@pytest.mark.parametrize(
+    ("span_name", "tool_name"),
+    [
+        ("get_weather.__call__", "get_weather"),
+        ("get_weather.acall", "get_weather"),
+        ("get_weather", None),
+        (".__call__", None),
+    ],
+)
+def test_tool_without_tool_name_is_named_by_its_span(span_name: str, tool_name: str | None) -> None:
+    # DSPy's TOOL spans carry no `tool.name`; their names are `<tool>.__call__`.
+    attrs = {"openinference.span.kind": "TOOL", "input.value": "{}"}
+    (rec,), _ = normalize_request(make_request(make_span(span_name, attrs)))
+    assert rec.tool_name == tool_name
+
+
+def test_root_chain_input_wrapped_in_one_key_gives_the_query() -> None:
+    # DSPy modules record `forward(**input_args)` as {"input_args": {...}}.
+    attrs = {
+        "openinference.span.kind": "CHAIN",
+        "input.value": json.dumps({"input_args": {"question": "Weather?"}}),
+        "output.value": json.dumps({"trajectory": {}, "answer": "Sunny."}),
+    }
+    (rec,), _ = normalize_request(make_request(make_span("ReAct.forward", attrs)))
+    assert (rec.kind, rec.input_text, rec.output_text) == (RecordKind.TURN, "Weather?", "Sunny.")
+
+
 def test_llm_span_flattened_messages() -> None:
     span = make_span(
         "ChatOpenAI",
@@ -169,6 +217,26 @@ def test_llm_span_flattened_messages() -> None:
         ("f", {"x": 1}, "c1"),
         ("g", {"_raw": "bad{"}, None),
     ]
+
+
+def test_llm_span_tool_messages_are_tool_responses() -> None:
+    # A hand-rolled loop has no tool spans: its tool messages are the only results.
+    span = make_span(
+        "ChatCompletion",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "weather?",
+            "llm.input_messages.1.message.role": "assistant",
+            "llm.input_messages.2.message.role": "tool",
+            "llm.input_messages.2.message.tool_call_id": "c1",
+            "llm.input_messages.2.message.content": "Sunny",
+            "llm.input_messages.3.message.role": "tool",
+            "llm.input_messages.3.message.content": "no id: not a response",
+        },
+    )
+    (rec,), _ = normalize_request(make_request(span))
+    assert rec.attributes[TOOL_RESPONSES_ATTR] == {"c1": "Sunny"}
 
 
 @pytest.mark.parametrize("kind", ["RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "PROMPT"])

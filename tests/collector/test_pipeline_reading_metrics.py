@@ -30,7 +30,10 @@ async def test_spans_read_and_unreadable_fields_are_counted() -> None:
                 **conv,
                 "openinference.span.kind": "TOOL",
                 "tool.name": "get_weather",
-                "input.value": json.dumps({"args": [], "kwargs": {"city": "P"}}),
+                # smolagents' own wrapper (a bare {"args": [], "kwargs"} the convention reads).
+                "input.value": json.dumps(
+                    {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"city": "P"}}
+                ),
             },
             span_id=3,
             parent=1,

@@ -13,6 +13,11 @@ text); an error matches when the expected text is a substring of the recorded on
 result of a failing call is not compared (frameworks record the error text there or
 nothing). Tool calls are matched by name and arguments, not start order, because
 parallel calls may start in either order.
+
+Known gaps are recorded, never hidden: a scenario the spans cannot rebuild at all is a
+strict xfail (`KNOWN_GAPS`); one that is rebuilt except for named differences lists each
+difference with its reason (`KNOWN_DIFFERENCES`), and the test fails both on any other
+difference and on a listed one that no longer occurs.
 """
 
 from __future__ import annotations
@@ -39,9 +44,26 @@ KNOWN_GAPS: dict[str, str] = {
     "autogen_openinference": "no span carries the answer: OpenInference's AutoGen agent span "
     "records no output and it has LLM spans only for autogen-ext's OpenAI clients (queries, "
     "tool calls, results and errors are recovered)",
+    "heldout_openai_otel_contrib_no_content": "content capture off (the openai-v2 default): "
+    "no span or event carries a query, answer, tool argument or result; grouping, tool "
+    "names, call ids and the number of calls are recovered",
     "openai_agents_otel_genai": "the OTel contrib OpenAI Agents instrumentation leaves model "
     "calls to the openai client instrumentation; with a non-OpenAI model no span carries "
     "the query or the answer",
+}
+
+# Scenarios that are recovered except for named differences the spans explain, with why.
+# Each listed line must still be reported (so a fix shows up) and nothing else may be.
+_DSPY_FINISH = (
+    "DSPy ReAct ends every turn by running its own `finish` tool (a real Tool call, traced "
+    "like the scenario's tools); telling it from a tool the agent chose would take a DSPy "
+    "adapter, which held-out stacks deliberately do not get"
+)
+KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "heldout_dspy_openinference": {
+        "conversation 0 turn 0: unexpected tool call finish({})": _DSPY_FINISH,
+        "conversation 0 turn 1: unexpected tool call finish({})": _DSPY_FINISH,
+    },
 }
 
 
@@ -125,7 +147,13 @@ def test_corpus_rebuilds_the_scripted_conversations(scenario: str) -> None:
     expected = json.loads((CORPUS / f"{scenario}.expected.json").read_text())
     convs = conversations_from_otlp([CORPUS / f"{scenario}.otlp.jsonl"])
     problems = compare(convs, expected)
-    assert not problems, f"{scenario}:\n  " + "\n  ".join(problems)
+    known = KNOWN_DIFFERENCES.get(scenario, {})
+    unexpected = [p for p in problems if p not in known]
+    assert not unexpected, f"{scenario}:\n  " + "\n  ".join(unexpected)
+    fixed = [p for p in known if p not in problems]
+    assert not fixed, f"{scenario}: known differences no longer seen (remove them):\n  " + (
+        "\n  ".join(fixed)
+    )
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s not in KNOWN_GAPS])

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from test_corpus import CORPUS, compare
+from test_corpus import CORPUS, KNOWN_GAPS, compare
 
 from tracepass.collector.config import AssemblyConfig, ReceiverConfig
 from tracepass.collector.pipeline import Pipeline
@@ -27,6 +27,8 @@ WITH_LOGS = sorted(
     for p in CORPUS.glob("*.otlp.jsonl")
     if '"resourceLogs"' in p.read_text(encoding="utf-8")
     and (CORPUS / p.name.replace(".otlp.jsonl", ".expected.json")).exists()
+    # A scenario whose spans cannot give the truth is recorded once, in test_corpus.py.
+    and p.name.removesuffix(".otlp.jsonl") not in KNOWN_GAPS
 )
 
 

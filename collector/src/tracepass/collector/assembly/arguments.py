@@ -13,7 +13,8 @@ Likewise a tool span without a result (ADK with content in log events) gets the
 `tool_call_response` the next model call's input carries for its call id. ADK writes a
 function response as `{"result": value}` for non-dict results and `{"error": text}` for
 a failed call (its span only says `TOOL_ERROR`): a response that is exactly one of those
-is unwrapped to the value, or to the call's error text; provider content blocks
+is unwrapped to the value, or to the call's error text (also when it arrives as JSON
+text, as in a chat-completions `tool` message); provider content blocks
 `[{"text": …}]` (Strands / Bedrock) to their text.
 """
 
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
+from tracepass.collector.normalize.messages import response_key
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import (
     SOURCE_MODEL_REQUEST,
@@ -30,7 +32,9 @@ from tracepass.collector.normalize.registry import (
     TOOL_RESPONSES_ATTR,
     source_of,
 )
-from tracepass.evaluator.models import ToolCall
+from tracepass.evaluator.models import ToolCall, construct_unchecked
+
+MISSING = object()
 
 # Keys that mean "the span had no named arguments": a raw text and positional values.
 _UNNAMED = frozenset({RAW_KEY, "_args"})
@@ -42,7 +46,13 @@ def lacks_named_arguments(arguments: dict[str, object] | None) -> bool:
 
 def _unwrap_response(response: object, error: str | None) -> tuple[object, str | None]:
     """(result, error) of a `tool_call_response`: `{"result": v}` → v; `{"error": text}`
-    → no result, the text as the error (kept if the span's error already says it)."""
+    → no result, the text as the error (kept if the span's error already says it).
+
+    A response that is JSON text is decoded first: chat-completions `tool` messages are
+    text, so a hand-rolled loop (or any OpenAI-shaped stack) sends the same
+    `{"error": text}` object as a JSON string."""
+    if isinstance(response, str):
+        response = coerce_result(response)
     if isinstance(response, dict) and len(response) == 1:
         if "result" in response:
             return coerce_result(response["result"]), error
@@ -76,6 +86,15 @@ class Responses:
     by_id: dict[str, object] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
 
+    def get(self, call_id: str, arguments: dict[str, object]) -> object:
+        """The response to the call with this id and these arguments (ids some
+        instrumentations make up repeat within a history), else to this id; `MISSING`."""
+        if len(self.by_id) > 1:  # a repeated id always leaves two keys
+            found = self.by_id.get(response_key(call_id, arguments), MISSING)
+            if found is not MISSING:
+                return found
+        return self.by_id.get(call_id, MISSING)
+
     def take_by_name(self, name: str, used: set[str]) -> str | None:
         """The first id of a response for `name` not used yet (calls without ids)."""
         for call_id, known in self.names.items():
@@ -107,8 +126,9 @@ def requested_calls(models: Sequence[SpanRecord], responses: Responses) -> tuple
     for model in models:
         for call in model.requested_tool_calls:
             call_id = call.call_id or responses.take_by_name(call.name, used)
-            if call.result is None and call_id is not None and call_id in responses.by_id:
-                result, error = _unwrap_response(responses.by_id[call_id], call.error)
+            found = MISSING if call_id is None else responses.get(call_id, call.arguments)
+            if call.result is None and found is not MISSING:
+                result, error = _unwrap_response(found, call.error)
                 call = call.model_copy(
                     update={"result": result, "error": error, "call_id": call_id}
                 )
@@ -170,17 +190,26 @@ def tool_calls(
                 source = SOURCE_MODEL_REQUEST
             call_id = call_id or request.call_id
         result, error = rec.tool_result, rec.error
-        if result is None and call_id is not None and call_id in responses.by_id:
-            result, error = _unwrap_response(responses.by_id[call_id], error)
+        found = (
+            MISSING if result is not None or call_id is None else responses.get(call_id, arguments)
+        )
+        if found is not MISSING:
+            result, error = _unwrap_response(found, error)
+        # Unchecked (every field given, each already of its field's type: typed record
+        # fields, or a validated request's): validating ~15 calls per conversation was
+        # a third of rebuilding it (tests/collector/test_build_unchecked.py).
         out.append(
-            ToolCall(
-                name=rec.tool_name or rec.name,
-                arguments=arguments,
-                result=result,
-                error=error,
-                call_id=call_id,
-                start_ns=rec.start_ns,
-                arguments_source=source,
+            construct_unchecked(
+                ToolCall,
+                {
+                    "name": rec.tool_name or rec.name,
+                    "arguments": arguments,
+                    "result": result,
+                    "error": error,
+                    "call_id": call_id,
+                    "start_ns": rec.start_ns,
+                    "arguments_source": source,
+                },
             )
         )
     return tuple(out)

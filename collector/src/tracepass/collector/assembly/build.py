@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
-from tracepass.evaluator.models import Conversation, ToolDefinition, Turn
+from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 
 from .arguments import requested_calls, responses_of, tool_calls
 from .events import join_log_events
@@ -142,18 +142,25 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     uses_tools = root.final_answer_uses_tools
     if uses_tools is None and last_model is not None:
         uses_tools = last_model.final_answer_uses_tools
-    return Turn(
-        query=query,
-        answer=answer,
-        tool_calls=calls,
-        final_answer_uses_tools=uses_tools,
-        error=root.error,
-        trace_id=root.trace_id,
-        span_id=root.span_id,
-        start_ns=root.start_ns,
-        end_ns=root.end_ns,
-        offered_tools=_offered_tools(root, models),
-        tool_schemas=_tool_schemas(tools),
+    # Built unchecked (every field given, nothing validated), like the Conversation
+    # below: every value comes from typed records or validated models, and validating
+    # them again per evaluated conversation was a tenth of the live evaluation path.
+    # tests/collector/test_build_unchecked.py checks it against validated construction.
+    return construct_unchecked(
+        Turn,
+        {
+            "query": query,
+            "answer": answer,
+            "tool_calls": calls,
+            "final_answer_uses_tools": uses_tools,
+            "error": root.error,
+            "trace_id": root.trace_id,
+            "span_id": root.span_id,
+            "start_ns": root.start_ns,
+            "end_ns": root.end_ns,
+            "offered_tools": _offered_tools(root, models),
+            "tool_schemas": _tool_schemas(tools),
+        },
     )
 
 
@@ -229,13 +236,16 @@ def build_conversation(
         if rec.trace_id not in seen:
             seen.add(rec.trace_id)
             trace_ids.append(rec.trace_id)
-    return Conversation(
-        id=conversation_id,
-        agent_name=agent_name,
-        agent_version=agent_version,
-        turns=tuple(turns),
-        reference_id=reference_id,
-        trace_ids=tuple(trace_ids),
-        complete=complete,
-        attributes={"service.name": service} if service else {},
+    return construct_unchecked(
+        Conversation,
+        {
+            "id": conversation_id,
+            "agent_name": agent_name,
+            "agent_version": agent_version,
+            "turns": tuple(turns),
+            "reference_id": reference_id,
+            "trace_ids": tuple(trace_ids),
+            "complete": complete,
+            "attributes": {"service.name": service} if service else {},
+        },
     )

@@ -203,12 +203,16 @@ def build_telemetry(
 
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
 
+    # Evaluation events exist only where something exports them: with no OTLP logs
+    # endpoint and no extra processor they would be built (≈ 10 log records and their
+    # attributes per conversation, a fifth of the evaluation path's CPU) only to be
+    # dropped, so then there is no logger provider and `event_logger()` is None.
     logger_provider: LoggerProvider | None = None
-    if config.emit_evaluation_events:
+    logs_endpoint, logs_protocol = otlp_settings(config, "logs")
+    if config.emit_evaluation_events and (logs_endpoint or log_processors):
         logger_provider = LoggerProvider(resource=resource)
         for proc in log_processors:
             logger_provider.add_log_record_processor(proc)
-        logs_endpoint, logs_protocol = otlp_settings(config, "logs")
         if logs_endpoint:
             logger_provider.add_log_record_processor(
                 BatchLogRecordProcessor(

@@ -8,6 +8,7 @@ be read as an object is kept verbatim under `"_raw"` so nothing is lost.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tracepass.collector.normalize import pyrepr
@@ -60,7 +61,7 @@ def coerce_arguments(value: Any) -> dict[str, Any]:
             except SCAN_ERRORS:
                 end = -1
             if end == len(value) and "input_str" not in parsed and "inputs" not in parsed:
-                return parsed  # type: ignore[no-any-return]
+                return _shared_keys(parsed)
         return _coerce_text(value, loads(value))
     if isinstance(value, dict):
         unwrapped = _unwrap_langchain(value)
@@ -68,6 +69,16 @@ def coerce_arguments(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return _coerce_text(value, loads(value))
     return {RAW_KEY: value}
+
+
+intern = sys.intern
+
+
+def _shared_keys(parsed: dict[str, Any]) -> dict[str, Any]:
+    """`parsed` with its top-level keys interned: argument and result names repeat in
+    every call of a tool, and the JSON decoder makes a new str for each (~55 bytes per
+    key per buffered span)."""
+    return {intern(k): v for k, v in parsed.items()}
 
 
 def _coerce_text(value: str, parsed: Any) -> dict[str, Any]:
@@ -112,7 +123,7 @@ def coerce_result(value: Any) -> Any:
             and "lc" not in parsed
             and "type" not in parsed
         ):
-            return parsed
+            return _shared_keys(parsed)
     if isinstance(value, str):
         parsed = loads(value)
         if parsed is NOT_JSON:

@@ -21,7 +21,9 @@ from tracepass.collector.normalize.arguments import (
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
+    Message,
     flattened_messages,
+    flattened_tool_responses,
     last_text,
     last_text_in,
     output_text,
@@ -112,11 +114,12 @@ def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     raw_in = attrs.get(INPUT_MESSAGES)
     raw_out = attrs.get(OUTPUT_MESSAGES)
     rec.kind = _MODEL
-    rec.input_text = (
-        last_text_in(raw_in, USER)
-        if raw_in is not None
-        else last_text(flattened_messages(attrs, "gen_ai.prompt", "legacy", with_calls=False), USER)
-    )
+    prompt: list[Message] = []
+    if raw_in is not None:
+        rec.input_text = last_text_in(raw_in, USER)
+    else:
+        prompt = flattened_messages(attrs, "gen_ai.prompt", "legacy", with_calls=False)
+        rec.input_text = last_text(prompt, USER)
     outputs = (
         parse_messages(raw_out)
         if raw_out is not None
@@ -125,7 +128,11 @@ def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
     rec.tool_definitions = model_definitions(attrs)
-    if raw_in is not None and (raw_in.__class__ is not str or _RESPONSE_PART in raw_in):
+    if raw_in is None:
+        responses = flattened_tool_responses(attrs, "gen_ai.prompt", "legacy", prompt)
+        if responses:
+            rec.attributes[TOOL_RESPONSES_ATTR] = responses
+    elif raw_in.__class__ is not str or _RESPONSE_PART in raw_in:
         note_tool_responses(rec, raw_in)
 
 

@@ -14,6 +14,7 @@ query, the last assistant message the answer.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,15 +145,36 @@ def _semconv_parts(role: str, parts: list[Any], with_calls: bool = True) -> Mess
     return Message(role, "\n".join(texts) if texts else None, tuple(calls))
 
 
+def response_key(call_id: str, arguments: Any) -> str:
+    """The key of a tool response whose call id is not unique in the history: the id and
+    the arguments of the request it answers (see `tool_responses`)."""
+    return call_id + "\n" + json.dumps(coerce_arguments(arguments), sort_keys=True, default=str)
+
+
 def tool_responses(value: Any) -> dict[str, Any]:
     """Tool results that a model call's input messages carry, by tool-call id: semconv
     `{"type": "tool_call_response", "id", "response"}` parts and Gemini
     `{"function_response": {"id", "response"}}` parts. Stacks whose tool spans record no
-    result (ADK with content in log events) show it only there."""
+    result (ADK with content in log events) show it only there.
+
+    Some instrumentations make ids up per message (the google-genai one numbers a
+    message's calls `book_flight_0`, `book_flight_1`, …), so the same id answers several
+    calls of a history. A response whose id occurs more than once is also kept under
+    `response_key(id, arguments of the request it follows)`, so each call finds its own.
+
+    Others take the two sides' ids from different fields (OpenLLMetry on the Responses
+    API: the request's item id `fc_…`, the response's `call_…`). A response whose id no
+    request in the history has answers the oldest request still unanswered (responses
+    follow their requests in order) and is also kept under that request's id.
+    """
     decoded = loads(value) if isinstance(value, str) else value
     if not isinstance(decoded, list):
         return {}
     out: dict[str, Any] = {}
+    requests: dict[str, Any] = {}  # id → arguments of the latest request with that id
+    unanswered: list[str] = []  # request ids in history order, not answered yet
+    paired: list[tuple[str, Any, Any]] = []  # (id, request arguments, response)
+    repeated = False
     for message in decoded:
         parts = message.get("parts") if isinstance(message, dict) else None
         if not isinstance(parts, list):
@@ -160,13 +182,33 @@ def tool_responses(value: Any) -> dict[str, Any]:
         for part in parts:
             if not isinstance(part, dict):
                 continue
+            if part.get("type") == "tool_call":
+                call_id = part.get("id")
+                if isinstance(call_id, str) and call_id:
+                    requests[call_id] = part.get("arguments")
+                    unanswered.append(call_id)
+                continue
             holder = (
                 part if part.get("type") == "tool_call_response" else part.get("function_response")
             )
             if isinstance(holder, dict):
                 call_id = holder.get("id")
                 if isinstance(call_id, str) and call_id and "response" in holder:
+                    repeated = repeated or call_id in out
                     out[call_id] = holder["response"]
+                    paired.append((call_id, requests.get(call_id), holder["response"]))
+                    if call_id in requests:
+                        if call_id in unanswered:
+                            unanswered.remove(call_id)
+                    elif unanswered:
+                        out.setdefault(unanswered.pop(0), holder["response"])
+    if repeated:
+        counts: dict[str, int] = {}
+        for call_id, _, _ in paired:
+            counts[call_id] = counts.get(call_id, 0) + 1
+        for call_id, arguments, response in paired:
+            if counts[call_id] > 1 and arguments is not None:
+                out[response_key(call_id, arguments)] = response
     return out
 
 
@@ -361,6 +403,15 @@ def query_from_state(value: Any) -> str | None:
             candidate = state.get(key)
             if isinstance(candidate, str):
                 return candidate
+        if len(state) == 1:
+            # One wrapping key around the inputs (DSPy modules' `{"input_args": {…}}`,
+            # a call's `{"kwargs": {…}}`): read the inputs once.
+            (inner,) = state.values()
+            if isinstance(inner, dict):
+                for key in _QUERY_KEYS:
+                    candidate = inner.get(key)
+                    if isinstance(candidate, str):
+                        return candidate
     return None
 
 
@@ -447,4 +498,28 @@ def flattened_messages(
                 j += 1
         out.append(Message(role_of(role) if role is not None else "", text, tuple(calls)))
         i += 1
+    return out
+
+
+def flattened_tool_responses(
+    attrs: dict[str, Any], prefix: str, style: str, messages: list[Message]
+) -> dict[str, Any]:
+    """Tool results a model call's flattened input messages carry, by tool-call id: the
+    `tool`-role messages with their call id (`{prefix}.{i}.message.tool_call_id` in
+    OpenInference, `{prefix}.{i}.tool_call_id` in old OpenLLMetry `gen_ai.prompt`).
+    `messages` is `flattened_messages` of the same prefix (its roles are reused, so only
+    tool messages cost lookups).
+
+    Why: an application that runs tools itself (a hand-rolled chat-completions loop)
+    has no tool spans; the tool messages it sends back are the only record of results.
+    """
+    out: dict[str, Any] = {}
+    mid = ".message." if style == "oi" else "."
+    for i, message in enumerate(messages):
+        if message.role == TOOL:
+            base = f"{prefix}.{i}{mid}"
+            call_id = attrs.get(base + "tool_call_id")
+            content = attrs.get(base + "content")
+            if call_id.__class__ is str and call_id and content is not None:
+                out[call_id] = content
     return out

@@ -25,13 +25,14 @@ from tracepass.collector.normalize.messages import (
     USER,
     answer_from_state,
     flattened_messages,
+    flattened_tool_responses,
     last_text,
     output_text,
     query_from_state,
     requested_tool_calls,
 )
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import openinference_definitions
 
 NAME = "openinference"
@@ -67,6 +68,30 @@ def _turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
         rec.agent_name = as_str(attrs.get("agent.name"))
 
 
+# Python instrumentations name spans `<object>.<method>`; a TOOL span without `tool.name`
+# (DSPy: `get_weather.__call__`) is named by the object.
+_CALL_METHOD_SUFFIXES = (".__call__", ".acall")
+
+
+def _name_from_span(name: str) -> str | None:
+    for suffix in _CALL_METHOD_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def _keyword_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of a Python call wrapper `{"kwargs": {...}}` (or with empty `"args"`),
+    which OpenInference's Python instrumentations record as a tool's input (DSPy,
+    LlamaIndex): the keywords are the arguments. Anything else is returned as it is."""
+    kwargs = arguments.get("kwargs")
+    if kwargs.__class__ is dict and (
+        len(arguments) == 1 or (len(arguments) == 2 and arguments.get("args") == [])
+    ):
+        return dict(kwargs)
+    return arguments
+
+
 def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.kind = RecordKind.TOOL
     args = attrs.get("input.value")
@@ -78,8 +103,13 @@ def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     else:
         parsed_result = coerce_result(result)
     rec.tool_call_id = as_str(attrs.get("tool_call.id")) or tool_call_id_from_result(result)
-    rec.tool_name = as_str(attrs.get("tool.name")) or as_str(attrs.get("tool_call.function.name"))
-    rec.tool_arguments = coerce_arguments(args)
+    rec.tool_name = (
+        as_str(attrs.get("tool.name"))
+        or as_str(attrs.get("tool_call.function.name"))
+        or _name_from_span(rec.name)
+    )
+    arguments = coerce_arguments(args)
+    rec.tool_arguments = _keyword_arguments(arguments) if "kwargs" in arguments else arguments
     rec.tool_result = parsed_result
 
 
@@ -91,6 +121,9 @@ def _model(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.output_text = output_text(outputs)
     rec.requested_tool_calls = requested_tool_calls(outputs)
     rec.tool_definitions = openinference_definitions(attrs)
+    responses = flattened_tool_responses(attrs, "llm.input_messages", "oi", inputs)
+    if responses:
+        rec.attributes[TOOL_RESPONSES_ATTR] = responses
 
 
 def fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str:

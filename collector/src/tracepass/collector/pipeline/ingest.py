@@ -45,7 +45,7 @@ from tracepass.collector.config import (
     StateConfig,
 )
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.matching import ReferenceSource
+from tracepass.collector.matching import Match, ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
@@ -60,6 +60,7 @@ from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
     EvaluationChains,
+    Finish,
     ResultInfo,
     ResultListener,
 )
@@ -466,13 +467,15 @@ class Pipeline:
     def _count_error(self) -> None:
         self._eval_errors.add(1)
 
-    async def _evaluate(self, item: Completed) -> None:
+    async def _evaluate(self, item: Completed) -> Finish:
+        """Score one conversation; returns the rest (`_finish`: store the result, then
+        tell the listener) for the chain to await outside the concurrency limit."""
         if all(r.kind is RecordKind.EVENT for r in item.records):
             # Only GenAI log events (an evicted buffer whose spans never came): nothing to
             # evaluate; the assembler counted them, and no restart may restore them.
             if self.store is not None:
                 await self.store.discard(item.key)
-            return
+            return None
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
         if match is None and item.revision == 0:
@@ -489,7 +492,7 @@ class Pipeline:
         ):
             if self.store is not None:
                 await self.store.discard(item.key)
-            return
+            return None
         policy = self.references.catalog.policy_for(conversation)
         if policy is None:  # evaluators written before policies take no `policy`
             result = await self.evaluator.aevaluate(conversation, reference, reference_set=set_name)
@@ -503,6 +506,22 @@ class Pipeline:
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
         stored = StoredResult(conversation, result, item.revision)
         self._remember(item.key, stored)
+        return self._finish(item, stored, now, lag, set_name, match)
+
+    async def _finish(
+        self,
+        item: Completed,
+        stored: StoredResult,
+        now: float,
+        lag: float,
+        set_name: str | None,
+        match: Match | None,
+    ) -> None:
+        """Persist the result (the group commit), then hand it to the listener. When it
+        cannot be stored (disk full) the listener still gets it (the windows must not
+        miss evaluations the API shows) and the write is retried in the background."""
+        result, conversation = stored.result, stored.conversation
+        assert result is not None
         journal_seq: int | None = None
         if self.store is not None:
             write = self._result_writer(item, stored, now)

@@ -17,7 +17,7 @@ from typing import Protocol
 from tracepass.collector.assembly import Completed
 from tracepass.evaluator.models import Conversation, ConversationResult, Policy, Reference
 
-__all__ = ["ConversationEvaluator", "EvaluationChains", "ResultInfo", "ResultListener"]
+__all__ = ["ConversationEvaluator", "EvaluationChains", "Finish", "ResultInfo", "ResultListener"]
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +60,25 @@ class ResultInfo:
 ResultListener = Callable[[ConversationResult, ResultInfo], Awaitable[None] | None]
 
 
+# What `evaluate` may hand back: the rest of the evaluation (persisting the result,
+# then the listener), awaited outside the concurrency limit.
+Finish = Awaitable[None] | None
+
+
 class EvaluationChains:
     """Runs `evaluate(item)` for every scheduled conversation: one chain per conversation
-    key (a revision waits for the previous one), at most `concurrency` at a time."""
+    key (a revision waits for the previous one, including its `Finish`), at most
+    `concurrency` evaluating at a time.
+
+    Why the `Finish` runs outside the limit: it waits for the result store's group
+    commit (milliseconds, more on a busy disk). Held inside the limit, those waits
+    capped throughput at `concurrency` conversations per commit — a collector refusing
+    work (503) with its core half idle. Outside it, every waiting result joins the same
+    group commit, and the limit bounds only what it is for: scoring and judge calls."""
 
     def __init__(
         self,
-        evaluate: Callable[[Completed], Awaitable[None]],
+        evaluate: Callable[[Completed], Awaitable[Finish]],
         *,
         concurrency: int,
         on_error: Callable[[], None],
@@ -99,9 +111,16 @@ class EvaluationChains:
         if previous is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(previous)
+        finish: Finish = None
         async with self._sem:
             try:
-                await self._evaluate(item)
+                finish = await self._evaluate(item)
+            except Exception:
+                self._on_error()
+                log.exception("evaluation of conversation %s failed", item.key)
+        if finish is not None:
+            try:
+                await finish
             except Exception:
                 self._on_error()
                 log.exception("evaluation of conversation %s failed", item.key)

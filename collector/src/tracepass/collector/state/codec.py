@@ -142,14 +142,16 @@ class StoredResult:
 
 
 def encode_result(stored: StoredResult) -> str:
+    """The same JSON document as `model_dump(mode="json")` through `json`, written by
+    pydantic's compiled serializer (`model_dump_json`, several times faster: this ran
+    once per evaluated conversation and was a tenth of the live evaluation path). The
+    one difference: a non-finite float (no score is one) is written as null."""
     result = stored.result
-    return _encode(
-        {
-            "v": RESULT_FORMAT,
-            "revision": stored.revision,
-            "conversation": stored.conversation.model_dump(mode="json", exclude_defaults=True),
-            "result": None if result is None else result.model_dump(mode="json"),
-        }
+    conversation = stored.conversation.model_dump_json(exclude_defaults=True, fallback=_fallback)
+    body = "null" if result is None else result.model_dump_json(fallback=_fallback)
+    return (
+        f'{{"v":{RESULT_FORMAT},"revision":{int(stored.revision)},'
+        f'"conversation":{conversation},"result":{body}}}'
     )
 
 

@@ -33,6 +33,7 @@ from tracepass.collector.app.cli.common import (
     stdout_console,
     write_text,
 )
+from tracepass.collector.app.cli.serve import tuned_gc
 from tracepass.evaluator.offline import gates
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG, cls=MultiValueCommand)(evaluate)
 
 
+@tuned_gc()
 def evaluate(
     files: Annotated[
         list[Path] | None,
