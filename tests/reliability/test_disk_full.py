@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from _receiver_support import export_with, make_spans
-from _serve import REFERENCES
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -25,6 +25,19 @@ from tracepass.collector.service import CollectorService
 pytestmark = pytest.mark.timeout(120)
 
 CONVERSATIONS = 30
+# Three expected turns: the two-turn conversations sent complete only at the idle
+# timeout, after the test has filled the disk (a reference they satisfied would
+# complete them at once).
+REFERENCES = """\
+name: disk-full
+version: "1"
+references:
+  - id: three-questions
+    turns:
+      - {query: question 0, expected_answer: answer 0}
+      - {query: question 1, expected_answer: answer 1}
+      - {query: question 2, expected_answer: answer 2}
+"""
 
 
 @contextlib.contextmanager
@@ -73,7 +86,7 @@ async def test_evaluations_reach_the_windows_while_the_disk_is_full(tmp_path: Pa
             {
                 "references": [str(refs)],
                 "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
-                "assembly": {"idle_timeout_s": 1.0, "trace_grace_s": 0.5, "tick_interval_s": 0.1},
+                "assembly": {"idle_timeout_s": 3.0, "trace_grace_s": 0.5, "tick_interval_s": 0.1},
                 "state": {"path": str(small / "state.sqlite"), "durability": "batch"},
                 "metrics": {
                     "prometheus_port": 0,
@@ -91,6 +104,17 @@ async def test_evaluations_reach_the_windows_while_the_disk_is_full(tmp_path: Pa
             assert await asyncio.to_thread(export_with, exporter, spans) == (
                 SpanExportResult.SUCCESS
             )
+            # Empty the WAL first: SQLite reuses WAL space it already has, so only a
+            # write that must grow the file meets the full disk.
+            with contextlib.closing(sqlite3.connect(small / "state.sqlite")) as conn:
+                for _ in range(100):
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if not busy:
+                        break
+                    await asyncio.sleep(0.01)
+                assert not busy, "the WAL could not be emptied"
+            assert (small / "state.sqlite-wal").stat().st_size == 0
+            assert _n(service) == 0
             filler = fill(small)  # before the idle timeout completes any of them
             deadline = asyncio.get_running_loop().time() + 30
             while _n(service) < CONVERSATIONS:
