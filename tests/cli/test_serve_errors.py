@@ -71,3 +71,30 @@ def test_second_serve_on_one_state_file_refuses_to_start(tmp_path: Path) -> None
     again = StateStore(state)  # released on close
     again.open()
     again.close()
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            "assembly:\n  idle_timeout: 5\n",
+            ":2:3: assembly.idle_timeout: unknown key; did you mean 'idle_timeout_s'?",
+        ),
+        ("metric:\n  ks: [1]\n", ":1:1: metric: unknown key; did you mean 'metrics'?"),
+        (
+            "sampling:\n  zzz: 1\n",
+            "sampling.zzz: unknown key (expected one of adaptive, rate, rules, seed)",
+        ),
+    ],
+)
+def test_unknown_config_key_suggests_the_closest(
+    tmp_path: Path, config: str, expected: str
+) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text(config, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert expected in str(info.value)
+    assert str(info.value).startswith(f"{path}:")

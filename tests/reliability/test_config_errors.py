@@ -42,7 +42,7 @@ BROKEN: dict[str, tuple[bytes, str, str]] = {
     "unknown field": (
         b"receiver:\n  host: a\n  grpc_prot: 1\n",
         "3:3",
-        "receiver.grpc_prot: Extra inputs are not permitted",
+        "receiver.grpc_prot: unknown key; did you mean 'grpc_port'?",
     ),
     "wrong type": (
         b"state:\n  durability: batch\n  batch_max_delay_ms: soon\n",

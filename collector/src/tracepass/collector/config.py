@@ -7,6 +7,7 @@ Each section belongs to one stage: a stage reads only its own section.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Literal
 
@@ -200,6 +201,23 @@ class ConfigError(ValueError):
     """A config file that cannot be used; the message names the file and the field."""
 
 
+def unknown_key_message(loc: tuple[int | str, ...]) -> str:
+    """`unknown key; did you mean 'idle_timeout_s'?` — the closest key the section at
+    `loc` accepts (difflib), or the list of keys when none is close."""
+    section: type[BaseModel] = CollectorConfig
+    for part in loc[:-1]:
+        field = section.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return "unknown key"
+        section = annotation
+    known = sorted(section.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    return f"unknown key (expected one of {', '.join(known)})"
+
+
 def load_config(path: Path | None) -> CollectorConfig:
     """The config in `path` (defaults when None). Every error is a `ConfigError` whose
     lines read `file:line:col: field: message` (syntax errors, duplicate keys, bytes
@@ -222,5 +240,8 @@ def load_config(path: Path | None) -> CollectorConfig:
             pos = locate(where, err["loc"])
             at = f"{path}:{pos[0]}:{pos[1]}" if pos is not None else str(path)
             field = ".".join(str(p) for p in err["loc"])
-            lines.append(f"{at}: {field}: {err['msg']}")
+            message = err["msg"]
+            if err["type"] == "extra_forbidden":
+                message = unknown_key_message(err["loc"])
+            lines.append(f"{at}: {field}: {message}")
         raise ConfigError("\n".join(lines)) from None
