@@ -61,7 +61,10 @@ def test_no_file_means_defaults() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("receiver:\n  grpc_prot: 1\n", "receiver.grpc_prot: Extra inputs are not permitted"),
+        (
+            "receiver:\n  grpc_prot: 1\n",
+            "receiver.grpc_prot: unknown key; did you mean 'grpc_port'?",
+        ),
         (
             "assembly:\n  idle_timeout_s: -1\n",
             "assembly.idle_timeout_s: Input should be greater than 0",
