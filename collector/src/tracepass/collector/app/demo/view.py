@@ -122,7 +122,7 @@ def status_line(state: DemoState) -> str:
     for r in rows(state):
         if r["window"] == "run":
             parts.append(
-                f"v{r['version']}: n={r['n']:.0f} pass^3={_q(r['pass_pow_3'])} "
+                f"v{r['version']}: n={_n(r['n'], r['window'])} pass^3={_q(r['pass_pow_3'])} "
                 f"unbiased={_u(r['pass_pow_3'])}"
             )
     return " | ".join(parts)
