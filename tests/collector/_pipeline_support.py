@@ -312,3 +312,43 @@ class Harness:
     async def start(self) -> Pipeline:
         await self.pipeline.start(background=False)
         return self.pipeline
+
+
+# The conversation API's `turns` for the two-turn conversation the pipeline tests build
+# (turn_records(1, 100, …, "weather in Paris?", "Sunny", ["geo", "weather"]) then
+# turn_records(2, 200, …, "and tomorrow?", "Rain", ["forecast"])).
+TWO_TURN_VIEWS: list[dict[str, Any]] = [
+    {
+        "query": "weather in Paris?",
+        "answer": "Sunny",
+        "tool_calls": [
+            {
+                "name": "geo",
+                "arguments": {"i": 0},
+                "result": "r0",
+                "error": None,
+                "call_id": "call-100-0",
+            },
+            {
+                "name": "weather",
+                "arguments": {"i": 1},
+                "result": "r1",
+                "error": None,
+                "call_id": "call-100-1",
+            },
+        ],
+    },
+    {
+        "query": "and tomorrow?",
+        "answer": "Rain",
+        "tool_calls": [
+            {
+                "name": "forecast",
+                "arguments": {"i": 0},
+                "result": "r0",
+                "error": None,
+                "call_id": "call-200-0",
+            },
+        ],
+    },
+]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -155,8 +156,8 @@ def test_openllmetry_request_functions() -> None:
     assert violations(conv) == [("unknown_tool", 0, 0, None)]
 
 
-def test_openinference_llm_tools_shape() -> None:
-    tool = {"type": "function", "function": {"name": "book_flight", "parameters": BOOK}}
+def _openinference_turn_and_llm(tool_attributes: dict[str, Any]) -> tuple[Any, Any]:
+    """An OpenInference AGENT turn span and its LLM child declaring the offered tools."""
     turn = make_span(
         "agent",
         {
@@ -170,12 +171,18 @@ def test_openinference_llm_tools_shape() -> None:
     )
     llm = make_span(
         "llm",
-        {"openinference.span.kind": "LLM", "llm.tools.0.tool.json_schema": json.dumps(tool)},
+        {"openinference.span.kind": "LLM", **tool_attributes},
         span_id=2,
         parent=1,
         start=1_100,
         end=1_200,
     )
+    return turn, llm
+
+
+def test_openinference_llm_tools_shape() -> None:
+    tool = {"type": "function", "function": {"name": "book_flight", "parameters": BOOK}}
+    turn, llm = _openinference_turn_and_llm({"llm.tools.0.tool.json_schema": json.dumps(tool)})
     call = make_span(
         "book_flight",
         {
@@ -283,25 +290,7 @@ def test_agent_span_definitions_and_tool_span_schema() -> None:
 
 def test_openinference_tool_list_in_one_attribute() -> None:
     tools = [{"type": "function", "function": {"name": "book_flight", "parameters": BOOK}}]
-    turn = make_span(
-        "agent",
-        {
-            "openinference.span.kind": "AGENT",
-            "input.value": "book",
-            "input.mime_type": "text/plain",
-        },
-        span_id=1,
-        start=1_000,
-        end=9_000,
-    )
-    llm = make_span(
-        "llm",
-        {"openinference.span.kind": "LLM", "llm.tools": json.dumps(tools)},
-        span_id=2,
-        parent=1,
-        start=1_100,
-        end=1_200,
-    )
+    turn, llm = _openinference_turn_and_llm({"llm.tools": json.dumps(tools)})
     call = make_span(
         "search",
         {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": "{}"},

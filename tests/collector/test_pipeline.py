@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from _pipeline_support import (
     TOOL,
+    TWO_TURN_VIEWS,
     Clock,
     Harness,
     Metrics,
@@ -65,26 +66,7 @@ async def test_reference_turns_completion_match_evaluate_store_and_view(tmp_path
     assert view["conversation_id"] == "c1"
     assert view["agent"] == {"name": "agent", "version": "1.0"}
     assert view["trace_ids"] == [tid(1), tid(2)]
-    assert view["turns"][0] == {
-        "query": "weather in Paris?",
-        "answer": "Sunny",
-        "tool_calls": [
-            {
-                "name": "geo",
-                "arguments": {"i": 0},
-                "result": "r0",
-                "error": None,
-                "call_id": "call-100-0",
-            },
-            {
-                "name": "weather",
-                "arguments": {"i": 1},
-                "result": "r1",
-                "error": None,
-                "call_id": "call-100-1",
-            },
-        ],
-    }
+    assert view["turns"][0] == TWO_TURN_VIEWS[0]
     assert view["evaluation"]["outcome"] == "pass"
     assert view["revision"] == 0
     assert ConversationViews(p).conversation_view("nope") is None

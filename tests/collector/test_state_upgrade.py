@@ -8,6 +8,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from _pipeline_support import TWO_TURN_VIEWS
+
 from tracepass.collector.api.views import stored_view_json
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state.codec import RESULT_FORMAT, decode_result, encode_result
@@ -17,41 +19,7 @@ OLD_FILE = Path(__file__).resolve().parents[1] / "data" / "state" / "results_vie
 
 # What `GET /api/v1/conversations/c1` answered when the file was written (abridged to
 # the fields the conversation shape owns; the evaluation is compared in full below).
-OLD_TURNS = [
-    {
-        "query": "weather in Paris?",
-        "answer": "Sunny",
-        "tool_calls": [
-            {
-                "name": "geo",
-                "arguments": {"i": 0},
-                "result": "r0",
-                "error": None,
-                "call_id": "call-100-0",
-            },
-            {
-                "name": "weather",
-                "arguments": {"i": 1},
-                "result": "r1",
-                "error": None,
-                "call_id": "call-100-1",
-            },
-        ],
-    },
-    {
-        "query": "and tomorrow?",
-        "answer": "Rain",
-        "tool_calls": [
-            {
-                "name": "forecast",
-                "arguments": {"i": 0},
-                "result": "r0",
-                "error": None,
-                "call_id": "call-200-0",
-            },
-        ],
-    },
-]
+OLD_TURNS = TWO_TURN_VIEWS
 
 
 ADDED_RESULT_KEYS = ("policy_id", "policy_outcome", "violations")

@@ -62,6 +62,20 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
+TableOrJsonOption = Annotated[
+    OutputFormat, typer.Option("--format", help="table (default) or json.")
+]
+OtlpFilesArgument = Annotated[
+    list[Path],
+    typer.Argument(
+        help="OTLP files: JSON lines as the OpenTelemetry Collector file exporter writes "
+        "them (traces, and logs holding GenAI events), single OTLP JSON documents, or "
+        "length-prefixed protobuf.",
+        show_default=False,
+    ),
+]
+
+
 def expand_multi_values(
     args: Sequence[str],
     *,

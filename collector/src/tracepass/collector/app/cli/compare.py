@@ -14,6 +14,7 @@ from tracepass.collector.app.cli.common import (
     EXIT_GATE,
     OutputFormat,
     OutputOption,
+    TableOrJsonOption,
     emit_json_or_table,
     fail,
     fmt_delta,
@@ -50,9 +51,7 @@ def compare(
     candidate: Annotated[
         Path, typer.Argument(help="`evaluate --format json` output of the candidate.")
     ],
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="table (default) or json.")
-    ] = OutputFormat.TABLE,
+    output_format: TableOrJsonOption = OutputFormat.TABLE,
     output: OutputOption = None,
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 when any reference regressed.")

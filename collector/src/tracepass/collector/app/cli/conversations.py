@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
     ConversationIdKeyOption,
+    OtlpFilesArgument,
     OutputFormat,
     OutputOption,
+    TableOrJsonOption,
     emit_json_or_table,
     plain,
     stdout_console,
@@ -39,17 +40,8 @@ def register(app: typer.Typer) -> None:
 
 
 def conversations(
-    files: Annotated[
-        list[Path],
-        typer.Argument(
-            help="OTLP files: JSON lines as the OpenTelemetry Collector file exporter "
-            "writes them, single OTLP JSON documents, or length-prefixed protobuf.",
-            show_default=False,
-        ),
-    ],
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="table (default) or json.")
-    ] = OutputFormat.TABLE,
+    files: OtlpFilesArgument,
+    output_format: TableOrJsonOption = OutputFormat.TABLE,
     output: OutputOption = None,
     conversation_id_key: ConversationIdKeyOption = None,
 ) -> None:

@@ -4,16 +4,17 @@ for shapes that look misread (see `assembly/inspection.py`)."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
     ConversationIdKeyOption,
+    OtlpFilesArgument,
     OutputFormat,
     OutputOption,
+    TableOrJsonOption,
     emit_json_or_table,
     plain,
     stdout_console,
@@ -38,17 +39,8 @@ def register(app: typer.Typer) -> None:
 
 
 def inspect(
-    files: Annotated[
-        list[Path],
-        typer.Argument(
-            help="OTLP files, as for `tracepass conversations` (JSON lines may hold logs "
-            "requests too: GenAI events as log records).",
-            show_default=False,
-        ),
-    ],
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="table (default) or json.")
-    ] = OutputFormat.TABLE,
+    files: OtlpFilesArgument,
+    output_format: TableOrJsonOption = OutputFormat.TABLE,
     output: OutputOption = None,
     conversation_id_key: ConversationIdKeyOption = None,
 ) -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 from tracepass.collector.app.cli.common import (
     OutputFormat,
     OutputOption,
+    TableOrJsonOption,
     emit_json_or_table,
     fail,
     fmt_num,
@@ -104,9 +105,7 @@ def import_(
             "instead of the sample's.",
         ),
     ] = None,
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="table (default) or json.")
-    ] = OutputFormat.TABLE,
+    output_format: TableOrJsonOption = OutputFormat.TABLE,
     output: OutputOption = None,
 ) -> None:
     """Measure judge–human agreement from labelled rows.
