@@ -262,6 +262,21 @@ def test_tune_gc_raises_the_young_threshold_and_never_lowers_it() -> None:
         gc.set_threshold(*before)
 
 
+def test_freeze_startup_objects_takes_them_out_of_the_gc_scans() -> None:
+    """In a fresh interpreter (freezing is process-wide and permanent)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc\n"
+        "from tracepass.collector.app.cli.serve import freeze_startup_objects\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "freeze_startup_objects()\n"
+        "assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 async def test_purge_drops_spans_after_retention_then_results_after_their_horizon(
     tmp_path: Path,
 ) -> None:

@@ -329,3 +329,37 @@ async def test_request_log_keeps_rows_needed_by_another_conversation(tmp_path: P
     assert len(snap[0]) == 3  # root + t2 from the shared request + the late span
     assert p2.assembler.snapshot("a") is None  # purged: not resurrected from that row
     await p2.stop()
+
+
+async def test_results_beyond_the_memory_cache_are_read_from_the_state_file(
+    tmp_path: Path,
+) -> None:
+    """With a state file, memory keeps only the newest results (fewer objects for the
+    GC to scan); older ones come back from the file, unchanged."""
+    from _pipeline_support import Clock, genai_request
+
+    from tracepass.collector.config import AssemblyConfig, StateConfig
+    from tracepass.collector.pipeline import Pipeline
+
+    clock = Clock()
+    p = Pipeline(
+        StubEvaluator(),
+        assembly=AssemblyConfig(idle_timeout_s=60),
+        state=StateConfig(path=tmp_path / "s.sqlite", batch_max_delay_ms=0.0),
+        clock=clock,
+        result_cache_size=2,
+    )
+    await p.start(background=False)
+    try:
+        for i in range(5):
+            await p.ingest(genai_request(i + 1, 10 * (i + 1), f"c{i}", ["t"], 0))
+        clock.t += 61
+        await p.process_due()
+        assert len(p._results) == 2  # the two newest
+        for i in range(5):
+            got = p.latest_result(f"c{i}")
+            assert got is not None
+            assert got.conversation.id == f"c{i}"
+            assert got.result is not None
+    finally:
+        await p.stop()

@@ -122,6 +122,11 @@ async def test_evaluations_reach_the_windows_while_the_disk_is_full(tmp_path: Pa
                 await asyncio.sleep(0.1)
             assert service.pipeline is not None
             assert service.pipeline.unstored_results > 0  # the disk really was full
+            # Not in the file yet, and still what the API shows.
+            assert all(
+                service.pipeline.latest_result(f"full-{i}") is not None
+                for i in range(CONVERSATIONS)
+            )
             filler.unlink()
             while service.pipeline.unstored_results:
                 assert asyncio.get_running_loop().time() < deadline + 60

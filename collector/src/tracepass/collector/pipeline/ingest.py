@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 # Requests with more spans than this are normalized off the event loop and assembled in
 # slices of this many records, yielding in between.
 _LARGE_BATCH = 20_000
+# Evaluated results kept in memory when a state file holds them all (see __init__).
+STORED_RESULTS_IN_MEMORY = 256
 
 
 class Pipeline:
@@ -148,9 +150,20 @@ class Pipeline:
             self._evaluate, concurrency=evaluation_concurrency, on_error=self._count_error
         )
         self._results: OrderedDict[str, StoredResult] = OrderedDict()
+        # Results whose storage failed (disk full) and is retried: the API must still
+        # find them, however many results were evaluated since.
+        self._unstored: dict[str, StoredResult] = {}
         self._retries: set[asyncio.Task[None]] = set()
         self._log = RateLimitedLog(log)
-        self._result_cache_size = result_cache_size
+        # With a state file every stored result is read back from it, so memory keeps
+        # only the newest few (the API's hot path). Why not 10,000 as without one: each
+        # is a conversation and its result as ~60 live objects that every full GC pass
+        # scans; 10,000 of them made full collections pause the loop for ~300 ms.
+        self._result_cache_size = (
+            result_cache_size
+            if self.store is None
+            else min(result_cache_size, STORED_RESULTS_IN_MEMORY)
+        )
         self.sampler = sampler if sampler is not None and sampler.active else None
         self._conversation_id_keys = CONVERSATION_ID_KEYS + tuple(
             self.assembly_config.conversation_id_keys
@@ -537,6 +550,7 @@ class Pipeline:
                     item.key,
                     exc,
                 )
+                self._unstored[item.key] = stored
                 self._retry_in_background(item.key, write)
         if self.listener is not None:
             info = ResultInfo(
@@ -586,6 +600,7 @@ class Pipeline:
                     delay = min(delay * 2, 30.0)
                     continue
                 self._log.info("stored_after_retry", "result of %s stored after a retry", key)
+                self._unstored.pop(key, None)
                 return
 
         task = asyncio.create_task(retry(), name=f"tracepass-store-retry-{key}")
@@ -601,7 +616,7 @@ class Pipeline:
         """Called above `limits.max_memory_mb`: give up what costs nothing acknowledged
         (evaluated conversations kept for late spans, cached results), then collect."""
         self.assembler.shed_retained()
-        self._results.clear()
+        self._results.clear()  # the unstored ones stay: nothing else has them
         gc.collect()
 
     def _remember(self, key: str, stored: StoredResult) -> None:
@@ -614,7 +629,7 @@ class Pipeline:
 
     def latest_result(self, conversation_id: str) -> StoredResult | None:
         """The latest evaluation of a conversation (memory first, then the state file)."""
-        stored = self._results.get(conversation_id)
+        stored = self._results.get(conversation_id) or self._unstored.get(conversation_id)
         if stored is None and self.store is not None and self._ready:
             stored = self.store.get_result(conversation_id)
         return stored

@@ -139,6 +139,21 @@ def tune_gc(gen0: int = GC_GEN0_THRESHOLD) -> None:
         gc.set_threshold(gen0, t1, t2)
 
 
+def freeze_startup_objects() -> None:
+    """Move everything alive once the service has started (modules, pydantic schemas,
+    the loaded reference sets, compiled conventions: ~110k objects) out of the cyclic
+    GC's reach for good.
+
+    Why: a full collection scans every tracked object, and these live as long as the
+    process; scanning them again in every full collection made each one pause the event
+    loop longer (measured: 355 ms at ~800k tracked objects). They are still freed by
+    reference counting if they ever become unreferenced; only a reference cycle among
+    them would outlive its use, and start-up builds nothing that is thrown away later.
+    `gc.collect()` first so start-up garbage is not frozen with them."""
+    gc.collect()
+    gc.freeze()
+
+
 @contextmanager
 def tuned_gc(gen0: int = GC_GEN0_THRESHOLD) -> Iterator[None]:
     """`tune_gc` for the length of one command (`tracepass evaluate`), then the previous
@@ -281,6 +296,7 @@ def serve(
     console = stderr_console()
 
     def announce() -> None:
+        freeze_startup_objects()
         ports = service.ports
         info = listening_event(service, pid=os.getpid())
         if ports_file is not None:
