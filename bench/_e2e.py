@@ -282,6 +282,7 @@ class LoadResult:
     ok: int
     refused: int  # 503 / 429 answers (each request is retried until accepted)
     other: int
+    cpu_s: float = 0.0  # the load generator's own CPU time (its process)
 
 
 def _send_all(
@@ -323,7 +324,11 @@ def _send_all(
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
         return LoadResult(
-            time.perf_counter() - t0, counts["ok"], counts["refused"], counts["other"]
+            time.perf_counter() - t0,
+            counts["ok"],
+            counts["refused"],
+            counts["other"],
+            time.process_time(),
         )
 
     return asyncio.run(run())

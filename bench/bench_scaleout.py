@@ -8,7 +8,9 @@ the first request until every server's /metrics shows all its conversations eval
 The figure is completed spans per wall second, two processes over one: it is bounded by
 the cores the machine gives (2 here, shared with the load generators and everything
 else running), so the servers' CPU-seconds are printed too — the per-span CPU of the
-halves against the whole tells whether partitioning itself costs anything.
+halves against the whole tells whether partitioning itself costs anything, and so are
+the cores the one-process run kept busy (its server and its load generator, CPU over
+wall): two such runs cannot beat `cores / that` on this machine, whatever the design.
 
     .venv/bin/python bench/bench_scaleout.py [--requests N] [--repeats R]
 """
@@ -32,19 +34,23 @@ from _e2e import (
 )
 
 
-def run(parts: list[list[bytes]], tmp: Path) -> tuple[float, float]:
-    """(wall seconds until every server showed all its conversations, server CPU-s)."""
+def run(parts: list[list[bytes]], tmp: Path) -> tuple[float, float, float]:
+    """(wall seconds until every server showed all its conversations, server CPU-s,
+    load generators' CPU-s)."""
     servers = [start_server(tmp / f"s{i}", "batch") for i in range(len(parts))]
     try:
         time.sleep(0.3)
         c0 = [s.cpu_s() for s in servers]
         w0 = time.perf_counter()
         loads = [LoadGenerator(s.http_port, p) for s, p in zip(servers, parts, strict=True)]
+        load_cpu = 0.0
         for s, p, load in zip(servers, parts, loads, strict=True):
-            assert load.result().other == 0
+            res = load.result()
+            assert res.other == 0
+            load_cpu += res.cpu_s
             wait_evaluated(s, len(p) * CONVERSATIONS_PER_REQUEST, every_s=0.05)
         wall = time.perf_counter() - w0
-        return wall, sum(s.cpu_s() - c for s, c in zip(servers, c0, strict=True))
+        return wall, sum(s.cpu_s() - c for s, c in zip(servers, c0, strict=True)), load_cpu
     finally:
         for s in servers:
             s.stop()
@@ -57,11 +63,12 @@ def main() -> None:
     args = parser.parse_args()
     data = requests(args.requests)
     spans = args.requests * SPANS_PER_REQUEST
-    one_rate, two_rate, one_cpu, two_cpu = [], [], [], []
+    one_rate, two_rate, one_cpu, two_cpu, one_cores = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            w1, c1 = run([data], Path(tmp) / f"one{r}")
-            w2, c2 = run([data[0::2], data[1::2]], Path(tmp) / f"two{r}")
+            w1, c1, g1 = run([data], Path(tmp) / f"one{r}")
+            w2, c2, _ = run([data[0::2], data[1::2]], Path(tmp) / f"two{r}")
+            one_cores.append((c1 + g1) / w1)
             one_rate.append(spans / w1)
             two_rate.append(spans / w2)
             one_cpu.append(spans / c1)
@@ -80,6 +87,13 @@ def main() -> None:
     print(
         f"{'server CPU, one / two':<34}: {statistics.median(one_cpu):>9,.0f} / "
         f"{statistics.median(two_cpu):,.0f} spans per CPU-second (sum over servers)"
+    )
+    cores = os.cpu_count() or 1
+    used = statistics.median(one_cores)
+    print(
+        f"{'cores busy in the one-process run':<34}: {used:>9.2f} (server + its load "
+        f"generator) -> on {cores} cores two runs can reach at most "
+        f"{min(2.0, cores / used):.2f}x one"
     )
     print("target: two processes >= 1.8x one")
 
