@@ -10,17 +10,32 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 
-from .arguments import requested_calls, responses_of, tool_calls
+from .arguments import Responses, requested_calls, responses_of, tool_calls
 from .events import join_log_events
 
 SpanKey = tuple[str, str]
 
 _AGENT_WORK = frozenset({RecordKind.TOOL, RecordKind.MODEL})
+_TURN = RecordKind.TURN
+_TOOL = RecordKind.TOOL
+_MODEL = RecordKind.MODEL
+_END = RecordKind.END
+_EVENT = RecordKind.EVENT
+
+# Sort keys as C callables: the same tuples the lambdas they replace built, without a
+# Python frame per record (rebuilding runs once per evaluated conversation).
+_BY_START = attrgetter("start_ns", "span_id")
+_BY_END = attrgetter("end_ns", "start_ns")
+
+# What a turn gets when nothing could consult its responses (see `_needs_responses`);
+# read-only (`Responses.get` and `take_by_name` never change it).
+_NO_RESPONSES = Responses()
 
 # Parent chains longer than this are treated as broken (protects against cycles in
 # malformed input: a span cannot be its own ancestor, but a client can claim it is).
@@ -50,6 +65,15 @@ def _merge_duplicate_tools(tools: list[SpanRecord], members: list[SpanRecord]) -
     """One tool call seen by two instrumentations (AutoGen's native `execute_tool` span
     inside OpenInference's TOOL span) is one call: a TOOL record below a TOOL record of
     the same tool name is merged into it, filling only what the outer one lacks."""
+    # A tool can only have a TOOL ancestor if some span of the turn has a TOOL parent:
+    # without one (the usual turn: every tool span a child of the agent span) there is
+    # nothing to merge, and the parent walks below are skipped.
+    tool_ids = {r.span_id for r in tools}
+    for rec in members:
+        if rec.parent_span_id in tool_ids:
+            break
+    else:
+        return tools
     by_id = {r.span_id: r for r in members}
     merged: dict[str, SpanRecord] = {}
     inner: set[str] = set()
@@ -107,13 +131,33 @@ def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
     }
 
 
+def _needs_responses(tools: list[SpanRecord], models: list[SpanRecord]) -> bool:
+    """Whether `tool_calls` / `requested_calls` could look a response up: only for a tool
+    span without a result, or (turns without tool spans) for calls a model requested.
+    Turns whose tool spans all carry their results (the common GenAI shape) skip
+    collecting them."""
+    if tools:
+        return any(t.tool_result is None for t in tools)
+    return any(m.requested_tool_calls for m in models)
+
+
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
-    members.sort(key=lambda r: (r.start_ns, r.span_id))
-    tools = [r for r in members if r.kind is RecordKind.TOOL]
+    members.sort(key=_BY_START)
+    # One pass instead of a list comprehension per kind.
+    tools: list[SpanRecord] = []
+    models: list[SpanRecord] = []
+    nested: list[SpanRecord] = []
+    for r in members:
+        kind = r.kind
+        if kind is _TOOL:
+            tools.append(r)
+        elif kind is _MODEL:
+            models.append(r)
+        elif kind is _TURN:
+            nested.append(r)
     if len(tools) > 1:
         tools = _merge_duplicate_tools(tools, members)
-    models = [r for r in members if r.kind is RecordKind.MODEL]
-    responses = responses_of([root, *members])
+    responses = responses_of([root, *members]) if _needs_responses(tools, models) else _NO_RESPONSES
     # Stacks that emit no tool spans still show the calls the model requested.
     calls = tool_calls(tools, models, responses) if tools else requested_calls(models, responses)
     query = root.input_text
@@ -130,10 +174,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             ),
             None,
         )
-    last_model = max(models, key=lambda r: (r.end_ns, r.start_ns), default=None)
+    last_model = max(models, key=_BY_END) if models else None
     if answer is None and last_model is not None:
         answer = last_model.output_text
-    nested = [r for r in members if r.kind is RecordKind.TURN]
     if query is None:
         # Nested agent spans (another instrumentation's view of the same run).
         query = next((r.input_text for r in nested if r.input_text is not None), None)
@@ -181,19 +224,31 @@ def build_conversation(
     root for traces without any that hold tool or model calls (a trace of neither is no
     turn); each turn owns every span below it."""
     index: dict[SpanKey, SpanRecord] = {}
+    setdefault = index.setdefault
+    has_events = False
     for rec in records:
-        index.setdefault((rec.trace_id, rec.span_id), rec)
-    join_log_events(index)
-    by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
+        setdefault((rec.trace_id, rec.span_id), rec)
+        if rec.kind is _EVENT:
+            has_events = True
+    if has_events:  # GenAI log events are rare: no join pass without any
+        join_log_events(index)
+    by_trace: dict[str, list[SpanRecord]] = {}
+    turn_traces: set[str] = set()
     for rec in index.values():
-        if rec.kind is not RecordKind.END and rec.kind is not RecordKind.EVENT:
-            by_trace[rec.trace_id].append(rec)
+        kind = rec.kind
+        if kind is not _END and kind is not _EVENT:
+            trace_records = by_trace.get(rec.trace_id)
+            if trace_records is None:
+                by_trace[rec.trace_id] = [rec]
+            else:
+                trace_records.append(rec)
+            if kind is _TURN:
+                turn_traces.add(rec.trace_id)
 
     turns: list[Turn] = []
     turn_roots: list[SpanRecord] = []
-    for trace_records in by_trace.values():
-        has_turn = any(r.kind is RecordKind.TURN for r in trace_records)
-        if not has_turn:
+    for trace_id, trace_records in by_trace.items():
+        if trace_id not in turn_traces:
             if not any(r.kind in _AGENT_WORK for r in trace_records):
                 # Nothing an agent did (e.g. a lone `create_agent` span in its own
                 # trace): not a turn.
@@ -205,7 +260,10 @@ def build_conversation(
         members: dict[SpanKey, list[SpanRecord]] = defaultdict(list)
         roots: dict[SpanKey, SpanRecord] = {}
         for rec in trace_records:
-            top, _ = top_level_turn(rec, index)
+            if rec.parent_span_id is None:  # `top_level_turn` of a root, inlined
+                top = rec if rec.kind is _TURN else None
+            else:
+                top, _ = top_level_turn(rec, index)
             if top is None:
                 continue  # spans outside any turn (e.g. an HTTP server span above it)
             key = (top.trace_id, top.span_id)
@@ -222,7 +280,7 @@ def build_conversation(
 
     agent_name = next((r.agent_name for r in turn_roots if r.agent_name), None)
     agent_version = next((r.agent_version for r in turn_roots if r.agent_version), None)
-    all_records = sorted(index.values(), key=lambda r: (r.start_ns, r.span_id))
+    all_records = sorted(index.values(), key=_BY_START)
     if agent_name is None:
         agent_name = next((r.agent_name for r in all_records if r.agent_name), None)
     if agent_version is None:
