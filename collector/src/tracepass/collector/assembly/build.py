@@ -136,9 +136,20 @@ def _needs_responses(tools: list[SpanRecord], models: list[SpanRecord]) -> bool:
     span without a result, or (turns without tool spans) for calls a model requested.
     Turns whose tool spans all carry their results (the common GenAI shape) skip
     collecting them."""
+    # Loops, not `any(...)`: no generator object per turn.
     if tools:
-        return any(t.tool_result is None for t in tools)
-    return any(m.requested_tool_calls for m in models)
+        for t in tools:
+            if t.tool_result is None:
+                break
+        else:
+            return False
+        return True
+    for m in models:
+        if m.requested_tool_calls:
+            break
+    else:
+        return False
+    return True
 
 
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
@@ -257,16 +268,24 @@ def build_conversation(
             turn_roots.append(root)
             turns.append(_build_turn(root, list(trace_records)))
             continue
-        members: dict[SpanKey, list[SpanRecord]] = defaultdict(list)
-        roots: dict[SpanKey, SpanRecord] = {}
+        # Keyed by the turn's span id (one trace here).
+        members: dict[str, list[SpanRecord]] = defaultdict(list)
+        roots: dict[str, SpanRecord] = {}
         for rec in trace_records:
-            if rec.parent_span_id is None:  # `top_level_turn` of a root, inlined
+            # `top_level_turn`, inlined for a root and for a child of a root turn (the
+            # tool spans of the usual turn); deeper spans take the general walk.
+            parent_id = rec.parent_span_id
+            if parent_id is None:
                 top = rec if rec.kind is _TURN else None
             else:
-                top, _ = top_level_turn(rec, index)
+                parent = index.get((trace_id, parent_id))
+                if parent is not None and parent.parent_span_id is None:
+                    top = parent if parent.kind is _TURN else (rec if rec.kind is _TURN else None)
+                else:
+                    top, _ = top_level_turn(rec, index)
             if top is None:
                 continue  # spans outside any turn (e.g. an HTTP server span above it)
-            key = (top.trace_id, top.span_id)
+            key = top.span_id
             roots[key] = top
             if rec is not top:
                 members[key].append(rec)
