@@ -13,7 +13,12 @@ from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
+from tracepass.collector.normalize.registry import (
+    ROLE_ANSWER,
+    ROLE_ATTR,
+    TOOL_RESPONSE_NAMES_ATTR,
+    TOOL_RESPONSES_ATTR,
+)
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 
 from .arguments import Responses, requested_calls, responses_of, tool_calls
@@ -33,9 +38,10 @@ _EVENT = RecordKind.EVENT
 _BY_START = attrgetter("start_ns", "span_id")
 _BY_END = attrgetter("end_ns", "start_ns")
 
-# What a turn gets when nothing could consult its responses (see `_needs_responses`);
-# read-only (`Responses.get` and `take_by_name` never change it).
+# What `responses_of` returns for a turn whose records carry none (see
+# `_carries_responses`); read-only (`Responses.get` and `take_by_name` never change it).
 _NO_RESPONSES = Responses()
+_RESPONSE_KEYS = frozenset({TOOL_RESPONSES_ATTR, TOOL_RESPONSE_NAMES_ATTR})
 
 # Parent chains longer than this are treated as broken (protects against cycles in
 # malformed input: a span cannot be its own ancestor, but a client can claim it is).
@@ -131,21 +137,15 @@ def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
     }
 
 
-def _needs_responses(tools: list[SpanRecord], models: list[SpanRecord]) -> bool:
-    """Whether `tool_calls` / `requested_calls` could look a response up: only for a tool
-    span without a result, or (turns without tool spans) for calls a model requested.
-    Turns whose tool spans all carry their results (the common GenAI shape) skip
-    collecting them."""
-    # Loops, not `any(...)`: no generator object per turn.
-    if tools:
-        for t in tools:
-            if t.tool_result is None:
-                break
-        else:
-            return False
+def _carries_responses(root: SpanRecord, members: list[SpanRecord]) -> bool:
+    """Whether any record of the turn carries tool responses (model inputs, adapters):
+    without one `responses_of` is empty, so the usual turn (tool spans with their own
+    results) skips collecting them. Reads only `attributes`, never a tool's result
+    (which a record may hold as text, decoded per read)."""
+    if not _RESPONSE_KEYS.isdisjoint(root.attributes):
         return True
-    for m in models:
-        if m.requested_tool_calls:
+    for rec in members:  # a loop, not `any(...)`: no generator object per turn
+        if not _RESPONSE_KEYS.isdisjoint(rec.attributes):
             break
     else:
         return False
@@ -168,7 +168,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             nested.append(r)
     if len(tools) > 1:
         tools = _merge_duplicate_tools(tools, members)
-    responses = responses_of([root, *members]) if _needs_responses(tools, models) else _NO_RESPONSES
+    responses = (
+        responses_of([root, *members]) if _carries_responses(root, members) else _NO_RESPONSES
+    )
     # Stacks that emit no tool spans still show the calls the model requested.
     calls = tool_calls(tools, models, responses) if tools else requested_calls(models, responses)
     query = root.input_text
