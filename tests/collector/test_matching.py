@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from _pipeline_support import Metrics, reference, reference_set
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracepass.collector.matching import ReferenceCatalog, ReferenceSource, normalize_query
 from tracepass.evaluator.models import Conversation, ReferenceSet, Turn
@@ -26,6 +30,18 @@ from tracepass.evaluator.models import Conversation, ReferenceSet, Turn
 )
 def test_normalize_query(raw: str, norm: str) -> None:
     assert normalize_query(raw) == norm
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=20)
+    | st.text(alphabet=st.sampled_from("aZ9 _-\t\x1c\x7féßＡﬁ\u00a0\u2003ǅ"), max_size=12)
+)
+def test_normalize_query_ascii_fast_path_equals_the_general_rule(text: str) -> None:
+    # ASCII takes a byte-table path; it must give what NFKC + casefold + the
+    # `[\W_]+` regex give (the general path, still used for any other text).
+    general = re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    assert normalize_query(text) == general
 
 
 def catalog(**kw: object) -> ReferenceCatalog:

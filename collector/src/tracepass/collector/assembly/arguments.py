@@ -27,7 +27,9 @@ from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
 from tracepass.collector.normalize.messages import response_key
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import (
+    SOURCE_ATTRIBUTE,
     SOURCE_MODEL_REQUEST,
+    SOURCES_ATTR,
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
     source_of,
@@ -147,42 +149,49 @@ def tool_calls(
     requested: list[tuple[int, ToolCall]] = []  # (model start, request) in model order
     for model in models:
         requested.extend((model.start_ns, call) for call in model.requested_tool_calls)
-    used = [False] * len(requested)
-    by_id = {call.call_id: i for i, (_, call) in enumerate(requested) if call.call_id}
     matches: dict[int, int] = {}
-    # Ids first, for every tool, so an id-matched request is not taken by name earlier.
-    for t, rec in enumerate(tools):
-        i = by_id.get(rec.tool_call_id) if rec.tool_call_id else None
-        if i is not None and not used[i]:
-            used[i] = True
-            matches[t] = i
-    for t, rec in enumerate(tools):
-        if t in matches or not lacks_named_arguments(rec.tool_arguments):
-            continue
-        name = rec.tool_name or rec.name
-        candidates = [
-            i
-            for i, (start, call) in enumerate(requested)
-            if not used[i] and call.name == name and start <= rec.start_ns
-        ]
-        if not candidates:
-            continue
-        # Parallel calls of one tool: the request whose value is the span's bare text.
-        raw = (rec.tool_arguments or {}).get(RAW_KEY)
-        chosen = next(
-            (i for i in candidates if raw is not None and raw in _texts(requested[i][1])),
-            candidates[0],
-        )
-        used[chosen] = True
-        matches[t] = chosen
+    # No model request in the turn (the usual GenAI shape): nothing to match.
+    if requested:
+        used = [False] * len(requested)
+        by_id = {call.call_id: i for i, (_, call) in enumerate(requested) if call.call_id}
+        # Ids first, for every tool, so an id-matched request is not taken by name earlier.
+        for t, rec in enumerate(tools):
+            i = by_id.get(rec.tool_call_id) if rec.tool_call_id else None
+            if i is not None and not used[i]:
+                used[i] = True
+                matches[t] = i
+        for t, rec in enumerate(tools):
+            if t in matches or not lacks_named_arguments(rec.tool_arguments):
+                continue
+            name = rec.tool_name or rec.name
+            candidates = [
+                i
+                for i, (start, call) in enumerate(requested)
+                if not used[i] and call.name == name and start <= rec.start_ns
+            ]
+            if not candidates:
+                continue
+            # Parallel calls of one tool: the request whose value is the span's bare text.
+            raw = (rec.tool_arguments or {}).get(RAW_KEY)
+            chosen = next(
+                (i for i in candidates if raw is not None and raw in _texts(requested[i][1])),
+                candidates[0],
+            )
+            used[chosen] = True
+            matches[t] = chosen
     if responses is None:
         responses = responses_of(models)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
         arguments = dict(rec.tool_arguments) if rec.tool_arguments is not None else {}
-        source = source_of(rec, "tool_arguments")
+        # `source_of`, inlined for the usual record that noted no source at all.
+        source = (
+            SOURCE_ATTRIBUTE
+            if SOURCES_ATTR not in rec.attributes
+            else source_of(rec, "tool_arguments")
+        )
         call_id = rec.tool_call_id
-        i = matches.get(t)
+        i = matches.get(t) if matches else None
         if i is not None:
             request = requested[i][1]
             if lacks_named_arguments(arguments) and request.arguments:

@@ -10,17 +10,38 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import ROLE_ANSWER, ROLE_ATTR
+from tracepass.collector.normalize.registry import (
+    ROLE_ANSWER,
+    ROLE_ATTR,
+    TOOL_RESPONSE_NAMES_ATTR,
+    TOOL_RESPONSES_ATTR,
+)
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 
-from .arguments import requested_calls, responses_of, tool_calls
+from .arguments import Responses, requested_calls, responses_of, tool_calls
 from .events import join_log_events
 
 SpanKey = tuple[str, str]
 
 _AGENT_WORK = frozenset({RecordKind.TOOL, RecordKind.MODEL})
+_TURN = RecordKind.TURN
+_TOOL = RecordKind.TOOL
+_MODEL = RecordKind.MODEL
+_END = RecordKind.END
+_EVENT = RecordKind.EVENT
+
+# Sort keys as C callables: the same tuples the lambdas they replace built, without a
+# Python frame per record (rebuilding runs once per evaluated conversation).
+_BY_START = attrgetter("start_ns", "span_id")
+_BY_END = attrgetter("end_ns", "start_ns")
+
+# What `responses_of` returns for a turn whose records carry none (see
+# `_carries_responses`); read-only (`Responses.get` and `take_by_name` never change it).
+_NO_RESPONSES = Responses()
+_RESPONSE_KEYS = frozenset({TOOL_RESPONSES_ATTR, TOOL_RESPONSE_NAMES_ATTR})
 
 # Parent chains longer than this are treated as broken (protects against cycles in
 # malformed input: a span cannot be its own ancestor, but a client can claim it is).
@@ -50,6 +71,15 @@ def _merge_duplicate_tools(tools: list[SpanRecord], members: list[SpanRecord]) -
     """One tool call seen by two instrumentations (AutoGen's native `execute_tool` span
     inside OpenInference's TOOL span) is one call: a TOOL record below a TOOL record of
     the same tool name is merged into it, filling only what the outer one lacks."""
+    # A tool can only have a TOOL ancestor if some span of the turn has a TOOL parent:
+    # without one (the usual turn: every tool span a child of the agent span) there is
+    # nothing to merge, and the parent walks below are skipped.
+    tool_ids = {r.span_id for r in tools}
+    for rec in members:
+        if rec.parent_span_id in tool_ids:
+            break
+    else:
+        return tools
     by_id = {r.span_id: r for r in members}
     merged: dict[str, SpanRecord] = {}
     inner: set[str] = set()
@@ -107,13 +137,40 @@ def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
     }
 
 
+def _carries_responses(root: SpanRecord, members: list[SpanRecord]) -> bool:
+    """Whether any record of the turn carries tool responses (model inputs, adapters):
+    without one `responses_of` is empty, so the usual turn (tool spans with their own
+    results) skips collecting them. Reads only `attributes`, never a tool's result
+    (which a record may hold as text, decoded per read)."""
+    if not _RESPONSE_KEYS.isdisjoint(root.attributes):
+        return True
+    for rec in members:  # a loop, not `any(...)`: no generator object per turn
+        if not _RESPONSE_KEYS.isdisjoint(rec.attributes):
+            break
+    else:
+        return False
+    return True
+
+
 def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
-    members.sort(key=lambda r: (r.start_ns, r.span_id))
-    tools = [r for r in members if r.kind is RecordKind.TOOL]
+    members.sort(key=_BY_START)
+    # One pass instead of a list comprehension per kind.
+    tools: list[SpanRecord] = []
+    models: list[SpanRecord] = []
+    nested: list[SpanRecord] = []
+    for r in members:
+        kind = r.kind
+        if kind is _TOOL:
+            tools.append(r)
+        elif kind is _MODEL:
+            models.append(r)
+        elif kind is _TURN:
+            nested.append(r)
     if len(tools) > 1:
         tools = _merge_duplicate_tools(tools, members)
-    models = [r for r in members if r.kind is RecordKind.MODEL]
-    responses = responses_of([root, *members])
+    responses = (
+        responses_of([root, *members]) if _carries_responses(root, members) else _NO_RESPONSES
+    )
     # Stacks that emit no tool spans still show the calls the model requested.
     calls = tool_calls(tools, models, responses) if tools else requested_calls(models, responses)
     query = root.input_text
@@ -130,10 +187,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             ),
             None,
         )
-    last_model = max(models, key=lambda r: (r.end_ns, r.start_ns), default=None)
+    last_model = max(models, key=_BY_END) if models else None
     if answer is None and last_model is not None:
         answer = last_model.output_text
-    nested = [r for r in members if r.kind is RecordKind.TURN]
     if query is None:
         # Nested agent spans (another instrumentation's view of the same run).
         query = next((r.input_text for r in nested if r.input_text is not None), None)
@@ -181,19 +237,31 @@ def build_conversation(
     root for traces without any that hold tool or model calls (a trace of neither is no
     turn); each turn owns every span below it."""
     index: dict[SpanKey, SpanRecord] = {}
+    setdefault = index.setdefault
+    has_events = False
     for rec in records:
-        index.setdefault((rec.trace_id, rec.span_id), rec)
-    join_log_events(index)
-    by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
+        setdefault((rec.trace_id, rec.span_id), rec)
+        if rec.kind is _EVENT:
+            has_events = True
+    if has_events:  # GenAI log events are rare: no join pass without any
+        join_log_events(index)
+    by_trace: dict[str, list[SpanRecord]] = {}
+    turn_traces: set[str] = set()
     for rec in index.values():
-        if rec.kind is not RecordKind.END and rec.kind is not RecordKind.EVENT:
-            by_trace[rec.trace_id].append(rec)
+        kind = rec.kind
+        if kind is not _END and kind is not _EVENT:
+            trace_records = by_trace.get(rec.trace_id)
+            if trace_records is None:
+                by_trace[rec.trace_id] = [rec]
+            else:
+                trace_records.append(rec)
+            if kind is _TURN:
+                turn_traces.add(rec.trace_id)
 
     turns: list[Turn] = []
     turn_roots: list[SpanRecord] = []
-    for trace_records in by_trace.values():
-        has_turn = any(r.kind is RecordKind.TURN for r in trace_records)
-        if not has_turn:
+    for trace_id, trace_records in by_trace.items():
+        if trace_id not in turn_traces:
             if not any(r.kind in _AGENT_WORK for r in trace_records):
                 # Nothing an agent did (e.g. a lone `create_agent` span in its own
                 # trace): not a turn.
@@ -202,13 +270,24 @@ def build_conversation(
             turn_roots.append(root)
             turns.append(_build_turn(root, list(trace_records)))
             continue
-        members: dict[SpanKey, list[SpanRecord]] = defaultdict(list)
-        roots: dict[SpanKey, SpanRecord] = {}
+        # Keyed by the turn's span id (one trace here).
+        members: dict[str, list[SpanRecord]] = defaultdict(list)
+        roots: dict[str, SpanRecord] = {}
         for rec in trace_records:
-            top, _ = top_level_turn(rec, index)
+            # `top_level_turn`, inlined for a root and for a child of a root turn (the
+            # tool spans of the usual turn); deeper spans take the general walk.
+            parent_id = rec.parent_span_id
+            if parent_id is None:
+                top = rec if rec.kind is _TURN else None
+            else:
+                parent = index.get((trace_id, parent_id))
+                if parent is not None and parent.parent_span_id is None:
+                    top = parent if parent.kind is _TURN else (rec if rec.kind is _TURN else None)
+                else:
+                    top, _ = top_level_turn(rec, index)
             if top is None:
                 continue  # spans outside any turn (e.g. an HTTP server span above it)
-            key = (top.trace_id, top.span_id)
+            key = top.span_id
             roots[key] = top
             if rec is not top:
                 members[key].append(rec)
@@ -222,7 +301,7 @@ def build_conversation(
 
     agent_name = next((r.agent_name for r in turn_roots if r.agent_name), None)
     agent_version = next((r.agent_version for r in turn_roots if r.agent_version), None)
-    all_records = sorted(index.values(), key=lambda r: (r.start_ns, r.span_id))
+    all_records = sorted(index.values(), key=_BY_START)
     if agent_name is None:
         agent_name = next((r.agent_name for r in all_records if r.agent_name), None)
     if agent_version is None:

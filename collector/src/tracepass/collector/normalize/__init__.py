@@ -154,6 +154,8 @@ _GENAI_CONVERSATION = CONVERSATION_ID_KEYS[0]
 _AGENT_NAME = sc.AGENT_NAME
 _AGENT_VERSION = sc.AGENT_VERSION
 _ERROR_TYPE = sc.ERROR_TYPE
+_TRACEPASS_AGENT_VERSION = tracepass_conv.AGENT_VERSION
+_REFERENCE_ID = tracepass_conv.REFERENCE_ID
 intern = sys.intern
 
 
@@ -188,6 +190,9 @@ def normalize_request(
     by_key = BY_KEY
     by_span_name = BY_SPAN_NAME
     read = tally.read if tally is not None else {}
+    # Spans read without an adapter, by convention: one tuple label per request and
+    # convention instead of one per span (added to `read` at the end).
+    plain: dict[str | None, int] = {}
     for resource_spans in request.resource_spans:
         resource = attributes_to_dict(resource_spans.resource.attributes)
         service_name = as_str(resource.get("service.name"))
@@ -223,12 +228,13 @@ def normalize_request(
                 span_hex = hexed(raw_span)
                 if span_hex is None:
                     span_hex = hexes[raw_span] = raw_span.hex()
-                # `attributes_to_dict`, inlined (one call less per span).
+                # `attributes_to_dict`, inlined (one call less per span). `or` rather
+                # than a named `text`: one local store and load less per attribute,
+                # ~10 % of this loop (`any_value` of an empty string is "" again).
                 attrs: dict[str, Any] = {}
                 for kv in span.attributes:
                     any_v = kv.value
-                    text = any_v.string_value
-                    attrs[kv.key] = text if text else any_value(any_v)
+                    attrs[kv.key] = any_v.string_value or any_value(any_v)
                 get = attrs.get
                 name = intern(span.name)
 
@@ -237,22 +243,27 @@ def normalize_request(
                     conversation = _conversation_id(attrs, id_keys, resource_conversation)
                 if conversation is not None:
                     conversation = intern(conversation)
+                # Absent (None) is the common case for tool spans: tested before any
+                # call to `as_str` (of None, which is None again).
                 agent_name = get(_AGENT_NAME)
-                if agent_name.__class__ is not str or not agent_name:
+                if agent_name is not None and (agent_name.__class__ is not str or not agent_name):
                     agent_name = as_str(agent_name)
                 agent_version = get(_AGENT_VERSION)
                 if agent_version.__class__ is not str or not agent_version:
-                    agent_version = (
-                        as_str(agent_version)
-                        or as_str(get(tracepass_conv.AGENT_VERSION))
-                        or service_version
-                    )
-                reference = get(tracepass_conv.REFERENCE_ID)
+                    if agent_version is not None:
+                        agent_version = as_str(agent_version)
+                    if agent_version is None:
+                        fallback = get(_TRACEPASS_AGENT_VERSION)
+                        agent_version = (
+                            as_str(fallback) if fallback is not None else None
+                        ) or service_version
+                reference = get(_REFERENCE_ID)
                 if reference is not None:
                     reference = as_str(reference)
-                status = span.status
                 error: str | None = None
-                if status.code == _STATUS_ERROR:
+                # `HasField` first: most spans carry no status, and reading the absent
+                # message builds an empty one just to compare its code with 0.
+                if span.HasField("status") and (status := span.status).code == _STATUS_ERROR:
                     error = status.message or as_str(get(_ERROR_TYPE))
                     if not error:
                         # No message (pydantic-ai tool errors): the exception event's.
@@ -327,8 +338,11 @@ def normalize_request(
                 if rec.tool_name.__class__ is str:
                     rec.tool_name = intern(rec.tool_name)
                 if tally is not None:
-                    label = (convention or _NONE, applied[0] if applied else _NONE)
-                    read[label] = read.get(label, 0) + 1
+                    if applied:
+                        label = (convention or _NONE, applied[0])
+                        read[label] = read.get(label, 0) + 1
+                    else:  # the common case: counted per convention, labelled below
+                        plain[convention] = plain.get(convention, 0) + 1
                     if rec.kind is _TOOL:
                         if not rec.tool_name:
                             tally.count_unreadable("tool_name")
@@ -342,6 +356,9 @@ def normalize_request(
                     if value is not None:
                         kept[key] = intern(value) if value.__class__ is str else value
                 append(rec)
+    for convention, count in plain.items():
+        label = (convention or _NONE, _NONE)
+        read[label] = read.get(label, 0) + count
     return records, rejections
 
 
