@@ -26,7 +26,13 @@ from tracepass.collector.normalize.arguments import RAW_KEY
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
-from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.normalize.records import (
+    RecordKind,
+    Rejection,
+    SpanRecord,
+    stored_tool_arguments,
+    stored_tool_result,
+)
 from tracepass.collector.normalize.registry import (
     ADAPTERS_ATTR,
     CONVENTION_ATTR,
@@ -155,6 +161,8 @@ _AGENT_NAME = sc.AGENT_NAME
 _AGENT_VERSION = sc.AGENT_VERSION
 _ERROR_TYPE = sc.ERROR_TYPE
 intern = sys.intern
+stored_args = stored_tool_arguments
+stored_result = stored_tool_result
 
 
 def normalize_request(
@@ -303,8 +311,10 @@ def normalize_request(
                 # `span.events` costs as much as a dict of attributes, and complete
                 # records (the common case) would gain nothing from it.
                 kind = rec.kind
+                # (What the slots hold, not decoded: deferred text is a non-empty mapping
+                # and a result that is not None once decoded, see records.py.)
                 if (
-                    (kind is _TOOL and (not rec.tool_arguments or rec.tool_result is None))
+                    (kind is _TOOL and (not stored_args(rec) or stored_result(rec) is None))
                     or (
                         (kind is _TURN or kind is _MODEL)
                         and (rec.input_text is None or rec.output_text is None)
@@ -332,7 +342,9 @@ def normalize_request(
                     if rec.kind is _TOOL:
                         if not rec.tool_name:
                             tally.count_unreadable("tool_name")
-                        if rec.tool_arguments and RAW_KEY in rec.tool_arguments:
+                        # Deferred text never decodes to one with `"_raw"`.
+                        args = stored_args(rec)
+                        if args and args.__class__ is dict and RAW_KEY in args:
                             tally.count_unreadable("tool_arguments")
 
                 if convention:

@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tracepass.collector.normalize.arguments import (
+    DeferredResult,
+    decode_deferred_arguments,
+    decode_deferred_result,
+)
 from tracepass.evaluator.models import ToolCall, ToolDefinition
 
 
@@ -65,6 +70,67 @@ class SpanRecord:
     # MODEL: the tools offered to the model (None: the span did not say). TOOL: the
     # tool's own declared parameters, when the instrumentation records them (`@tool`).
     tool_definitions: tuple[ToolDefinition, ...] | None = None
+
+
+# Deferred tool arguments and results. A buffered tool span's arguments and result, as
+# decoded dicts, cost ~3x their JSON text (a dict is ~184 bytes before its keys and
+# values); they are read only when the conversation is rebuilt. So `normalize` may store
+# the attribute's text instead (`set_deferred_tool_io`), and reading `tool_arguments` /
+# `tool_result` decodes it then, with the very functions ingest would have applied
+# (`coerce_arguments` / `coerce_result`, pure functions of the text; their fast paths
+# for the text `normalize.arguments.deferred_*` keeps): every reader sees
+# the same values as if they had been decoded at ingest, decoded afresh per read (not
+# cached: that would bring the memory back). Ingest decides what it needs without
+# decoding: `normalize.arguments.deferred_arguments` / `deferred_result` only defer text
+# whose coerced value is known from the text alone to be a non-empty mapping without
+# `"_raw"` / not None. Assigning a value stores it as is.
+_arguments_slot = SpanRecord.__dict__["tool_arguments"]
+_result_slot = SpanRecord.__dict__["tool_result"]
+_get_arguments = _arguments_slot.__get__
+_set_arguments = _arguments_slot.__set__
+_get_result = _result_slot.__get__
+_set_result = _result_slot.__set__
+
+
+def _read_arguments(rec: SpanRecord) -> dict[str, Any] | None:
+    value = _get_arguments(rec)
+    if value.__class__ is str:  # deferred JSON text (a coerced value is a dict or None)
+        return decode_deferred_arguments(value)
+    return value  # type: ignore[no-any-return]
+
+
+def _read_result(rec: SpanRecord) -> Any:
+    value = _get_result(rec)
+    if value.__class__ is DeferredResult:
+        return decode_deferred_result(value.text)
+    return value
+
+
+# The dataclass's generated `__init__`, `__eq__`, `__repr__`, `replace` and the codec
+# all go through these properties, so they see decoded values.
+setattr(SpanRecord, "tool_arguments", property(_read_arguments, _set_arguments))  # noqa: B010
+setattr(SpanRecord, "tool_result", property(_read_result, _set_result))  # noqa: B010
+
+
+def set_deferred_tool_io(
+    rec: SpanRecord, arguments: dict[str, Any] | str | None, result: Any
+) -> None:
+    """Store `arguments` (a coerced dict, None, or text from `deferred_arguments`) and
+    `result` (a coerced value or a `DeferredResult`) without decoding them."""
+    _set_arguments(rec, arguments)
+    _set_result(rec, result)
+
+
+def stored_tool_arguments(rec: SpanRecord) -> dict[str, Any] | str | None:
+    """What the arguments slot holds: a dict, None, or deferred text (a non-empty mapping
+    without `"_raw"` once decoded)."""
+    return _get_arguments(rec)  # type: ignore[no-any-return]
+
+
+def stored_tool_result(rec: SpanRecord) -> Any:
+    """What the result slot holds: the coerced value, or a `DeferredResult` (not None
+    once decoded)."""
+    return _get_result(rec)
 
 
 @dataclass(frozen=True, slots=True)
