@@ -164,6 +164,18 @@ intern = sys.intern
 stored_args = stored_tool_arguments
 stored_result = stored_tool_result
 
+# `SpanRecord.attributes` dicts whose values are all strings, shared by every record
+# that kept the same items in the same order: the kept attributes repeat across spans
+# (convention, operation, model), and records are never changed in place after
+# normalization (assembly copies a record to change it, see assembly/events.py). Only
+# strings are entered, so a hit is all strings too (items equal across types, 1 == True,
+# must not share; no str equals a non-str). Bounded, so
+# high-cardinality values (`user.id`) stop adding entries instead of growing it.
+_SHARED_KEPT: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+_MAX_SHARED_KEPT = 4096
+shared_kept = _SHARED_KEPT
+shared_get = _SHARED_KEPT.get
+
 
 def normalize_request(
     request: ExportTraceServiceRequest,
@@ -353,6 +365,20 @@ def normalize_request(
                     value = get(key)
                     if value is not None:
                         kept[key] = intern(value) if value.__class__ is str else value
+                # One shared dict per distinct set of kept string attributes (see
+                # `_SHARED_KEPT`); a dict is ~180 bytes per buffered span otherwise.
+                signature = tuple(kept.items())
+                try:
+                    shared = shared_get(signature)
+                except TypeError:  # an unhashable value (a list, a dict): not shared
+                    shared = kept
+                if shared is None:
+                    if len(shared_kept) < _MAX_SHARED_KEPT and all(
+                        v.__class__ is str for v in kept.values()
+                    ):
+                        shared_kept[signature] = kept
+                elif shared is not kept:
+                    rec.attributes = shared
                 append(rec)
     return records, rejections
 
