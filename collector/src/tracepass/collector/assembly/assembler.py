@@ -144,8 +144,9 @@ class _Conv:
     truncated: bool = False
     evicted: bool = False
     turn_records: list[SpanRecord] = field(default_factory=list)
-    roots: dict[str, SpanRecord] = field(default_factory=dict)  # trace_id -> root
-    traces: set[str] = field(default_factory=set)  # traces with non-END records
+    # trace_id -> its root record, None until the root arrives: every trace with
+    # non-END records is a key (one dict instead of a dict and a set per conversation).
+    roots: dict[str, SpanRecord | None] = field(default_factory=dict)
     root_seen_at: float | None = None
     end_at: float | None = None
     end_turns: int | None = None
@@ -153,7 +154,9 @@ class _Conv:
     first_turn: SpanRecord | None = None
     target: int | None = None
     target_for: tuple[str | None, str | None] | None = None
-    missing: set[SpanKey] = field(default_factory=set)
+    # Parents a turn waits for; None while there are none (an empty set is ~200 bytes
+    # per open conversation).
+    missing: set[SpanKey] | None = None
     heap_seq: int = -1
     heap_deadline: float | None = None
     tomb_until: float = 0.0
@@ -194,7 +197,9 @@ class Assembler:
         self._retained: OrderedDict[str, _Conv] = OrderedDict()  # by closed_at
         self._tombs: OrderedDict[str, _Conv] = OrderedDict()  # by tomb_until
         self._trace_conv: dict[str, str] = {}
-        self._conv_traces: dict[str, set[str]] = {}
+        # conversation -> the traces linked to it (few, each linked once: a list, ~150
+        # bytes less per conversation than a set).
+        self._conv_traces: dict[str, list[str]] = {}
         self._heap: list[tuple[float, int, _Conv]] = []
         self._seq = 0
         self._ready: deque[Completed] = deque()
@@ -364,11 +369,12 @@ class Assembler:
                 conv.has_events = True
                 signalled.add(key)
             if kind is not _END:
-                conv.traces.add(rec.trace_id)
                 if parent is None:
                     conv.roots[rec.trace_id] = rec
                     conv.root_seen_at = now
                     signalled.add(key)
+                else:
+                    conv.roots.setdefault(rec.trace_id, None)
             if conv.missing and skey in conv.missing:
                 signalled.add(key)
             if conv is not last:
@@ -394,7 +400,7 @@ class Assembler:
 
     def _link(self, trace_id: str, cid: str, now: float, merged: list[tuple[str, str]]) -> None:
         self._trace_conv[trace_id] = cid
-        self._conv_traces.setdefault(cid, set()).add(trace_id)
+        self._conv_traces.setdefault(cid, []).append(trace_id)
         orphan = self._convs.get(trace_id)
         if orphan is None or orphan.state is not _State.OPEN or not orphan.trace_only:
             return
@@ -452,10 +458,11 @@ class Assembler:
         elif rec.kind is _EVENT:
             conv.has_events = True
         if rec.kind is not RecordKind.END:
-            conv.traces.add(rec.trace_id)
             if rec.parent_span_id is None:
                 conv.roots[rec.trace_id] = rec
                 conv.root_seen_at = now
+            else:
+                conv.roots.setdefault(rec.trace_id, None)
 
     @staticmethod
     def _note_turn(conv: _Conv, rec: SpanRecord) -> None:
@@ -499,7 +506,7 @@ class Assembler:
     def _turns_done(self, conv: _Conv) -> tuple[int, bool]:
         """(top-level turns whose whole ancestry up to the trace root has arrived,
         whether every trace seen so far has its root). Cost: turns x depth, not spans."""
-        conv.missing.clear()
+        missing: set[SpanKey] = set()
         count = 0
         traces_with_turns: set[str] = set()
         for rec in conv.turn_records:
@@ -510,7 +517,7 @@ class Assembler:
             while parent is not None and steps < MAX_DEPTH:
                 node = conv.records.get((rec.trace_id, parent))
                 if node is None:
-                    conv.missing.add((rec.trace_id, parent))
+                    missing.add((rec.trace_id, parent))
                     break
                 if node.kind is RecordKind.TURN:
                     nested = True
@@ -519,8 +526,10 @@ class Assembler:
                 steps += 1
             if parent is None and not nested:
                 count += 1
-        count += sum(1 for t in conv.roots if t not in traces_with_turns)
-        all_rooted = all(t in conv.roots for t in conv.traces)
+        conv.missing = missing or None
+        roots = conv.roots
+        count += sum(1 for t, r in roots.items() if r is not None and t not in traces_with_turns)
+        all_rooted = all(r is not None for r in roots.values())
         return count, all_rooted
 
     def _check_progress(self, conv: _Conv, now: float) -> None:
@@ -626,8 +635,7 @@ class Assembler:
         conv.records = {}
         conv.turn_records = []
         conv.roots = {}
-        conv.traces = set()
-        conv.missing = set()
+        conv.missing = None
         conv.state = _State.TOMBSTONE
         conv.tomb_until = now + self.tombstone_ttl_s
         self._tombs[conv.key] = conv
@@ -789,7 +797,9 @@ class Assembler:
         for rec in records:
             if rec.conversation_id is not None:
                 self._trace_conv.setdefault(rec.trace_id, rec.conversation_id)
-                self._conv_traces.setdefault(key, set()).add(rec.trace_id)
+                linked = self._conv_traces.setdefault(key, [])
+                if rec.trace_id not in linked:
+                    linked.append(rec.trace_id)
             if (rec.trace_id, rec.span_id) not in conv.records:
                 self._insert(conv, rec, now)
         if closed_at is None:

@@ -7,6 +7,7 @@ records, never raw attributes, so supporting a new convention touches this packa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -16,6 +17,7 @@ from tracepass.collector.normalize.arguments import (
     decode_deferred_arguments,
     decode_deferred_result,
 )
+from tracepass.collector.normalize.jsonvalue import SCAN_ERRORS, scan_once
 from tracepass.evaluator.models import ToolCall, ToolDefinition
 
 
@@ -95,6 +97,13 @@ _set_result = _result_slot.__set__
 def _read_arguments(rec: SpanRecord) -> dict[str, Any] | None:
     value = _get_arguments(rec)
     if value.__class__ is str:  # deferred JSON text (a coerced value is a dict or None)
+        # `decode_deferred_arguments`'s fast path, inlined (one frame less per read).
+        try:
+            parsed, end = scan_once(value, 0)
+        except SCAN_ERRORS:
+            end = -1
+        if end == len(value) and "input_str" not in parsed and "inputs" not in parsed:
+            return parsed  # type: ignore[no-any-return]
         return decode_deferred_arguments(value)
     return value  # type: ignore[no-any-return]
 
@@ -121,16 +130,12 @@ def set_deferred_tool_io(
     _set_result(rec, result)
 
 
-def stored_tool_arguments(rec: SpanRecord) -> dict[str, Any] | str | None:
-    """What the arguments slot holds: a dict, None, or deferred text (a non-empty mapping
-    without `"_raw"` once decoded)."""
-    return _get_arguments(rec)  # type: ignore[no-any-return]
-
-
-def stored_tool_result(rec: SpanRecord) -> Any:
-    """What the result slot holds: the coerced value, or a `DeferredResult` (not None
-    once decoded)."""
-    return _get_result(rec)
+# What the slots hold, undecoded (the slot descriptors' own getters: no Python frame
+# on the ingest path). Arguments: a dict, None, or deferred text (a non-empty mapping
+# without `"_raw"` once decoded); result: the coerced value, or a `DeferredResult`
+# (not None once decoded).
+stored_tool_arguments: Callable[[SpanRecord], dict[str, Any] | str | None] = _get_arguments
+stored_tool_result: Callable[[SpanRecord], Any] = _get_result
 
 
 @dataclass(frozen=True, slots=True)
