@@ -22,7 +22,8 @@ from tracepass.collector.normalize.arguments import (
 from tracepass.collector.normalize.records import (
     RecordKind,
     SpanRecord,
-    set_deferred_tool_io,
+    store_tool_arguments,
+    store_tool_result,
     stored_tool_arguments,
     stored_tool_result,
 )
@@ -66,7 +67,8 @@ def _record() -> SpanRecord:
 
 def _check(text: str) -> None:
     rec = _record()
-    set_deferred_tool_io(rec, deferred_arguments(text), deferred_result(text))
+    store_tool_arguments(rec, deferred_arguments(text))
+    store_tool_result(rec, deferred_result(text))
     expected_args = coerce_arguments(text)
     expected_result = coerce_result(text)
     assert rec.tool_arguments == expected_args
@@ -89,11 +91,8 @@ def test_deferred_reads_equal_ingest_decoding() -> None:
 
 def test_simple_json_is_kept_as_text() -> None:
     rec = _record()
-    set_deferred_tool_io(
-        rec,
-        deferred_arguments('{"order_id": "O-3-1"}'),
-        deferred_result('{"status":"shipped"}'),
-    )
+    store_tool_arguments(rec, deferred_arguments('{"order_id": "O-3-1"}'))
+    store_tool_result(rec, deferred_result('{"status":"shipped"}'))
     assert stored_tool_arguments(rec) == '{"order_id": "O-3-1"}'
     assert isinstance(stored_tool_result(rec), DeferredResult)
     assert rec.tool_arguments == {"order_id": "O-3-1"}

@@ -32,7 +32,12 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
     tool_responses,
 )
-from tracepass.collector.normalize.records import RecordKind, SpanRecord, set_deferred_tool_io
+from tracepass.collector.normalize.records import (
+    RecordKind,
+    SpanRecord,
+    store_tool_arguments,
+    store_tool_result,
+)
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import (
     GENAI_DEFINITIONS,
@@ -91,7 +96,8 @@ def fill_tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.tool_name = name if name.__class__ is str and name else as_str(name)
     # Kept as text when decoding can wait for the rebuild (records.py: the memory of a
     # buffered span).
-    set_deferred_tool_io(rec, deferred_arguments(get(TOOL_ARGUMENTS)), deferred_result(result))
+    store_tool_arguments(rec, deferred_arguments(get(TOOL_ARGUMENTS)))
+    store_tool_result(rec, deferred_result(result))
     if TRACEPASS_PARAMETERS_SCHEMA in attrs or TOOL_JSON_SCHEMA in attrs:
         rec.tool_definitions = tracepass_tool_definition(rec.tool_name, attrs)
 
@@ -107,7 +113,8 @@ def fill_tool_from(rec: SpanRecord, attrs: dict[str, Any], args: Any, result: An
     rec.tool_call_id = call_id
     name = get(TOOL_NAME)
     rec.tool_name = name if name.__class__ is str and name else as_str(name)
-    set_deferred_tool_io(rec, deferred_arguments(args), deferred_result(result))
+    store_tool_arguments(rec, deferred_arguments(args))
+    store_tool_result(rec, deferred_result(result))
 
 
 def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:

@@ -77,7 +77,7 @@ class SpanRecord:
 # Deferred tool arguments and results. A buffered tool span's arguments and result, as
 # decoded dicts, cost ~3x their JSON text (a dict is ~184 bytes before its keys and
 # values); they are read only when the conversation is rebuilt. So `normalize` may store
-# the attribute's text instead (`set_deferred_tool_io`), and reading `tool_arguments` /
+# the attribute's text instead (`store_tool_arguments` / `store_tool_result`), and reading `tool_arguments` /
 # `tool_result` decodes it then, with the very functions ingest would have applied
 # (`coerce_arguments` / `coerce_result`, pure functions of the text; their fast paths
 # for the text `normalize.arguments.deferred_*` keeps): every reader sees
@@ -111,7 +111,21 @@ def _read_arguments(rec: SpanRecord) -> dict[str, Any] | None:
 def _read_result(rec: SpanRecord) -> Any:
     value = _get_result(rec)
     if value.__class__ is DeferredResult:
-        return decode_deferred_result(value.text)
+        # `decode_deferred_result`'s fast path, inlined.
+        text = value.text
+        try:
+            parsed, end = scan_once(text, 0)
+        except SCAN_ERRORS:
+            end = -1
+        if (
+            end == len(text)
+            and parsed.__class__ is dict
+            and "output" not in parsed
+            and "lc" not in parsed
+            and "type" not in parsed
+        ):
+            return parsed
+        return decode_deferred_result(text)
     return value
 
 
@@ -121,13 +135,11 @@ setattr(SpanRecord, "tool_arguments", property(_read_arguments, _set_arguments))
 setattr(SpanRecord, "tool_result", property(_read_result, _set_result))  # noqa: B010
 
 
-def set_deferred_tool_io(
-    rec: SpanRecord, arguments: dict[str, Any] | str | None, result: Any
-) -> None:
-    """Store `arguments` (a coerced dict, None, or text from `deferred_arguments`) and
-    `result` (a coerced value or a `DeferredResult`) without decoding them."""
-    _set_arguments(rec, arguments)
-    _set_result(rec, result)
+# Store arguments (a coerced dict, None, or text from `deferred_arguments`) / a result
+# (a coerced value or a `DeferredResult`) without decoding: the slot descriptors' own
+# setters (no Python frame on the ingest path).
+store_tool_arguments: Callable[[SpanRecord, dict[str, Any] | str | None], None] = _set_arguments
+store_tool_result: Callable[[SpanRecord, Any], None] = _set_result
 
 
 # What the slots hold, undecoded (the slot descriptors' own getters: no Python frame
