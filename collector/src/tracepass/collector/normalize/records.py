@@ -97,12 +97,13 @@ _set_result = _result_slot.__set__
 def _read_arguments(rec: SpanRecord) -> dict[str, Any] | None:
     value = _get_arguments(rec)
     if value.__class__ is str:  # deferred JSON text (a coerced value is a dict or None)
-        # `decode_deferred_arguments`'s fast path, inlined (one frame less per read).
+        # `decode_deferred_arguments`'s fast path, inlined (one frame less per read);
+        # deferred text holds neither wrapper key (`deferred_arguments`).
         try:
             parsed, end = scan_once(value, 0)
         except SCAN_ERRORS:
             end = -1
-        if end == len(value) and "input_str" not in parsed and "inputs" not in parsed:
+        if end == len(value):
             return parsed  # type: ignore[no-any-return]
         return decode_deferred_arguments(value)
     return value  # type: ignore[no-any-return]
@@ -111,19 +112,15 @@ def _read_arguments(rec: SpanRecord) -> dict[str, Any] | None:
 def _read_result(rec: SpanRecord) -> Any:
     value = _get_result(rec)
     if value.__class__ is DeferredResult:
-        # `decode_deferred_result`'s fast path, inlined.
+        # `decode_deferred_result`'s fast path, inlined: text that is exactly one
+        # document and opens an object is a dict without the `output`/`lc`/`type` keys
+        # (`deferred_result` kept no text that spells them, nor any escape).
         text = value.text
         try:
             parsed, end = scan_once(text, 0)
         except SCAN_ERRORS:
             end = -1
-        if (
-            end == len(text)
-            and parsed.__class__ is dict
-            and "output" not in parsed
-            and "lc" not in parsed
-            and "type" not in parsed
-        ):
+        if end == len(text):
             return parsed
         return decode_deferred_result(text)
     return value
