@@ -135,7 +135,13 @@ class AddOutcome:
 class _Conv:
     key: str
     state: _State
-    records: dict[SpanKey, SpanRecord] = field(default_factory=dict)
+    # The conversation's records by span id; a record whose span id another trace's
+    # record already holds goes under (trace_id, span_id) instead. Span ids are unique
+    # per trace and random, so that is rare, and keying every record by the pair cost a
+    # 56-byte tuple per buffered span. Look up with `_find`; records are never removed
+    # one by one (the dict is replaced whole), so a pair key exists only next to its
+    # span-id key.
+    records: dict[str | SpanKey, SpanRecord] = field(default_factory=dict)
     trace_only: bool = True
     revision: int = 0
     first_seen: float = 0.0
@@ -310,7 +316,8 @@ class Assembler:
             rec = batch[i]
             key: str = keys[i]  # type: ignore[assignment]
             conv = conv_get(key)
-            skey = (rec.trace_id, rec.span_id)
+            span_id = rec.span_id
+            held: SpanRecord | None = None
             if conv is None:
                 conv = self._new_open(key, now)
             else:
@@ -328,7 +335,12 @@ class Assembler:
                         key,
                     )
                     continue
-                if skey in conv.records:
+                # `_find`, inlined: the record under this span id, else the one under
+                # (trace, span id) if another trace's record holds the span id.
+                held = conv.records.get(span_id)
+                if held is not None and (
+                    held.trace_id == rec.trace_id or (rec.trace_id, span_id) in conv.records
+                ):
                     duplicate_at.append(i)
                     continue
                 if state is _RETAINED:
@@ -350,7 +362,7 @@ class Assembler:
                 )
                 continue
             # `_insert`, inlined; the conversation is OPEN here (new, open or re-opened).
-            conv_records[skey] = rec
+            conv_records[span_id if held is None else (rec.trace_id, span_id)] = rec
             inserted += 1
             if rec.conversation_id is not None:
                 conv.trace_only = False
@@ -375,7 +387,7 @@ class Assembler:
                     signalled.add(key)
                 else:
                     conv.roots.setdefault(rec.trace_id, None)
-            if conv.missing and skey in conv.missing:
+            if conv.missing and (rec.trace_id, span_id) in conv.missing:
                 signalled.add(key)
             if conv is not last:
                 touched[key] = conv
@@ -428,7 +440,7 @@ class Assembler:
             merged.append((trace_id, cid))
             return
         for rec in orphan.records.values():
-            if (rec.trace_id, rec.span_id) not in target.records:
+            if _find(target.records, rec.trace_id, rec.span_id) is None:
                 self._insert(target, rec, now)
         target.first_seen = min(target.first_seen, orphan.first_seen)
         merged.append((trace_id, cid))
@@ -442,7 +454,9 @@ class Assembler:
 
     def _insert(self, conv: _Conv, rec: SpanRecord, now: float) -> None:
         """Buffer one record (merges and restores; `add` inlines the same steps)."""
-        conv.records[(rec.trace_id, rec.span_id)] = rec
+        records = conv.records
+        span_id = rec.span_id
+        records[span_id if span_id not in records else (rec.trace_id, span_id)] = rec
         self._held += 1
         if conv.state is _State.OPEN:
             self._open_spans += 1
@@ -515,7 +529,7 @@ class Assembler:
             nested = False
             steps = 0
             while parent is not None and steps < MAX_DEPTH:
-                node = conv.records.get((rec.trace_id, parent))
+                node = _find(conv.records, rec.trace_id, parent)
                 if node is None:
                     missing.add((rec.trace_id, parent))
                     break
@@ -647,7 +661,9 @@ class Assembler:
         """GenAI log events (EVENT records) whose span never arrived are given up with
         the conversation's records: until then (idle timeout, then `retention_s`) a late
         span would still have joined them, so this is the first moment they are lost."""
-        n = unjoined_events(conv.records)
+        if not conv.has_events:
+            return  # no EVENT records
+        n = unjoined_events({(r.trace_id, r.span_id): r for r in conv.records.values()})
         if n:
             self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
             log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
@@ -800,7 +816,7 @@ class Assembler:
                 linked = self._conv_traces.setdefault(key, [])
                 if rec.trace_id not in linked:
                     linked.append(rec.trace_id)
-            if (rec.trace_id, rec.span_id) not in conv.records:
+            if _find(conv.records, rec.trace_id, rec.span_id) is None:
                 self._insert(conv, rec, now)
         if closed_at is None:
             conv.state = _State.OPEN
@@ -820,6 +836,16 @@ class Assembler:
             conv.closed_at = closed_at
             self._retained[key] = conv
         self._flush_gauge()
+
+
+def _find(
+    records: Mapping[str | SpanKey, SpanRecord], trace_id: str, span_id: str
+) -> SpanRecord | None:
+    """The record (trace_id, span_id) of a `_Conv.records`, or None."""
+    rec = records.get(span_id)
+    if rec is None or rec.trace_id == trace_id:
+        return rec
+    return records.get((trace_id, span_id))
 
 
 def unjoined_events(records: Mapping[SpanKey, SpanRecord]) -> int:
