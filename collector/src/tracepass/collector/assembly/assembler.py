@@ -2,7 +2,8 @@
 
 Why it is shaped like this:
 - Records arrive in any order, split across requests and repeated by exporter retries,
-  so each conversation keeps a dict keyed by (trace_id, span_id): dedupe is one lookup.
+  so each conversation keeps a dict of its records by span id (by (trace_id, span_id)
+  for the rare record whose span id another of its traces holds): dedupe is one lookup.
 - Deadlines (idle timeout, end-signal grace, trace grace, late-span settle) live in a
   lazy min-heap: a span arrival only moves `last_seen` forward (O(1)); the heap entry is
   re-checked and re-pushed when it pops, so no tick ever scans all conversations.
