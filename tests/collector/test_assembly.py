@@ -363,3 +363,42 @@ def test_any_order_and_split_with_duplicates_rebuilds_the_same_conversation(
     assert build_conversation("p", done[-1].records) == expected
     assert [t.query for t in expected.turns] == ["weather in Paris?", "and tomorrow?", "third"]
     assert expected.turns[2].tool_calls[0].name == "z"
+
+
+def test_the_same_span_id_in_two_traces_of_a_conversation_is_two_spans() -> None:
+    # The assembler keys records by span id and falls back to (trace, span id) when
+    # another trace of the conversation already holds that id: both are kept, retries
+    # of either are duplicates, parent lookups stay within the trace.
+    asm, _clock, _m = make()
+    first = turn_records(1, 100, "c1", "q1", "a1", ["geo", "weather"], t0=1_000)
+    second = turn_records(2, 100, "c1", "q2", "a2", ["forecast"], t0=5_000)
+    asm.add([second[1], first[1]])  # children first: parents missing
+    asm.add([first[0], first[2]])
+    out = asm.add([second[0], *first])  # a retry of the first turn
+    assert out.duplicates == 3
+    assert asm.held_spans == 5
+    asm.add([end_marker(3, 100, "c1", turns=2)])
+    (done,) = asm.poll()
+    assert done.reason == Reason.END_SIGNAL
+    assert len(done.records) == 6
+    conv = build_conversation(done.key, done.records)
+    assert [t.query for t in conv.turns] == ["q1", "q2"]
+    assert [[c.name for c in t.tool_calls] for t in conv.turns] == [
+        ["geo", "weather"],
+        ["forecast"],
+    ]
+
+
+def test_restore_keeps_records_sharing_a_span_id_across_traces() -> None:
+    asm, _clock, _m = make()
+    records = [
+        *turn_records(1, 100, "c1", "q1", "a1", ["geo"], t0=1_000),
+        *turn_records(2, 100, "c1", "q2", "a2", ["forecast"], t0=5_000),
+    ]
+    asm.restore("c1", [*records, records[3]], last_seen=0.0)
+    snap = asm.snapshot("c1")
+    assert snap is not None
+    assert sorted((r.trace_id, r.span_id) for r in snap[0]) == sorted(
+        (r.trace_id, r.span_id) for r in records
+    )
+    assert asm.add(records).duplicates == 4

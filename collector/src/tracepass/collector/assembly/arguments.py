@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
 from tracepass.collector.normalize.messages import response_key
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.normalize.records import SpanRecord, stored_tool_arguments
 from tracepass.collector.normalize.registry import (
     SOURCE_ATTRIBUTE,
     SOURCE_MODEL_REQUEST,
@@ -150,6 +150,10 @@ def tool_calls(
     for model in models:
         requested.extend((model.start_ns, call) for call in model.requested_tool_calls)
     matches: dict[int, int] = {}
+    # Read once per tool: a record may hold its arguments as text decoded on each read
+    # (records.py); a decoded text is a new dict, a stored dict is copied below.
+    fresh = [stored_tool_arguments(rec).__class__ is str for rec in tools]
+    tool_args = [rec.tool_arguments for rec in tools]
     # No model request in the turn (the usual GenAI shape): nothing to match.
     if requested:
         used = [False] * len(requested)
@@ -161,7 +165,7 @@ def tool_calls(
                 used[i] = True
                 matches[t] = i
         for t, rec in enumerate(tools):
-            if t in matches or not lacks_named_arguments(rec.tool_arguments):
+            if t in matches or not lacks_named_arguments(tool_args[t]):
                 continue
             name = rec.tool_name or rec.name
             candidates = [
@@ -172,7 +176,7 @@ def tool_calls(
             if not candidates:
                 continue
             # Parallel calls of one tool: the request whose value is the span's bare text.
-            raw = (rec.tool_arguments or {}).get(RAW_KEY)
+            raw = (tool_args[t] or {}).get(RAW_KEY)
             chosen = next(
                 (i for i in candidates if raw is not None and raw in _texts(requested[i][1])),
                 candidates[0],
@@ -183,7 +187,8 @@ def tool_calls(
         responses = responses_of(models)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
-        arguments = dict(rec.tool_arguments) if rec.tool_arguments is not None else {}
+        args = tool_args[t]
+        arguments = {} if args is None else args if fresh[t] else dict(args)
         # `source_of`, inlined for the usual record that noted no source at all.
         source = (
             SOURCE_ATTRIBUTE

@@ -2,7 +2,8 @@
 
 Why it is shaped like this:
 - Records arrive in any order, split across requests and repeated by exporter retries,
-  so each conversation keeps a dict keyed by (trace_id, span_id): dedupe is one lookup.
+  so each conversation keeps a dict of its records by span id (by (trace_id, span_id)
+  for the rare record whose span id another of its traces holds): dedupe is one lookup.
 - Deadlines (idle timeout, end-signal grace, trace grace, late-span settle) live in a
   lazy min-heap: a span arrival only moves `last_seen` forward (O(1)); the heap entry is
   re-checked and re-pushed when it pops, so no tick ever scans all conversations.
@@ -135,7 +136,13 @@ class AddOutcome:
 class _Conv:
     key: str
     state: _State
-    records: dict[SpanKey, SpanRecord] = field(default_factory=dict)
+    # The conversation's records by span id; a record whose span id another trace's
+    # record already holds goes under (trace_id, span_id) instead. Span ids are unique
+    # per trace and random, so that is rare, and keying every record by the pair cost a
+    # 56-byte tuple per buffered span. Look up with `_find`; records are never removed
+    # one by one (the dict is replaced whole), so a pair key exists only next to its
+    # span-id key.
+    records: dict[str | SpanKey, SpanRecord] = field(default_factory=dict)
     trace_only: bool = True
     revision: int = 0
     first_seen: float = 0.0
@@ -144,8 +151,9 @@ class _Conv:
     truncated: bool = False
     evicted: bool = False
     turn_records: list[SpanRecord] = field(default_factory=list)
-    roots: dict[str, SpanRecord] = field(default_factory=dict)  # trace_id -> root
-    traces: set[str] = field(default_factory=set)  # traces with non-END records
+    # trace_id -> its root record, None until the root arrives: every trace with
+    # non-END records is a key (one dict instead of a dict and a set per conversation).
+    roots: dict[str, SpanRecord | None] = field(default_factory=dict)
     root_seen_at: float | None = None
     end_at: float | None = None
     end_turns: int | None = None
@@ -153,7 +161,9 @@ class _Conv:
     first_turn: SpanRecord | None = None
     target: int | None = None
     target_for: tuple[str | None, str | None] | None = None
-    missing: set[SpanKey] = field(default_factory=set)
+    # Parents a turn waits for; None while there are none (an empty set is ~200 bytes
+    # per open conversation).
+    missing: set[SpanKey] | None = None
     heap_seq: int = -1
     heap_deadline: float | None = None
     tomb_until: float = 0.0
@@ -194,7 +204,9 @@ class Assembler:
         self._retained: OrderedDict[str, _Conv] = OrderedDict()  # by closed_at
         self._tombs: OrderedDict[str, _Conv] = OrderedDict()  # by tomb_until
         self._trace_conv: dict[str, str] = {}
-        self._conv_traces: dict[str, set[str]] = {}
+        # conversation -> the traces linked to it (few, each linked once: a list, ~150
+        # bytes less per conversation than a set).
+        self._conv_traces: dict[str, list[str]] = {}
         self._heap: list[tuple[float, int, _Conv]] = []
         self._seq = 0
         self._ready: deque[Completed] = deque()
@@ -305,7 +317,8 @@ class Assembler:
             rec = batch[i]
             key: str = keys[i]  # type: ignore[assignment]
             conv = conv_get(key)
-            skey = (rec.trace_id, rec.span_id)
+            span_id = rec.span_id
+            held: SpanRecord | None = None
             if conv is None:
                 conv = self._new_open(key, now)
             else:
@@ -323,7 +336,12 @@ class Assembler:
                         key,
                     )
                     continue
-                if skey in conv.records:
+                # `_find`, inlined: the record under this span id, else the one under
+                # (trace, span id) if another trace's record holds the span id.
+                held = conv.records.get(span_id)
+                if held is not None and (
+                    held.trace_id == rec.trace_id or (rec.trace_id, span_id) in conv.records
+                ):
                     duplicate_at.append(i)
                     continue
                 if state is _RETAINED:
@@ -345,7 +363,7 @@ class Assembler:
                 )
                 continue
             # `_insert`, inlined; the conversation is OPEN here (new, open or re-opened).
-            conv_records[skey] = rec
+            conv_records[span_id if held is None else (rec.trace_id, span_id)] = rec
             inserted += 1
             if rec.conversation_id is not None:
                 conv.trace_only = False
@@ -364,12 +382,13 @@ class Assembler:
                 conv.has_events = True
                 signalled.add(key)
             if kind is not _END:
-                conv.traces.add(rec.trace_id)
                 if parent is None:
                     conv.roots[rec.trace_id] = rec
                     conv.root_seen_at = now
                     signalled.add(key)
-            if conv.missing and skey in conv.missing:
+                else:
+                    conv.roots.setdefault(rec.trace_id, None)
+            if conv.missing and (rec.trace_id, span_id) in conv.missing:
                 signalled.add(key)
             if conv is not last:
                 touched[key] = conv
@@ -394,7 +413,7 @@ class Assembler:
 
     def _link(self, trace_id: str, cid: str, now: float, merged: list[tuple[str, str]]) -> None:
         self._trace_conv[trace_id] = cid
-        self._conv_traces.setdefault(cid, set()).add(trace_id)
+        self._conv_traces.setdefault(cid, []).append(trace_id)
         orphan = self._convs.get(trace_id)
         if orphan is None or orphan.state is not _State.OPEN or not orphan.trace_only:
             return
@@ -422,7 +441,7 @@ class Assembler:
             merged.append((trace_id, cid))
             return
         for rec in orphan.records.values():
-            if (rec.trace_id, rec.span_id) not in target.records:
+            if _find(target.records, rec.trace_id, rec.span_id) is None:
                 self._insert(target, rec, now)
         target.first_seen = min(target.first_seen, orphan.first_seen)
         merged.append((trace_id, cid))
@@ -436,7 +455,9 @@ class Assembler:
 
     def _insert(self, conv: _Conv, rec: SpanRecord, now: float) -> None:
         """Buffer one record (merges and restores; `add` inlines the same steps)."""
-        conv.records[(rec.trace_id, rec.span_id)] = rec
+        records = conv.records
+        span_id = rec.span_id
+        records[span_id if span_id not in records else (rec.trace_id, span_id)] = rec
         self._held += 1
         if conv.state is _State.OPEN:
             self._open_spans += 1
@@ -452,10 +473,11 @@ class Assembler:
         elif rec.kind is _EVENT:
             conv.has_events = True
         if rec.kind is not RecordKind.END:
-            conv.traces.add(rec.trace_id)
             if rec.parent_span_id is None:
                 conv.roots[rec.trace_id] = rec
                 conv.root_seen_at = now
+            else:
+                conv.roots.setdefault(rec.trace_id, None)
 
     @staticmethod
     def _note_turn(conv: _Conv, rec: SpanRecord) -> None:
@@ -499,7 +521,7 @@ class Assembler:
     def _turns_done(self, conv: _Conv) -> tuple[int, bool]:
         """(top-level turns whose whole ancestry up to the trace root has arrived,
         whether every trace seen so far has its root). Cost: turns x depth, not spans."""
-        conv.missing.clear()
+        missing: set[SpanKey] = set()
         count = 0
         traces_with_turns: set[str] = set()
         for rec in conv.turn_records:
@@ -508,9 +530,9 @@ class Assembler:
             nested = False
             steps = 0
             while parent is not None and steps < MAX_DEPTH:
-                node = conv.records.get((rec.trace_id, parent))
+                node = _find(conv.records, rec.trace_id, parent)
                 if node is None:
-                    conv.missing.add((rec.trace_id, parent))
+                    missing.add((rec.trace_id, parent))
                     break
                 if node.kind is RecordKind.TURN:
                     nested = True
@@ -519,8 +541,10 @@ class Assembler:
                 steps += 1
             if parent is None and not nested:
                 count += 1
-        count += sum(1 for t in conv.roots if t not in traces_with_turns)
-        all_rooted = all(t in conv.roots for t in conv.traces)
+        conv.missing = missing or None
+        roots = conv.roots
+        count += sum(1 for t, r in roots.items() if r is not None and t not in traces_with_turns)
+        all_rooted = all(r is not None for r in roots.values())
         return count, all_rooted
 
     def _check_progress(self, conv: _Conv, now: float) -> None:
@@ -626,8 +650,7 @@ class Assembler:
         conv.records = {}
         conv.turn_records = []
         conv.roots = {}
-        conv.traces = set()
-        conv.missing = set()
+        conv.missing = None
         conv.state = _State.TOMBSTONE
         conv.tomb_until = now + self.tombstone_ttl_s
         self._tombs[conv.key] = conv
@@ -639,7 +662,9 @@ class Assembler:
         """GenAI log events (EVENT records) whose span never arrived are given up with
         the conversation's records: until then (idle timeout, then `retention_s`) a late
         span would still have joined them, so this is the first moment they are lost."""
-        n = unjoined_events(conv.records)
+        if not conv.has_events:
+            return  # no EVENT records
+        n = unjoined_events({(r.trace_id, r.span_id): r for r in conv.records.values()})
         if n:
             self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
             log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
@@ -789,8 +814,10 @@ class Assembler:
         for rec in records:
             if rec.conversation_id is not None:
                 self._trace_conv.setdefault(rec.trace_id, rec.conversation_id)
-                self._conv_traces.setdefault(key, set()).add(rec.trace_id)
-            if (rec.trace_id, rec.span_id) not in conv.records:
+                linked = self._conv_traces.setdefault(key, [])
+                if rec.trace_id not in linked:
+                    linked.append(rec.trace_id)
+            if _find(conv.records, rec.trace_id, rec.span_id) is None:
                 self._insert(conv, rec, now)
         if closed_at is None:
             conv.state = _State.OPEN
@@ -810,6 +837,16 @@ class Assembler:
             conv.closed_at = closed_at
             self._retained[key] = conv
         self._flush_gauge()
+
+
+def _find(
+    records: Mapping[str | SpanKey, SpanRecord], trace_id: str, span_id: str
+) -> SpanRecord | None:
+    """The record (trace_id, span_id) of a `_Conv.records`, or None."""
+    rec = records.get(span_id)
+    if rec is None or rec.trace_id == trace_id:
+        return rec
+    return records.get((trace_id, span_id))
 
 
 def unjoined_events(records: Mapping[SpanKey, SpanRecord]) -> int:

@@ -26,7 +26,13 @@ from tracepass.collector.normalize.arguments import RAW_KEY
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
-from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.normalize.records import (
+    RecordKind,
+    Rejection,
+    SpanRecord,
+    stored_tool_arguments,
+    stored_tool_result,
+)
 from tracepass.collector.normalize.registry import (
     ADAPTERS_ATTR,
     CONVENTION_ATTR,
@@ -157,6 +163,20 @@ _ERROR_TYPE = sc.ERROR_TYPE
 _TRACEPASS_AGENT_VERSION = tracepass_conv.AGENT_VERSION
 _REFERENCE_ID = tracepass_conv.REFERENCE_ID
 intern = sys.intern
+stored_args = stored_tool_arguments
+stored_result = stored_tool_result
+
+# `SpanRecord.attributes` dicts whose values are all strings, shared by every record
+# that kept the same items in the same order: the kept attributes repeat across spans
+# (convention, operation, model), and records are never changed in place after
+# normalization (assembly copies a record to change it, see assembly/events.py). Only
+# strings are entered, so a hit is all strings too (items equal across types, 1 == True,
+# must not share; no str equals a non-str). Bounded, so
+# high-cardinality values (`user.id`) stop adding entries instead of growing it.
+_SHARED_KEPT: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+_MAX_SHARED_KEPT = 4096
+shared_kept = _SHARED_KEPT
+shared_get = _SHARED_KEPT.get
 
 
 def normalize_request(
@@ -314,8 +334,10 @@ def normalize_request(
                 # `span.events` costs as much as a dict of attributes, and complete
                 # records (the common case) would gain nothing from it.
                 kind = rec.kind
+                # (What the slots hold, not decoded: deferred text is a non-empty mapping
+                # and a result that is not None once decoded, see records.py.)
                 if (
-                    (kind is _TOOL and (not rec.tool_arguments or rec.tool_result is None))
+                    (kind is _TOOL and (not stored_args(rec) or stored_result(rec) is None))
                     or (
                         (kind is _TURN or kind is _MODEL)
                         and (rec.input_text is None or rec.output_text is None)
@@ -346,7 +368,9 @@ def normalize_request(
                     if rec.kind is _TOOL:
                         if not rec.tool_name:
                             tally.count_unreadable("tool_name")
-                        if rec.tool_arguments and RAW_KEY in rec.tool_arguments:
+                        # Deferred text never decodes to one with `"_raw"`.
+                        args = stored_args(rec)
+                        if args and args.__class__ is dict and RAW_KEY in args:
                             tally.count_unreadable("tool_arguments")
 
                 if convention:
@@ -355,6 +379,20 @@ def normalize_request(
                     value = get(key)
                     if value is not None:
                         kept[key] = intern(value) if value.__class__ is str else value
+                # One shared dict per distinct set of kept string attributes (see
+                # `_SHARED_KEPT`); a dict is ~180 bytes per buffered span otherwise.
+                signature = tuple(kept.items())
+                try:
+                    shared = shared_get(signature)
+                except TypeError:  # an unhashable value (a list, a dict): not shared
+                    shared = kept
+                if shared is None:
+                    if len(shared_kept) < _MAX_SHARED_KEPT and all(
+                        v.__class__ is str for v in kept.values()
+                    ):
+                        shared_kept[signature] = kept
+                elif shared is not kept:
+                    rec.attributes = shared
                 append(rec)
     for convention, count in plain.items():
         label = (convention or _NONE, _NONE)

@@ -14,8 +14,8 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.arguments import (
-    coerce_arguments,
-    coerce_result,
+    deferred_arguments,
+    deferred_result,
     tool_call_id_from_result,
 )
 from tracepass.collector.normalize.extract import as_str
@@ -32,7 +32,12 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
     tool_responses,
 )
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.records import (
+    RecordKind,
+    SpanRecord,
+    store_tool_arguments,
+    store_tool_result,
+)
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import (
     GENAI_DEFINITIONS,
@@ -89,8 +94,10 @@ def fill_tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.tool_call_id = call_id
     name = get(TOOL_NAME)
     rec.tool_name = name if name.__class__ is str and name else as_str(name)
-    rec.tool_arguments = coerce_arguments(get(TOOL_ARGUMENTS))
-    rec.tool_result = coerce_result(result)
+    # Kept as text when decoding can wait for the rebuild (records.py: the memory of a
+    # buffered span).
+    store_tool_arguments(rec, deferred_arguments(get(TOOL_ARGUMENTS)))
+    store_tool_result(rec, deferred_result(result))
     if TRACEPASS_PARAMETERS_SCHEMA in attrs or TOOL_JSON_SCHEMA in attrs:
         rec.tool_definitions = tracepass_tool_definition(rec.tool_name, attrs)
 
@@ -106,8 +113,8 @@ def fill_tool_from(rec: SpanRecord, attrs: dict[str, Any], args: Any, result: An
     rec.tool_call_id = call_id
     name = get(TOOL_NAME)
     rec.tool_name = name if name.__class__ is str and name else as_str(name)
-    rec.tool_arguments = coerce_arguments(args)
-    rec.tool_result = coerce_result(result)
+    store_tool_arguments(rec, deferred_arguments(args))
+    store_tool_result(rec, deferred_result(result))
 
 
 def fill_model(rec: SpanRecord, attrs: dict[str, Any]) -> None:

@@ -7,10 +7,17 @@ records, never raw attributes, so supporting a new convention touches this packa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tracepass.collector.normalize.arguments import (
+    DeferredResult,
+    decode_deferred_arguments,
+    decode_deferred_result,
+)
+from tracepass.collector.normalize.jsonvalue import SCAN_ERRORS, scan_once
 from tracepass.evaluator.models import ToolCall, ToolDefinition
 
 
@@ -65,6 +72,79 @@ class SpanRecord:
     # MODEL: the tools offered to the model (None: the span did not say). TOOL: the
     # tool's own declared parameters, when the instrumentation records them (`@tool`).
     tool_definitions: tuple[ToolDefinition, ...] | None = None
+
+
+# Deferred tool arguments and results. A buffered tool span's arguments and result, as
+# decoded dicts, cost ~3x their JSON text (a dict is ~184 bytes before its keys and
+# values); they are read only when the conversation is rebuilt. So `normalize` may store
+# the attribute's text instead (`store_tool_arguments` / `store_tool_result`), and reading `tool_arguments` /
+# `tool_result` decodes it then, with the very functions ingest would have applied
+# (`coerce_arguments` / `coerce_result`, pure functions of the text; their fast paths
+# for the text `normalize.arguments.deferred_*` keeps): every reader sees
+# the same values as if they had been decoded at ingest, decoded afresh per read (not
+# cached: that would bring the memory back). Ingest decides what it needs without
+# decoding: `normalize.arguments.deferred_arguments` / `deferred_result` only defer text
+# whose coerced value is known from the text alone to be a non-empty mapping without
+# `"_raw"` / not None. Assigning a value stores it as is.
+_arguments_slot = SpanRecord.__dict__["tool_arguments"]
+_result_slot = SpanRecord.__dict__["tool_result"]
+_get_arguments = _arguments_slot.__get__
+_set_arguments = _arguments_slot.__set__
+_get_result = _result_slot.__get__
+_set_result = _result_slot.__set__
+
+
+def _read_arguments(rec: SpanRecord) -> dict[str, Any] | None:
+    value = _get_arguments(rec)
+    if value.__class__ is str:  # deferred JSON text (a coerced value is a dict or None)
+        # `decode_deferred_arguments`'s fast path, inlined (one frame less per read);
+        # deferred text holds neither wrapper key (`deferred_arguments`).
+        try:
+            parsed, end = scan_once(value, 0)
+        except SCAN_ERRORS:
+            end = -1
+        if end == len(value):
+            return parsed  # type: ignore[no-any-return]
+        return decode_deferred_arguments(value)
+    return value  # type: ignore[no-any-return]
+
+
+def _read_result(rec: SpanRecord) -> Any:
+    value = _get_result(rec)
+    if value.__class__ is DeferredResult:
+        # `decode_deferred_result`'s fast path, inlined: text that is exactly one
+        # document and opens an object is a dict without the `output`/`lc`/`type` keys
+        # (`deferred_result` kept no text that spells them, nor any escape).
+        text = value.text
+        try:
+            parsed, end = scan_once(text, 0)
+        except SCAN_ERRORS:
+            end = -1
+        if end == len(text):
+            return parsed
+        return decode_deferred_result(text)
+    return value
+
+
+# The dataclass's generated `__init__`, `__eq__`, `__repr__`, `replace` and the codec
+# all go through these properties, so they see decoded values.
+setattr(SpanRecord, "tool_arguments", property(_read_arguments, _set_arguments))  # noqa: B010
+setattr(SpanRecord, "tool_result", property(_read_result, _set_result))  # noqa: B010
+
+
+# Store arguments (a coerced dict, None, or text from `deferred_arguments`) / a result
+# (a coerced value or a `DeferredResult`) without decoding: the slot descriptors' own
+# setters (no Python frame on the ingest path).
+store_tool_arguments: Callable[[SpanRecord, dict[str, Any] | str | None], None] = _set_arguments
+store_tool_result: Callable[[SpanRecord, Any], None] = _set_result
+
+
+# What the slots hold, undecoded (the slot descriptors' own getters: no Python frame
+# on the ingest path). Arguments: a dict, None, or deferred text (a non-empty mapping
+# without `"_raw"` once decoded); result: the coerced value, or a `DeferredResult`
+# (not None once decoded).
+stored_tool_arguments: Callable[[SpanRecord], dict[str, Any] | str | None] = _get_arguments
+stored_tool_result: Callable[[SpanRecord], Any] = _get_result
 
 
 @dataclass(frozen=True, slots=True)

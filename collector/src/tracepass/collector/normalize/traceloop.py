@@ -18,7 +18,7 @@ from tracepass.collector.normalize.arguments import RAW_KEY, coerce_arguments
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import answer_from_state, query_from_state
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.records import RecordKind, SpanRecord, stored_tool_arguments
 from tracepass.collector.normalize.registry import Convention
 
 NAME = "traceloop"
@@ -91,7 +91,8 @@ def _tool(rec: SpanRecord, attrs: dict[str, Any]) -> None:
         rec.tool_arguments = decorated
     if rec.tool_name is None:
         rec.tool_name = as_str(attrs.get(ENTITY_NAME))
-    if rec.tool_arguments is not None and RAW_KEY in rec.tool_arguments:
+    args = stored_tool_arguments(rec)  # deferred text never decodes to one with "_raw"
+    if isinstance(args, dict) and RAW_KEY in args:
         # The entity input was cut or unreadable; the semconv copy may be intact.
         alt = attrs.get(genai.TOOL_ARGUMENTS)
         if alt is not None and alt != raw_in:
