@@ -1,0 +1,117 @@
+"""`--format json` documents go through orjson (`common.dump_json`): they must parse to
+the same data Python's `json` wrote before, on arbitrary JSON values and on real
+`evaluate` reports (docs/cli.md, "JSON output")."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from tracepass.collector.app.cli import evaluate as evaluate_cli
+from tracepass.collector.app.cli.common import dump_json
+from tracepass.collector.app.cli.main import app
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent / "data"
+runner = CliRunner()
+
+
+def legacy(data: Any) -> str:
+    """The encoder every `--format json` document used before orjson."""
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too: orjson refuses those, pydantic's encoder takes them
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+float_free = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_parses_to_what_json_wrote(value: Any) -> None:
+    assert json.loads(dump_json(value)) == json.loads(legacy(value))
+
+
+@settings(max_examples=200, deadline=None)
+@given(float_free)
+def test_byte_identical_without_floats(value: Any) -> None:
+    """Indentation, separators, escapes and non-ASCII text are exactly `json`'s; only
+    the float format differs."""
+    assert dump_json(value) == legacy(value)
+
+
+def test_float_format_and_non_finite() -> None:
+    values = [2.81e-05, 1e-07, 1e20, 0.1, 1.0]
+    assert legacy(values) == "[\n  2.81e-05,\n  1e-07,\n  1e+20,\n  0.1,\n  1.0\n]"
+    assert dump_json(values) == "[\n  0.0000281,\n  1e-7,\n  1e+20,\n  0.1,\n  1.0\n]"
+    assert json.loads(dump_json([math.nan, math.inf, -math.inf])) == [None, None, None]
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        legacy([math.nan])  # what the old encoder did: refuse the whole document
+    assert json.loads(dump_json({"big": 2**70, 1: "key"})) == {"big": 2**70, "1": "key"}
+
+
+def _evaluate(args: list[str], monkeypatch: pytest.MonkeyPatch, encoder: Any) -> Any:
+    with monkeypatch.context() as m:
+        m.setattr(evaluate_cli, "dump_json", encoder)
+        res = runner.invoke(app, ["evaluate", *args, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--dataset", str(DATA / "fair-forge" / "dataset_agentic.json"), "--profile", "fair-forge"],
+        ["--dataset", str(DATA / "fair-forge" / "dataset_agentic.json")],
+        ["--dataset", str(DATA / "adk" / "home_automation_run1.evalset_result.json"), "--k", "1"],
+    ],
+    ids=["fair-forge-profile", "fair-forge-default", "adk-result"],
+)
+def test_evaluate_report_parses_to_the_same_document(
+    args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = _evaluate(args, monkeypatch, dump_json)
+    old = _evaluate(args, monkeypatch, legacy)
+    assert new["conversations"]
+    assert new == old
+
+
+def test_evaluate_traces_report_parses_to_the_same_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From OTLP traces of an instrumented agent (half its trials wrong) to the report."""
+    traces = tmp_path / "v2.binpb"
+    make = [sys.executable, str(HERE / "_make_traces.py"), str(traces)]
+    subprocess.run(
+        [*make, "--trials", "3", "--bug-every", "2"],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    args = [str(traces), "--references", str(HERE / "data" / "calc_refs.yaml")]
+    new = _evaluate(args, monkeypatch, dump_json)
+    assert new == _evaluate(args, monkeypatch, legacy)
+    assert 0 < new["summary"]["correct"] < new["summary"]["matched"]
