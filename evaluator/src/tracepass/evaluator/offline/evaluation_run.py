@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracepass.evaluator import passk, readiness
-from tracepass.evaluator.models import Conversation, ConversationResult, Policy
+from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.offline.gates import point_estimate
-from tracepass.evaluator.references.matching import Match, ReferenceCatalog
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.references.matching import ReferenceCatalog
+from tracepass.evaluator.scoring import Evaluator, PendingEvaluation
 
 TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
 
@@ -267,7 +267,17 @@ async def evaluate_all(
     """
     semaphore = asyncio.Semaphore(max(1, concurrency))
     unmatched: list[str] = []
-    jobs: list[tuple[Conversation, Match | None, Policy | None]] = []
+    results: list[ConversationResult | None] = []
+    pending: list[Awaitable[None]] = []
+
+    async def finish(
+        slot: int, conv: Conversation, done: PendingEvaluation, ref_set: str | None
+    ) -> None:
+        async with semaphore:
+            results[slot] = await evaluator.complete(conv, done, reference_set=ref_set)
+        if on_done is not None:
+            on_done()
+
     for conv in conversations:
         match = catalog.match(conv)
         policy = catalog.policy_for(conv)
@@ -277,22 +287,23 @@ async def evaluate_all(
                 unscored.append(evaluator.evaluate(conv, None))  # no grader: plain calls
             if on_done is not None:
                 on_done()
+            continue
+        ref_set = None if match is None else match.reference_set
+        # Plain calls first: deterministic graders finish here, without a task each (the
+        # tasks cost a quarter of scoring a Fair Forge dataset); only conversations whose
+        # graders await (LLM judge, command) go to the event loop, `concurrency` at a time.
+        done = evaluator.try_evaluate(
+            conv,
+            None if match is None else match.reference,
+            reference_set=ref_set,
+            policy=policy,
+        )
+        if isinstance(done, ConversationResult):
+            results.append(done)
+            if on_done is not None:
+                on_done()
         else:
-            jobs.append((conv, match, policy))
-
-    async def one(
-        conv: Conversation, match: Match | None, policy: Policy | None
-    ) -> ConversationResult:
-        async with semaphore:
-            result = await evaluator.aevaluate(
-                conv,
-                None if match is None else match.reference,
-                reference_set=None if match is None else match.reference_set,
-                policy=policy,
-            )
-        if on_done is not None:
-            on_done()
-        return result
-
-    results = await asyncio.gather(*(one(*job) for job in jobs))
-    return list(results), unmatched
+            results.append(None)
+            pending.append(finish(len(results) - 1, conv, done, ref_set))
+    await asyncio.gather(*pending)
+    return [r for r in results if r is not None], unmatched
