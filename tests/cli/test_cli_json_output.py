@@ -19,15 +19,25 @@ from typer.testing import CliRunner
 from tracepass.collector.app.cli import evaluate as evaluate_cli
 from tracepass.collector.app.cli.common import dump_json
 from tracepass.collector.app.cli.main import app
+from tracepass.evaluator.models import ConversationResult
+from tracepass.evaluator.offline.evaluation_run import conversation_json
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data"
 runner = CliRunner()
 
 
-def legacy(data: Any) -> str:
-    """The encoder every `--format json` document used before orjson."""
-    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+def legacy(data: Any, *, default: Any = None) -> str:
+    """The encoder every `--format json` document used before orjson; for `evaluate`,
+    the conversations as `build_document` made them (`conversation_json`: model_dump),
+    not through `report_default`."""
+
+    def entry(obj: Any) -> Any:
+        if isinstance(obj, ConversationResult):
+            return conversation_json(obj)
+        raise TypeError(f"unexpected {type(obj).__name__} in the report")
+
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=entry)
 
 
 scalars = (
@@ -115,3 +125,74 @@ def test_evaluate_traces_report_parses_to_the_same_document(
     new = _evaluate(args, monkeypatch, dump_json)
     assert new == _evaluate(args, monkeypatch, legacy)
     assert 0 < new["summary"]["correct"] < new["summary"]["matched"]
+
+
+def test_report_default_writes_what_conversation_json_wrote() -> None:
+    """Every model of a result: an excluded field (`arguments_source`), violations,
+    policy verdicts, a turn with and one without a trajectory, a non-finite argument."""
+    from tracepass.evaluator.models import (
+        ExpectedTool,
+        GraderResult,
+        Outcome,
+        ToolCall,
+        ToolCorrectness,
+        TrajectoryScores,
+        TurnResult,
+        Violation,
+    )
+    from tracepass.evaluator.offline.evaluation_run import build_report, report_default
+
+    call = ToolCall(
+        name="t", arguments={"x": 1, "nan": math.nan}, result={"r": [1, 2]}, arguments_source="log"
+    )
+    violation = Violation(rule="forbidden_tool", turn=0, tool_call=0, message="no", path="$.x")
+    base: dict[str, Any] = {
+        "query": "q",
+        "answer": "a",
+        "answer_score": 0.5,
+        "answer_correct": False,
+        "graders": (GraderResult(grader="contains", score=2.81e-05, passed=False),),
+        "correct": False,
+    }
+    turns = (
+        TurnResult(
+            index=0,
+            tool_correctness=ToolCorrectness(
+                selection=1, parameters=0.5, sequence=1, utilization=0, overall=0.625, correct=False
+            ),
+            trajectory=TrajectoryScores(
+                exact=False, in_order=True, any_order=True, precision=1, recall=0.5, f1=2 / 3
+            ),
+            tool_calls=(call,),
+            expected_tools=(ExpectedTool(name="t", arguments={"x": 2}),),
+            violations=(violation,),
+            policy_passed=False,
+            **base,
+        ),
+        TurnResult(index=1, tool_correctness=None, single_tool_use={"t": True}, **base),
+    )
+    result = ConversationResult(
+        conversation_id="c",
+        reference_id=None,
+        reference_set="policy:p",
+        correct=False,
+        outcome=Outcome.FAIL,
+        turns=turns,
+        policy_id="p",
+        policy_outcome=Outcome.FAIL,
+        violations=(violation,),
+    )
+    document = build_report([result], [1])
+    new = json.loads(dump_json(document, default=report_default))
+    entry = conversation_json(result)
+    entry["turns"][0]["tool_calls"][0]["arguments"]["nan"] = None  # null, not refused
+    assert new["conversations"] == [entry]
+    assert "arguments_source" not in new["conversations"][0]["turns"][0]["tool_calls"][0]
+    assert new["conversations"][0]["turns"][1]["trajectory"] == dict.fromkeys(
+        ("exact", "in_order", "any_order", "precision", "recall", "f1")
+    )
+    # The summary is the same whether built from the models or from the JSON entries.
+    from tracepass.evaluator.offline.evaluation_run import build_document
+
+    old = json.loads(legacy({**build_document([result], [1]), "conversations": []}))
+    assert new["summary"] == old["summary"]

@@ -26,8 +26,11 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from tracepass.evaluator import passk, readiness
-from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.models import Conversation, ConversationResult, TurnResult
 from tracepass.evaluator.offline.gates import point_estimate
 from tracepass.evaluator.references.matching import ReferenceCatalog
 from tracepass.evaluator.scoring import Evaluator, PendingEvaluation
@@ -71,6 +74,36 @@ def conversation_json(result: ConversationResult) -> dict[str, Any]:
         if turn.get("trajectory") is None:
             turn["trajectory"] = dict(NO_TRAJECTORY)
     return data
+
+
+_FIELDS: dict[type[BaseModel], tuple[str, ...] | None] = {}
+
+
+def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
+    """The fields `model_dump` writes, or None when that is every field (then the
+    instance's ``__dict__``, which holds exactly its fields, is the entry as is)."""
+    if cls not in _FIELDS:
+        names = tuple(n for n, f in cls.model_fields.items() if not f.exclude)
+        _FIELDS[cls] = None if len(names) == len(cls.model_fields) else names
+    return _FIELDS[cls]
+
+
+def report_default(obj: Any) -> Any:
+    """The encoder hook (orjson's ``default``) that writes the result models of a
+    `build_report` document as `conversation_json` would: a model becomes its fields
+    (excluded ones left out), a turn's null trajectory the object of nulls, anything
+    else pydantic's JSON form. The entries parse to exactly `conversation_json`'s
+    (tests/cli/test_cli_json_output.py); the report skips building those dicts, which
+    cost as much as scoring the conversations."""
+    if isinstance(obj, BaseModel):
+        data: dict[str, Any] = obj.__dict__
+        names = _serialized_fields(type(obj))
+        if names is not None:
+            data = {n: data[n] for n in names}
+        if type(obj) is TurnResult and data["trajectory"] is None:
+            data = {**data, "trajectory": NO_TRAJECTORY}
+        return data
+    return to_jsonable_python(obj)
 
 
 def proportion(n: int, c: int, level: float = 0.95) -> dict[str, Any]:
@@ -141,10 +174,11 @@ def passk_blocks(
 
 def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterator[Any]:
     """Every turn's `key`, skipping nulls: a turn the check did not apply to (no expected
-    tools, no expected answer) carries null and counts in neither numerator nor total."""
+    tools, no expected answer) carries null and counts in neither numerator nor total.
+    Turns are JSON entries or `TurnResult`s (`build_report` summarizes the models)."""
     for conv in conversations:
         for turn in conv.get("turns") or []:
-            value = turn.get(key)
+            value = (turn if type(turn) is dict else turn.__dict__).get(key)
             if value is not None:
                 yield value
 
@@ -152,7 +186,8 @@ def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterat
 def _tool_block(conversations: Sequence[Mapping[str, Any]], level: float) -> dict[str, Any]:
     sums = dict.fromkeys(TOOL_DIMENSIONS, 0.0)
     turns = correct = 0
-    for tc in _turn_values(conversations, "tool_correctness"):
+    for value in _turn_values(conversations, "tool_correctness"):
+        tc = value if type(value) is dict else value.__dict__
         turns += 1
         correct += int(bool(tc.get("correct")))
         for dim in TOOL_DIMENSIONS:
@@ -232,12 +267,31 @@ def build_document(
     """The whole `evaluate --format json` document. `unscored`: the reference-free
     results of the unmatched conversations, whose learned-check violations are counted
     in ``summary.violations``."""
-    conversations = [conversation_json(r) for r in results]
-    summary = summarize(conversations, ks, unmatched=len(unmatched_ids), level=level)
+    document = build_report(
+        results, ks, unmatched_ids=unmatched_ids, level=level, metadata=metadata, unscored=unscored
+    )
+    document["conversations"] = [conversation_json(r) for r in results]
+    return document
+
+
+def build_report(
+    results: Sequence[ConversationResult],
+    ks: Sequence[int],
+    *,
+    unmatched_ids: Sequence[str] = (),
+    level: float = 0.95,
+    metadata: Mapping[str, Any] | None = None,
+    unscored: Sequence[ConversationResult] = (),
+) -> dict[str, Any]:
+    """`build_document` with the result models themselves as ``conversations``, for an
+    encoder that writes them through `report_default` (`evaluate --format json`)."""
+    summary = summarize(
+        [r.__dict__ for r in results], ks, unmatched=len(unmatched_ids), level=level
+    )
     summary["violations"] = violation_counts([*results, *unscored])
     document: dict[str, Any] = {
         "summary": summary,
-        "conversations": conversations,
+        "conversations": list(results),
         "unmatched_conversations": list(unmatched_ids),
     }
     if metadata:

@@ -192,7 +192,7 @@ def emit_json_or_table(
         print_table()
 
 
-def dump_json(data: Any) -> str:
+def dump_json(data: Any, *, default: Callable[[Any], Any] | None = None) -> str:
     """Every ``--format json`` document: UTF-8, indented by 2, through orjson's compiled
     encoder (`json` falls back to its pure-Python encoder whenever ``indent`` is set,
     which made the `evaluate` report cost 3x the evaluation it reports).
@@ -203,15 +203,38 @@ def dump_json(data: Any) -> str:
     float (never a score: only a value copied from the input, such as a tool argument)
     is written as null, as the result store writes it, where `json` refused the whole
     document. Integers beyond 64 bits, which orjson refuses, go through pydantic's
-    encoder instead (same format)."""
+    encoder instead (same format).
+
+    `default` turns what orjson cannot write (the `evaluate` report's result models)
+    into what it can; datetimes and dataclasses are handed to it too, so they come out
+    as pydantic writes them, not in orjson's own forms."""
     try:
-        raw = orjson.dumps(data, option=_ORJSON_OPTIONS)
+        raw = orjson.dumps(data, default=default, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, or a type it lacks
-        raw = pydantic_core.to_json(data, indent=2, inf_nan_mode="null")
+        plain = data if default is None else _resolve(data, default)
+        raw = pydantic_core.to_json(plain, indent=2, inf_nan_mode="null")
     return raw.decode("utf-8")
 
 
-_ORJSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+_ORJSON_OPTIONS = (
+    orjson.OPT_INDENT_2
+    | orjson.OPT_NON_STR_KEYS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _resolve(data: Any, default: Callable[[Any], Any]) -> Any:
+    """`data` with `default` applied wherever orjson would have called it (the slow
+    path, for the rare document orjson refuses)."""
+    if isinstance(data, _JSON_SCALARS):
+        return data
+    if isinstance(data, dict):
+        return {k: _resolve(v, default) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_resolve(v, default) for v in data]
+    return _resolve(default(data), default)
 
 
 def load_json_file(path: Path, what: str) -> Any:

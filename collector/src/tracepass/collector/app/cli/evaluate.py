@@ -255,7 +255,9 @@ def evaluate(
             )
         )
 
-    document = evaluation_run.build_document(
+    # The result models themselves: `--format json` writes them through
+    # `report_default`; the other formats read the entries as dicts.
+    document = evaluation_run.build_report(
         results,
         ks,
         unmatched_ids=unmatched,
@@ -274,8 +276,10 @@ def evaluate(
         document["gates"] = [o.as_json() for o in outcomes]
 
     if output_format is EvalFormat.JSON:
-        write_text(dump_json(document), output)
-    elif output_format is EvalFormat.HTML:
+        write_text(dump_json(document, default=evaluation_run.report_default), output)
+        return _finish_gates(outcomes)
+    document["conversations"] = [evaluation_run.conversation_json(r) for r in results]
+    if output_format is EvalFormat.HTML:
         from tracepass.collector.app.report import render_report
 
         html = render_report(document)
@@ -287,6 +291,10 @@ def evaluate(
         emit_json_or_table(
             document, as_json=False, output=output, print_table=lambda: print_summary(document)
         )
+    _finish_gates(outcomes)
+
+
+def _finish_gates(outcomes: list[gates.GateOutcome]) -> None:
     report_gates(outcomes)
     if any(not o.passed for o in outcomes):
         raise typer.Exit(EXIT_GATE)
