@@ -130,59 +130,50 @@ def test_evaluate_traces_report_parses_to_the_same_document(
 def test_report_default_writes_what_conversation_json_wrote() -> None:
     """Every model of a result: an excluded field (`arguments_source`), violations,
     policy verdicts, a turn with and one without a trajectory, a non-finite argument."""
-    from tracepass.evaluator.models import (
-        ExpectedTool,
-        GraderResult,
-        Outcome,
-        ToolCall,
-        ToolCorrectness,
-        TrajectoryScores,
-        TurnResult,
-        Violation,
-    )
-    from tracepass.evaluator.offline.evaluation_run import build_report, report_default
+    from tracepass.evaluator import models as tp
+    from tracepass.evaluator.offline.evaluation_run import build_document, report_default
 
-    call = ToolCall(
+    call = tp.ToolCall(
         name="t", arguments={"x": 1, "nan": math.nan}, result={"r": [1, 2]}, arguments_source="log"
     )
-    violation = Violation(rule="forbidden_tool", turn=0, tool_call=0, message="no", path="$.x")
+    violation = tp.Violation(rule="forbidden_tool", turn=0, tool_call=0, message="no", path="$.x")
     base: dict[str, Any] = {
         "query": "q",
         "answer": "a",
         "answer_score": 0.5,
         "answer_correct": False,
-        "graders": (GraderResult(grader="contains", score=2.81e-05, passed=False),),
+        "graders": (tp.GraderResult(grader="contains", score=2.81e-05, passed=False),),
         "correct": False,
     }
     turns = (
-        TurnResult(
+        tp.TurnResult(
             index=0,
-            tool_correctness=ToolCorrectness(
+            tool_correctness=tp.ToolCorrectness(
                 selection=1, parameters=0.5, sequence=1, utilization=0, overall=0.625, correct=False
             ),
-            trajectory=TrajectoryScores(
+            trajectory=tp.TrajectoryScores(
                 exact=False, in_order=True, any_order=True, precision=1, recall=0.5, f1=2 / 3
             ),
             tool_calls=(call,),
-            expected_tools=(ExpectedTool(name="t", arguments={"x": 2}),),
+            expected_tools=(tp.ExpectedTool(name="t", arguments={"x": 2}),),
             violations=(violation,),
             policy_passed=False,
             **base,
         ),
-        TurnResult(index=1, tool_correctness=None, single_tool_use={"t": True}, **base),
+        tp.TurnResult(index=1, tool_correctness=None, single_tool_use={"t": True}, **base),
     )
     result = ConversationResult(
         conversation_id="c",
         reference_id=None,
         reference_set="policy:p",
         correct=False,
-        outcome=Outcome.FAIL,
+        outcome=tp.Outcome.FAIL,
         turns=turns,
         policy_id="p",
-        policy_outcome=Outcome.FAIL,
+        policy_outcome=tp.Outcome.FAIL,
         violations=(violation,),
     )
-    document = build_report([result], [1])
+    document = build_document([result], [1], as_models=True)
     new = json.loads(dump_json(document, default=report_default))
     entry = conversation_json(result)
     entry["turns"][0]["tool_calls"][0]["arguments"]["nan"] = None  # null, not refused
@@ -192,7 +183,5 @@ def test_report_default_writes_what_conversation_json_wrote() -> None:
         ("exact", "in_order", "any_order", "precision", "recall", "f1")
     )
     # The summary is the same whether built from the models or from the JSON entries.
-    from tracepass.evaluator.offline.evaluation_run import build_document
-
     old = json.loads(legacy({**build_document([result], [1]), "conversations": []}))
     assert new["summary"] == old["summary"]

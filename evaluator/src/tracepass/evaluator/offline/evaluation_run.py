@@ -90,7 +90,7 @@ def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
 
 def report_default(obj: Any) -> Any:
     """The encoder hook (orjson's ``default``) that writes the result models of a
-    `build_report` document as `conversation_json` would: a model becomes its fields
+    `build_document(as_models=True)` document as `conversation_json` would: a model becomes its fields
     (excluded ones left out), a turn's null trajectory the object of nulls, anything
     else pydantic's JSON form. The entries parse to exactly `conversation_json`'s
     (tests/cli/test_cli_json_output.py); the report skips building those dicts, which
@@ -175,7 +175,7 @@ def passk_blocks(
 def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterator[Any]:
     """Every turn's `key`, skipping nulls: a turn the check did not apply to (no expected
     tools, no expected answer) carries null and counts in neither numerator nor total.
-    Turns are JSON entries or `TurnResult`s (`build_report` summarizes the models)."""
+    Turns are JSON entries or `TurnResult`s (`build_document` summarizes the models)."""
     for conv in conversations:
         for turn in conv.get("turns") or []:
             value = (turn if type(turn) is dict else turn.__dict__).get(key)
@@ -263,35 +263,20 @@ def build_document(
     level: float = 0.95,
     metadata: Mapping[str, Any] | None = None,
     unscored: Sequence[ConversationResult] = (),
+    as_models: bool = False,
 ) -> dict[str, Any]:
     """The whole `evaluate --format json` document. `unscored`: the reference-free
     results of the unmatched conversations, whose learned-check violations are counted
-    in ``summary.violations``."""
-    document = build_report(
-        results, ks, unmatched_ids=unmatched_ids, level=level, metadata=metadata, unscored=unscored
-    )
-    document["conversations"] = [conversation_json(r) for r in results]
-    return document
-
-
-def build_report(
-    results: Sequence[ConversationResult],
-    ks: Sequence[int],
-    *,
-    unmatched_ids: Sequence[str] = (),
-    level: float = 0.95,
-    metadata: Mapping[str, Any] | None = None,
-    unscored: Sequence[ConversationResult] = (),
-) -> dict[str, Any]:
-    """`build_document` with the result models themselves as ``conversations``, for an
-    encoder that writes them through `report_default` (`evaluate --format json`)."""
+    in ``summary.violations``. `as_models`: ``conversations`` holds the result models
+    themselves, for an encoder that writes them through `report_default`
+    (`evaluate --format json`), instead of their `conversation_json` entries."""
     summary = summarize(
         [r.__dict__ for r in results], ks, unmatched=len(unmatched_ids), level=level
     )
     summary["violations"] = violation_counts([*results, *unscored])
     document: dict[str, Any] = {
         "summary": summary,
-        "conversations": list(results),
+        "conversations": list(results) if as_models else [conversation_json(r) for r in results],
         "unmatched_conversations": list(unmatched_ids),
     }
     if metadata:

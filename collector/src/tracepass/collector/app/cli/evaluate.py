@@ -257,7 +257,7 @@ def evaluate(
 
     # The result models themselves: `--format json` writes them through
     # `report_default`; the other formats read the entries as dicts.
-    document = evaluation_run.build_report(
+    document = evaluation_run.build_document(
         results,
         ks,
         unmatched_ids=unmatched,
@@ -270,6 +270,7 @@ def evaluate(
             "sample_seed": sample_seed,
         },
         unscored=unscored,
+        as_models=True,
     )
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
