@@ -185,3 +185,17 @@ def test_report_default_writes_what_conversation_json_wrote() -> None:
     # The summary is the same whether built from the models or from the JSON entries.
     old = json.loads(legacy({**build_document([result], [1]), "conversations": []}))
     assert new["summary"] == old["summary"]
+
+
+def test_table_lists_the_failed_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table format (no -o) dumps only the failed conversations it lists: the same
+    rows as from the whole document."""
+    args = ["evaluate", "--dataset", str(DATA / "fair-forge" / "dataset_agentic.json")]
+    doc = _evaluate(args[1:], monkeypatch, dump_json)
+    failed = [c for c in doc["conversations"] if not c["correct"]]
+    assert failed
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert f"Failed conversations ({len(failed)})" in res.stdout
+    for conv in failed:
+        assert conv["conversation_id"] in res.stdout

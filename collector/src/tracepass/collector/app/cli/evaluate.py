@@ -278,8 +278,14 @@ def evaluate(
 
     if output_format is EvalFormat.JSON:
         write_text(dump_json(document, default=evaluation_run.report_default), output)
-        return _finish_gates(outcomes)
-    document["conversations"] = [evaluation_run.conversation_json(r) for r in results]
+        _finish_gates(outcomes)
+        return
+    if output_format is EvalFormat.TABLE and output is None:
+        # The table lists only the failed conversations: dump only those.
+        shown = [r for r in results if not r.correct]
+    else:
+        shown = list(results)
+    document["conversations"] = [evaluation_run.conversation_json(r) for r in shown]
     if output_format is EvalFormat.HTML:
         from tracepass.collector.app.report import render_report
 
