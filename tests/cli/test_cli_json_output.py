@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tracepass.collector.app.cli import evaluate as evaluate_cli
-from tracepass.collector.app.cli.common import dump_json
+from tracepass.collector.app.cli.common import dump_json, dump_json_bytes
 from tracepass.collector.app.cli.main import app
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.offline.evaluation_run import conversation_json
@@ -38,6 +38,10 @@ def legacy(data: Any, *, default: Any = None) -> str:
         raise TypeError(f"unexpected {type(obj).__name__} in the report")
 
     return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=entry)
+
+
+def legacy_bytes(data: Any, *, default: Any = None) -> bytes:
+    return legacy(data, default=default).encode()
 
 
 scalars = (
@@ -85,7 +89,7 @@ def test_float_format_and_non_finite() -> None:
 
 def _evaluate(args: list[str], monkeypatch: pytest.MonkeyPatch, encoder: Any) -> Any:
     with monkeypatch.context() as m:
-        m.setattr(evaluate_cli, "dump_json", encoder)
+        m.setattr(evaluate_cli, "dump_json_bytes", encoder)
         res = runner.invoke(app, ["evaluate", *args, "--format", "json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
@@ -103,8 +107,8 @@ def _evaluate(args: list[str], monkeypatch: pytest.MonkeyPatch, encoder: Any) ->
 def test_evaluate_report_parses_to_the_same_document(
     args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    new = _evaluate(args, monkeypatch, dump_json)
-    old = _evaluate(args, monkeypatch, legacy)
+    new = _evaluate(args, monkeypatch, dump_json_bytes)
+    old = _evaluate(args, monkeypatch, legacy_bytes)
     assert new["conversations"]
     assert new == old
 
@@ -122,8 +126,8 @@ def test_evaluate_traces_report_parses_to_the_same_document(
         capture_output=True,
     )
     args = [str(traces), "--references", str(HERE / "data" / "calc_refs.yaml")]
-    new = _evaluate(args, monkeypatch, dump_json)
-    assert new == _evaluate(args, monkeypatch, legacy)
+    new = _evaluate(args, monkeypatch, dump_json_bytes)
+    assert new == _evaluate(args, monkeypatch, legacy_bytes)
     assert 0 < new["summary"]["correct"] < new["summary"]["matched"]
 
 
@@ -191,7 +195,7 @@ def test_table_lists_the_failed_conversations(monkeypatch: pytest.MonkeyPatch) -
     """The table format (no -o) dumps only the failed conversations it lists: the same
     rows as from the whole document."""
     args = ["evaluate", "--dataset", str(DATA / "fair-forge" / "dataset_agentic.json")]
-    doc = _evaluate(args[1:], monkeypatch, dump_json)
+    doc = _evaluate(args[1:], monkeypatch, dump_json_bytes)
     failed = [c for c in doc["conversations"] if not c["correct"]]
     assert failed
     res = runner.invoke(app, args)
@@ -199,3 +203,13 @@ def test_table_lists_the_failed_conversations(monkeypatch: pytest.MonkeyPatch) -
     assert f"Failed conversations ({len(failed)})" in res.stdout
     for conv in failed:
         assert conv["conversation_id"] in res.stdout
+
+
+def test_report_written_to_a_file_is_the_stdout_document(tmp_path: Path) -> None:
+    args = ["evaluate", "--dataset", str(DATA / "fair-forge" / "dataset_agentic.json")]
+    out = tmp_path / "sub" / "report.json"
+    res = runner.invoke(app, [*args, "--format", "json", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "wrote" in res.stderr
+    stdout = runner.invoke(app, [*args, "--format", "json"]).stdout
+    assert out.read_text(encoding="utf-8") + "\n" == stdout

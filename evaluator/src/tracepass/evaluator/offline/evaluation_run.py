@@ -77,6 +77,8 @@ def conversation_json(result: ConversationResult) -> dict[str, Any]:
 
 
 _FIELDS: dict[type[BaseModel], tuple[str, ...] | None] = {}
+# Result models written as their `__dict__` as is: every field serialized, no rewriting.
+_AS_IS: set[type[BaseModel]] = set()
 
 
 def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
@@ -85,16 +87,20 @@ def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
     if cls not in _FIELDS:
         names = tuple(n for n, f in cls.model_fields.items() if not f.exclude)
         _FIELDS[cls] = None if len(names) == len(cls.model_fields) else names
+        if _FIELDS[cls] is None and cls is not TurnResult:
+            _AS_IS.add(cls)
     return _FIELDS[cls]
 
 
 def report_default(obj: Any) -> Any:
     """The encoder hook (orjson's ``default``) that writes the result models of a
-    `build_document(as_models=True)` document as `conversation_json` would: a model becomes its fields
-    (excluded ones left out), a turn's null trajectory the object of nulls, anything
-    else pydantic's JSON form. The entries parse to exactly `conversation_json`'s
-    (tests/cli/test_cli_json_output.py); the report skips building those dicts, which
-    cost as much as scoring the conversations."""
+    `build_document(as_models=True)` document as `conversation_json` would: a model
+    becomes its fields (excluded ones left out), a turn's null trajectory the object of
+    nulls, anything else pydantic's JSON form. The entries parse to exactly
+    `conversation_json`'s (tests/cli/test_cli_json_output.py); the report skips
+    building those dicts, which cost as much as scoring the conversations."""
+    if type(obj) in _AS_IS:  # most calls: one per model object in the report
+        return obj.__dict__
     if isinstance(obj, BaseModel):
         data: dict[str, Any] = obj.__dict__
         names = _serialized_fields(type(obj))

@@ -166,15 +166,21 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_INPUT)
 
 
-def write_text(text: str, output: Path | None) -> None:
-    """Write to ``output`` (announced on stderr) or to stdout unchanged (no wrapping)."""
+def write_text(text: str | bytes, output: Path | None) -> None:
+    """Write to ``output`` (announced on stderr) or to stdout unchanged (no wrapping).
+    Bytes are UTF-8 text already encoded (`dump_json_bytes`), written to a file as is."""
     if output is None:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            output.write_bytes(text)
+        else:
+            output.write_text(text, encoding="utf-8")
     except OSError as exc:
         fail(f"{output}: cannot write: {exc.strerror or exc}")
     stderr_console().print(f"wrote {escape(str(output))}", highlight=False)
@@ -193,6 +199,11 @@ def emit_json_or_table(
 
 
 def dump_json(data: Any, *, default: Callable[[Any], Any] | None = None) -> str:
+    """`dump_json_bytes` as text."""
+    return dump_json_bytes(data, default=default).decode("utf-8")
+
+
+def dump_json_bytes(data: Any, *, default: Callable[[Any], Any] | None = None) -> bytes:
     """Every ``--format json`` document: UTF-8, indented by 2, through orjson's compiled
     encoder (`json` falls back to its pure-Python encoder whenever ``indent`` is set,
     which made the `evaluate` report cost 3x the evaluation it reports).
@@ -213,7 +224,7 @@ def dump_json(data: Any, *, default: Callable[[Any], Any] | None = None) -> str:
     except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, or a type it lacks
         plain = data if default is None else _resolve(data, default)
         raw = pydantic_core.to_json(plain, indent=2, inf_nan_mode="null")
-    return raw.decode("utf-8")
+    return raw
 
 
 _ORJSON_OPTIONS = (

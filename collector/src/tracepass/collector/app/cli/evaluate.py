@@ -22,7 +22,7 @@ from tracepass.collector.app.cli.common import (
     LevelOption,
     MultiValueCommand,
     OutputOption,
-    dump_json,
+    dump_json_bytes,
     emit_json_or_table,
     fail,
     fmt_num,
@@ -277,7 +277,8 @@ def evaluate(
         document["gates"] = [o.as_json() for o in outcomes]
 
     if output_format is EvalFormat.JSON:
-        write_text(dump_json(document, default=evaluation_run.report_default), output)
+        # bytes: a 2,700-turn report is ~7 MB, not worth decoding to re-encode it
+        write_text(dump_json_bytes(document, default=evaluation_run.report_default), output)
         _finish_gates(outcomes)
         return
     if output_format is EvalFormat.TABLE and output is None:
