@@ -123,3 +123,29 @@ def test_non_string_parameter_names_are_refused_with_their_path() -> None:
     with pytest.raises(ReferenceLoadError, match="parameter names must be strings") as info:
         import_fair_forge(data)
     assert info.value.path == (0, "conversation", 0, "agentic", "tools_used", 0, "parameters")
+
+
+@settings(max_examples=150, deadline=None)
+@given(dataset, dataset, st.booleans())
+def test_repeated_tasks_compare_ground_truth_as_pydantic_does(
+    first: dict[str, Any], second: dict[str, Any], same_truth: bool
+) -> None:
+    """Two datasets with the same qa_ids are trials of one task: accepted when their
+    references are equal models (pydantic ``==``), refused otherwise."""
+    n = min(len(first["conversation"]), len(second["conversation"]))
+    first["conversation"] = first["conversation"][:n]
+    second["conversation"] = second["conversation"][:n]
+    for b in range(n):
+        first["conversation"][b]["qa_id"] = second["conversation"][b]["qa_id"] = f"q{b}"
+        if same_truth:  # the usual case: identical ground truth, other agent outputs
+            for key in ("query", "ground_truth_assistant", "ground_truth_agentic"):
+                second["conversation"][b][key] = json.loads(
+                    json.dumps(first["conversation"][b][key])
+                )
+    (ref1,) = import_fair_forge([first]).reference_set.references
+    (ref2,) = import_fair_forge([second]).reference_set.references
+    if ref1 == ref2:
+        assert import_fair_forge([first, second]).reference_set.references == (ref1,)
+    else:
+        with pytest.raises(ReferenceLoadError, match="ground truth differs"):
+            import_fair_forge([first, second])

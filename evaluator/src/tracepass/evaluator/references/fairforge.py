@@ -238,7 +238,7 @@ def import_fair_forge(
             {"id": ref_id, "turns": tuple(ref_turns), "match": _NO_MATCH, "tags": ()},
         )
         if ref_id in refs:
-            if refs[ref_id][0] != ref:
+            if not _same_reference(refs[ref_id][0], ref):
                 raise ReferenceLoadError(
                     f"datasets {refs[ref_id][1]} and {d} share qa_ids {ref_id!r} but their "
                     "ground truth differs",
@@ -273,3 +273,28 @@ def import_fair_forge(
 
 
 _NO_MATCH = MatchSpec()
+
+
+def _same_reference(a: Reference, b: Reference) -> bool:
+    """``a == b`` for two references built above (the fields this importer sets, each
+    compared with ``==`` as pydantic compares them), without pydantic's generic
+    ``__eq__`` per nested model: every repeated trial of a task compares its ground
+    truth with the first one, and that comparison cost as much as building it."""
+    if a.id != b.id or len(a.turns) != len(b.turns):
+        return False
+    for ta, tb in zip(a.turns, b.turns, strict=True):
+        if (ta.query, ta.expected_answer, ta.tool_sequence_matters) != (
+            tb.query,
+            tb.expected_answer,
+            tb.tool_sequence_matters,
+        ):
+            return False
+        ea, eb = ta.expected_tools, tb.expected_tools
+        if ea is None or eb is None:
+            if ea is not eb:
+                return False
+        elif len(ea) != len(eb) or any(
+            x.__dict__ != y.__dict__ for x, y in zip(ea, eb, strict=True)
+        ):
+            return False
+    return True
