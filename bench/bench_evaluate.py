@@ -4,11 +4,12 @@ same data in the same run.
 The dataset is Fair Forge's agentic sample (tests/data/fair-forge) repeated to
 `--copies` x 3 conversations x 3 turns with distinct session ids. tracepass runs the
 whole `tracepass evaluate --dataset FILE --profile fair-forge --format json` command
-in this process (typer's runner: load + validate the dataset, score every turn with the
+in this process (typer's runner on the command tree the `tracepass` entry point builds
+for these arguments, `app_for`: load + validate the dataset, score every turn with the
 default `contains` grader, pass@k / pass^k with credible intervals, the JSON report); the
 figure is this process's CPU time per turn, median of `--repeats`. The same command on the
-sample alone (9 turns) gives the fixed cost of one invocation (building the typer/click
-command tree, option parsing, the event loop; not imports: a warm-up run pays those), and
+sample alone (9 turns) gives the fixed cost of one invocation (building the click
+command, option parsing, the event loop; not imports: a warm-up run pays those), and
 (whole - fixed) / (turns - 9) the marginal cost per turn.
 
 Fair Forge (`alquimia-fair-forge`) is not a tracepass dependency: when a bench-only
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tracepass.collector.app.cli.main import app
+from tracepass.collector.app.cli.main import app_for
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests/data/fair-forge/dataset_agentic.json"
 HERE = Path(__file__).resolve().parent
@@ -54,7 +55,7 @@ def tracepass_cpu(path: Path, report: Path) -> float:
     args = ["evaluate", "--dataset", str(path), "--profile", "fair-forge"]
     args += ["--format", "json", "--output", str(report)]
     c0 = time.process_time()
-    res = runner.invoke(app, args, catch_exceptions=False)
+    res = runner.invoke(app_for(args), args, catch_exceptions=False)
     cpu = time.process_time() - c0
     assert res.exit_code == 0, res.output
     return cpu
