@@ -143,6 +143,7 @@ def import_fair_forge(
     if not isinstance(data, list):
         raise ReferenceLoadError("expected a list of Fair Forge datasets", file=source)
     refs: dict[str, tuple[Reference, int]] = {}
+    seen: dict[str, tuple[tuple[Any, ...], Any, ReferenceTurn]] = {}
     convs: list[Conversation] = []
     used_ids: set[str] = set()
     for d, ds in enumerate(data):
@@ -163,38 +164,21 @@ def import_fair_forge(
             bp: Path = (*dp, "conversation", b)
             if not _is_mapping(batch):
                 raise ReferenceLoadError("expected a mapping (a Batch)", file=source, path=bp)
-            qa_ids.append(_req(batch, "qa_id", bp, source))
+            qa_id = _req(batch, "qa_id", bp, source)
+            qa_ids.append(qa_id)
             query = _req(batch, "query", bp, source)
-            gta = _opt_map(batch, "ground_truth_agentic", bp, source)
-            expected: tuple[ExpectedTool, ...] | None = None
-            seq = True
-            if gta:  # Fair Forge skips tool checking when ground_truth_agentic is empty
-                ep: Path = (*bp, "ground_truth_agentic", "expected_tools")
-                expected = tuple(
-                    _expected_tool(t, (*ep, k, "parameters"), source)
-                    for k, t in _by_step(gta.get("expected_tools"), ep, source)
-                )
-                seq_v = gta.get("tool_sequence_matters", True)
-                if not isinstance(seq_v, bool):
-                    raise ReferenceLoadError(
-                        "expected true or false",
-                        file=source,
-                        path=(*bp, "ground_truth_agentic", "tool_sequence_matters"),
-                    )
-                seq = seq_v
-            gt = batch.get("ground_truth_assistant")
-            ref_turns.append(
-                construct_unchecked(
-                    ReferenceTurn,
-                    {
-                        "query": query,
-                        "expected_answer": gt if isinstance(gt, str) else None,
-                        "graders": (),
-                        "expected_tools": expected,
-                        "tool_sequence_matters": seq,
-                    },
-                )
-            )
+            # Repeated trials of a task repeat its ground truth: the reference turn the
+            # first one built is reused when the raw values are equal and so are the
+            # types the import branches on (`==` says 1 == 1.0 == True).
+            truth = (query, batch.get("ground_truth_assistant"), batch.get("ground_truth_agentic"))
+            hit = seen.get(qa_id)
+            if hit is not None and hit[0] == truth and hit[1] == _types_read(truth[2]):
+                ref_turns.append(hit[2])
+            else:
+                rt = _reference_turn(batch, query, bp, source)
+                ref_turns.append(rt)
+                if hit is None:
+                    seen[qa_id] = (truth, _types_read(truth[2]), rt)
             ag = _opt_map(batch, "agentic", bp, source)
             up: Path = (*bp, "agentic", "tools_used")
             calls = tuple(
@@ -275,6 +259,46 @@ def import_fair_forge(
 _NO_MATCH = MatchSpec()
 
 
+def _reference_turn(batch: Mapping[str, Any], query: str, bp: Path, source: str) -> ReferenceTurn:
+    gta = _opt_map(batch, "ground_truth_agentic", bp, source)
+    expected: tuple[ExpectedTool, ...] | None = None
+    seq = True
+    if gta:  # Fair Forge skips tool checking when ground_truth_agentic is empty
+        ep: Path = (*bp, "ground_truth_agentic", "expected_tools")
+        expected = tuple(
+            _expected_tool(t, (*ep, k, "parameters"), source)
+            for k, t in _by_step(gta.get("expected_tools"), ep, source)
+        )
+        seq_v = gta.get("tool_sequence_matters", True)
+        if not isinstance(seq_v, bool):
+            raise ReferenceLoadError(
+                "expected true or false",
+                file=source,
+                path=(*bp, "ground_truth_agentic", "tool_sequence_matters"),
+            )
+        seq = seq_v
+    gt = batch.get("ground_truth_assistant")
+    return construct_unchecked(
+        ReferenceTurn,
+        {
+            "query": query,
+            "expected_answer": gt if isinstance(gt, str) else None,
+            "graders": (),
+            "expected_tools": expected,
+            "tool_sequence_matters": seq,
+        },
+    )
+
+
+def _types_read(gta: Any) -> Any:
+    """The types `_reference_turn` branches on in an (already valid) ground truth:
+    `tool_sequence_matters` must be a bool, a `step` orders calls only as an int."""
+    if not gta:
+        return None
+    tools = gta.get("expected_tools") or ()
+    return type(gta.get("tool_sequence_matters", True)), tuple(type(t.get("step")) for t in tools)
+
+
 def _same_reference(a: Reference, b: Reference) -> bool:
     """``a == b`` for two references built above (the fields this importer sets, each
     compared with ``==`` as pydantic compares them), without pydantic's generic
@@ -283,6 +307,8 @@ def _same_reference(a: Reference, b: Reference) -> bool:
     if a.id != b.id or len(a.turns) != len(b.turns):
         return False
     for ta, tb in zip(a.turns, b.turns, strict=True):
+        if ta is tb:  # a reused reference turn (the usual case)
+            continue
         if (ta.query, ta.expected_answer, ta.tool_sequence_matters) != (
             tb.query,
             tb.expected_answer,
