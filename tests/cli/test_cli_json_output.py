@@ -213,3 +213,30 @@ def test_report_written_to_a_file_is_the_stdout_document(tmp_path: Path) -> None
     assert "wrote" in res.stderr
     stdout = runner.invoke(app, [*args, "--format", "json"]).stdout
     assert out.read_text(encoding="utf-8") + "\n" == stdout
+
+
+def test_report_beyond_orjson_takes_the_fallback_encoder() -> None:
+    """An integer beyond 64 bits (orjson refuses it) in a tool argument: the report is
+    written through the fallback path, with the same entries."""
+    from tracepass.evaluator import models as tp
+    from tracepass.evaluator.offline.evaluation_run import build_document, report_default
+
+    call = tp.ToolCall(name="t", arguments={"big": 2**70}, result=(1, 2), arguments_source="log")
+    turn = tp.TurnResult(
+        index=0,
+        query="q",
+        answer="a",
+        answer_score=None,
+        answer_correct=None,
+        tool_correctness=None,
+        tool_calls=(call,),
+        correct=None,
+    )
+    result = tp.ConversationResult(
+        conversation_id="c", reference_id="r", correct=False, outcome=tp.Outcome.FAIL, turns=(turn,)
+    )
+    new = json.loads(
+        dump_json(build_document([result], [1], as_models=True), default=report_default)
+    )
+    assert new["conversations"] == [conversation_json(result)]
+    assert new["conversations"][0]["turns"][0]["tool_calls"][0]["arguments"] == {"big": 2**70}
