@@ -111,3 +111,35 @@ def test_docs_cli_md_documents_every_command_and_flag() -> None:
 
     walk(get_command(app), [])
     assert missing == []
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_entry_point_builds_only_the_named_branch_with_the_same_help(
+    command: list[str],
+) -> None:
+    """`main()` builds only the command its first argument names (`build_cli(args)`);
+    the help and usage errors read exactly as from the whole tree."""
+    from tracepass.collector.app.cli.main import app_for, build_cli
+
+    assert sorted(build_cli(command).commands) == [command[0]]
+    branch = app_for(command)
+    for args in ([*command, "--help"], [*command, "--no-such-option"]):
+        got, want = runner.invoke(branch, args), runner.invoke(app, args)
+        assert (got.exit_code, got.output) == (want.exit_code, want.output)
+    # with build_cli's polish (metavars, epilogs) too
+    polished = build_cli(command).get_command(None, command[0])
+    whole = build_cli().get_command(None, command[0])
+    assert [p.metavar for p in polished.params] == [p.metavar for p in whole.params]
+    assert polished.epilog == whole.epilog
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["--version"], ["evaluat"]], ids=repr)
+def test_entry_point_builds_the_whole_tree_otherwise(args: list[str]) -> None:
+    from tracepass.collector.app.cli.main import app_for, build_cli
+
+    assert app_for(args) is app
+    tree = build_cli(args)
+    assert "evaluate" in tree.commands
+    assert "serve" in tree.commands
+    res = runner.invoke(app_for(args), args)
+    assert res.exit_code == (2 if args in ([], ["evaluat"]) else 0), res.output

@@ -34,7 +34,12 @@ from typing import Any
 
 from tracepass.evaluator.argmatch import ArgumentMatcher
 from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall, ToolCorrectness
-from tracepass.evaluator.toolcorrectness import assign_calls, compile_turn, make_tool_correctness
+from tracepass.evaluator.toolcorrectness import (
+    CompiledTurn,
+    assign_calls,
+    compile_turn,
+    make_tool_correctness,
+)
 
 __all__ = ["fair_forge_matcher", "fair_forge_parameter_credit", "fair_forge_tool_correctness"]
 
@@ -70,8 +75,11 @@ def fair_forge_tool_correctness(
     declared: bool | None,
     weights: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25),
     tool_threshold: float = 1.0,
+    compiled: CompiledTurn | None = None,
 ) -> ToolCorrectness | None:
-    """`weights` are used as given (Fair Forge does not normalize them)."""
+    """`weights` are used as given (Fair Forge does not normalize them). `compiled`:
+    ``compile_turn(turn, fair_forge_matcher)``, when the caller keeps it per reference
+    turn (the evaluator does; compiling it per scored turn was a fifth of the scoring)."""
     expected = turn.expected_tools
     if expected is None or (not expected and not calls):
         return None
@@ -83,7 +91,8 @@ def fair_forge_tool_correctness(
         union = used_names | exp_names
         s = len(used_names & exp_names) / len(union) if union else 1.0
 
-        compiled = compile_turn(turn, fair_forge_matcher)
+        if compiled is None:
+            compiled = compile_turn(turn, fair_forge_matcher)
         assert compiled is not None  # expected_tools is not None
         # expected index → (actual index, parameter credit), one-to-one within each name
         paired = {j: (i, credit) for i, j, credit in assign_calls(calls, compiled)}

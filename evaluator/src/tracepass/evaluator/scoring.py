@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
 from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
-from tracepass.evaluator.fairforge import fair_forge_tool_correctness
+from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
 from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
@@ -72,7 +72,7 @@ from tracepass.evaluator.trajectory import (
 if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
 
-__all__ = ["EvaluationConfig", "Evaluator", "ToolWeights"]
+__all__ = ["EvaluationConfig", "Evaluator", "PendingEvaluation", "ToolWeights"]
 
 # What `_grade` returns when the judge budget is spent (compared by identity).
 _BUDGET_SPENT = TurnAnswer(None, None, "judge budget spent", ())
@@ -304,7 +304,7 @@ def _with_policy(
 
 
 @dataclass(frozen=True, slots=True)
-class _Pending:
+class PendingEvaluation:
     """What is left to do inside an event loop: grade the reference (`cref`) and/or the
     policy's graders. `base` is the reference result when it is already done."""
 
@@ -356,7 +356,9 @@ class Evaluator:
             grading=TurnGrading(
                 rt, threshold=cfg.threshold, default_grader=cfg.default_grader, judge=self.judge
             ),
-            tools=compile_turn(rt),
+            # The fair-forge profile pairs calls by its own parameter credit; only the
+            # expected side of `tools` is read otherwise in that profile.
+            tools=compile_turn(rt, fair_forge_matcher if self._fair_forge else None),
             names=names,
             counts=_counts(names),
         )
@@ -534,6 +536,7 @@ class Evaluator:
                 declared=turn.final_answer_uses_tools,
                 weights=self._weights,
                 tool_threshold=cfg.tool_threshold,
+                compiled=compiled,
             )
         else:
             tc, matched = score_turn(
@@ -627,7 +630,7 @@ class Evaluator:
         reference: Reference | None,
         reference_set: str | None,
         policy: Policy | None = None,
-    ) -> ConversationResult | _Pending:
+    ) -> ConversationResult | PendingEvaluation:
         """What both entry points try first, with plain calls: the whole result when
         every grader (the reference's and the policy's) is loop-free. Otherwise what is
         left to grade on an event loop."""
@@ -645,13 +648,13 @@ class Evaluator:
                 except NeedsEventLoop:
                     base = None  # a custom grader promised not to await, and did
         if base is None or (cpol is not None and cpol.needs_loop):
-            return _Pending(base, cref, cpol)
+            return PendingEvaluation(base, cref, cpol)
         answers: list[TurnAnswer | None] | None = None
         if cpol is not None:
             try:
                 answers = cpol.grade_sync(conversation)
             except NeedsEventLoop:
-                return _Pending(base, cref, cpol)
+                return PendingEvaluation(base, cref, cpol)
         return self._finish(conversation, base, cpol, answers)
 
     async def _score_on_loop(
@@ -689,6 +692,29 @@ class Evaluator:
         done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
         if isinstance(done, ConversationResult):
             return done
+        return await self.complete(conversation, done, reference_set=reference_set)
+
+    def try_evaluate(
+        self,
+        conversation: Conversation,
+        reference: Reference | None,
+        *,
+        reference_set: str | None = None,
+        policy: Policy | None = None,
+    ) -> ConversationResult | PendingEvaluation:
+        """`aevaluate`'s first half, with plain calls: the result when every grader
+        involved is loop-free, else what is left, for `complete` on an event loop. Lets
+        a batch (`evaluate_all`) score most conversations without a task each."""
+        return self._evaluate_without_loop(conversation, reference, reference_set, policy)
+
+    async def complete(
+        self,
+        conversation: Conversation,
+        done: PendingEvaluation,
+        *,
+        reference_set: str | None = None,
+    ) -> ConversationResult:
+        """Finish what `try_evaluate` left (same arguments as that call)."""
         base = done.base
         if base is None:
             assert done.cref is not None
@@ -717,9 +743,7 @@ class Evaluator:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(
-                self.aevaluate(conversation, reference, reference_set=reference_set, policy=policy)
-            )
+            return asyncio.run(self.complete(conversation, done, reference_set=reference_set))
         raise RuntimeError(
             "Evaluator.evaluate() called inside a running event loop; await aevaluate() instead"
         )

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from tracepass.evaluator import passk, readiness
-from tracepass.evaluator.models import Conversation, ConversationResult, Policy
+from tracepass.evaluator.models import Conversation, ConversationResult, TurnResult
 from tracepass.evaluator.offline.gates import point_estimate
-from tracepass.evaluator.references.matching import Match, ReferenceCatalog
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.references.matching import ReferenceCatalog
+from tracepass.evaluator.scoring import Evaluator, PendingEvaluation
 
 TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
 
@@ -71,6 +74,42 @@ def conversation_json(result: ConversationResult) -> dict[str, Any]:
         if turn.get("trajectory") is None:
             turn["trajectory"] = dict(NO_TRAJECTORY)
     return data
+
+
+_FIELDS: dict[type[BaseModel], tuple[str, ...] | None] = {}
+# Result models written as their `__dict__` as is: every field serialized, no rewriting.
+_AS_IS: set[type[BaseModel]] = set()
+
+
+def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
+    """The fields `model_dump` writes, or None when that is every field (then the
+    instance's ``__dict__``, which holds exactly its fields, is the entry as is)."""
+    if cls not in _FIELDS:
+        names = tuple(n for n, f in cls.model_fields.items() if not f.exclude)
+        _FIELDS[cls] = None if len(names) == len(cls.model_fields) else names
+        if _FIELDS[cls] is None and cls is not TurnResult:
+            _AS_IS.add(cls)
+    return _FIELDS[cls]
+
+
+def report_default(obj: Any) -> Any:
+    """The encoder hook (orjson's ``default``) that writes the result models of a
+    `build_document(as_models=True)` document as `conversation_json` would: a model
+    becomes its fields (excluded ones left out), a turn's null trajectory the object of
+    nulls, anything else pydantic's JSON form. The entries parse to exactly
+    `conversation_json`'s (tests/cli/test_cli_json_output.py); the report skips
+    building those dicts, which cost as much as scoring the conversations."""
+    if type(obj) in _AS_IS:  # most calls: one per model object in the report
+        return obj.__dict__
+    if isinstance(obj, BaseModel):
+        data: dict[str, Any] = obj.__dict__
+        names = _serialized_fields(type(obj))
+        if names is not None:
+            data = {n: data[n] for n in names}
+        if type(obj) is TurnResult and data["trajectory"] is None:
+            data = {**data, "trajectory": NO_TRAJECTORY}
+        return data
+    return to_jsonable_python(obj)
 
 
 def proportion(n: int, c: int, level: float = 0.95) -> dict[str, Any]:
@@ -141,10 +180,11 @@ def passk_blocks(
 
 def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterator[Any]:
     """Every turn's `key`, skipping nulls: a turn the check did not apply to (no expected
-    tools, no expected answer) carries null and counts in neither numerator nor total."""
+    tools, no expected answer) carries null and counts in neither numerator nor total.
+    Turns are JSON entries or `TurnResult`s (`build_document` summarizes the models)."""
     for conv in conversations:
         for turn in conv.get("turns") or []:
-            value = turn.get(key)
+            value = (turn if type(turn) is dict else turn.__dict__).get(key)
             if value is not None:
                 yield value
 
@@ -152,7 +192,8 @@ def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterat
 def _tool_block(conversations: Sequence[Mapping[str, Any]], level: float) -> dict[str, Any]:
     sums = dict.fromkeys(TOOL_DIMENSIONS, 0.0)
     turns = correct = 0
-    for tc in _turn_values(conversations, "tool_correctness"):
+    for value in _turn_values(conversations, "tool_correctness"):
+        tc = value if type(value) is dict else value.__dict__
         turns += 1
         correct += int(bool(tc.get("correct")))
         for dim in TOOL_DIMENSIONS:
@@ -228,16 +269,20 @@ def build_document(
     level: float = 0.95,
     metadata: Mapping[str, Any] | None = None,
     unscored: Sequence[ConversationResult] = (),
+    as_models: bool = False,
 ) -> dict[str, Any]:
     """The whole `evaluate --format json` document. `unscored`: the reference-free
     results of the unmatched conversations, whose learned-check violations are counted
-    in ``summary.violations``."""
-    conversations = [conversation_json(r) for r in results]
-    summary = summarize(conversations, ks, unmatched=len(unmatched_ids), level=level)
+    in ``summary.violations``. `as_models`: ``conversations`` holds the result models
+    themselves, for an encoder that writes them through `report_default`
+    (`evaluate --format json`), instead of their `conversation_json` entries."""
+    summary = summarize(
+        [r.__dict__ for r in results], ks, unmatched=len(unmatched_ids), level=level
+    )
     summary["violations"] = violation_counts([*results, *unscored])
     document: dict[str, Any] = {
         "summary": summary,
-        "conversations": conversations,
+        "conversations": list(results) if as_models else [conversation_json(r) for r in results],
         "unmatched_conversations": list(unmatched_ids),
     }
     if metadata:
@@ -267,7 +312,17 @@ async def evaluate_all(
     """
     semaphore = asyncio.Semaphore(max(1, concurrency))
     unmatched: list[str] = []
-    jobs: list[tuple[Conversation, Match | None, Policy | None]] = []
+    results: list[ConversationResult | None] = []
+    pending: list[Awaitable[None]] = []
+
+    async def finish(
+        slot: int, conv: Conversation, done: PendingEvaluation, ref_set: str | None
+    ) -> None:
+        async with semaphore:
+            results[slot] = await evaluator.complete(conv, done, reference_set=ref_set)
+        if on_done is not None:
+            on_done()
+
     for conv in conversations:
         match = catalog.match(conv)
         policy = catalog.policy_for(conv)
@@ -277,22 +332,23 @@ async def evaluate_all(
                 unscored.append(evaluator.evaluate(conv, None))  # no grader: plain calls
             if on_done is not None:
                 on_done()
+            continue
+        ref_set = None if match is None else match.reference_set
+        # Plain calls first: deterministic graders finish here, without a task each (the
+        # tasks cost a quarter of scoring a Fair Forge dataset); only conversations whose
+        # graders await (LLM judge, command) go to the event loop, `concurrency` at a time.
+        done = evaluator.try_evaluate(
+            conv,
+            None if match is None else match.reference,
+            reference_set=ref_set,
+            policy=policy,
+        )
+        if isinstance(done, ConversationResult):
+            results.append(done)
+            if on_done is not None:
+                on_done()
         else:
-            jobs.append((conv, match, policy))
-
-    async def one(
-        conv: Conversation, match: Match | None, policy: Policy | None
-    ) -> ConversationResult:
-        async with semaphore:
-            result = await evaluator.aevaluate(
-                conv,
-                None if match is None else match.reference,
-                reference_set=None if match is None else match.reference_set,
-                policy=policy,
-            )
-        if on_done is not None:
-            on_done()
-        return result
-
-    results = await asyncio.gather(*(one(*job) for job in jobs))
-    return list(results), unmatched
+            results.append(None)
+            pending.append(finish(len(results) - 1, conv, done, ref_set))
+    await asyncio.gather(*pending)
+    return [r for r in results if r is not None], unmatched

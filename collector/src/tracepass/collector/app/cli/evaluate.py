@@ -22,7 +22,7 @@ from tracepass.collector.app.cli.common import (
     LevelOption,
     MultiValueCommand,
     OutputOption,
-    dump_json,
+    dump_json_bytes,
     emit_json_or_table,
     fail,
     fmt_num,
@@ -255,6 +255,8 @@ def evaluate(
             )
         )
 
+    # The result models themselves: `--format json` writes them through
+    # `report_default`; the other formats read the entries as dicts.
     document = evaluation_run.build_document(
         results,
         ks,
@@ -268,14 +270,24 @@ def evaluate(
             "sample_seed": sample_seed,
         },
         unscored=unscored,
+        as_models=True,
     )
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
         document["gates"] = [o.as_json() for o in outcomes]
 
     if output_format is EvalFormat.JSON:
-        write_text(dump_json(document), output)
-    elif output_format is EvalFormat.HTML:
+        # bytes: a 2,700-turn report is ~7 MB, not worth decoding to re-encode it
+        write_text(dump_json_bytes(document, default=evaluation_run.report_default), output)
+        _finish_gates(outcomes)
+        return
+    if output_format is EvalFormat.TABLE and output is None:
+        # The table lists only the failed conversations: dump only those.
+        shown = [r for r in results if not r.correct]
+    else:
+        shown = list(results)
+    document["conversations"] = [evaluation_run.conversation_json(r) for r in shown]
+    if output_format is EvalFormat.HTML:
         from tracepass.collector.app.report import render_report
 
         html = render_report(document)
@@ -287,6 +299,10 @@ def evaluate(
         emit_json_or_table(
             document, as_json=False, output=output, print_table=lambda: print_summary(document)
         )
+    _finish_gates(outcomes)
+
+
+def _finish_gates(outcomes: list[gates.GateOutcome]) -> None:
     report_gates(outcomes)
     if any(not o.passed for o in outcomes):
         raise typer.Exit(EXIT_GATE)
