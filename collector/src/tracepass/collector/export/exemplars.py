@@ -70,6 +70,24 @@ class ExemplarStore:
         with self._lock:
             self._latest[key] = exemplar
 
+    def observe_key(
+        self,
+        metric: str,
+        values: tuple[str, ...],
+        *,
+        trace_id: str | None,
+        conversation_id: str,
+        value: float,
+        timestamp: float,
+    ) -> None:
+        """`observe` with the series' label values already in `EXEMPLAR_METRICS` order
+        (the evaluation path has them as a tuple: no dict per call)."""
+        if not trace_id or metric not in EXEMPLAR_METRICS:
+            return
+        exemplar = Exemplar(_exemplar_labels(trace_id, conversation_id), value, timestamp)
+        with self._lock:
+            self._latest[(metric, values)] = exemplar
+
     def get(self, metric: str, labels: Mapping[str, str]) -> Exemplar | None:
         names = EXEMPLAR_METRICS.get(metric)
         if names is None:
