@@ -43,7 +43,7 @@ from tracepass.collector.export.preaggregated import (
     SdkInstruments,
     attach,
 )
-from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
     AddResult,
@@ -71,14 +71,14 @@ UNMATCHED_TASK = "_unmatched"
 
 
 DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
+_OUTCOME_VALUES = {o: o.value for o in Outcome}  # `.value` of an enum is a slow property
 _CACHE_LIMIT = 4096  # label-key and tag caches: cleared when full (bounded memory)
 
 
-def _turn_tally(result: ConversationResult) -> dict[str, int]:
+def _tally(outcomes: list[str]) -> dict[str, int]:
     """outcome → turns, in first-seen order (what `collections.Counter` gave)."""
     tally: dict[str, int] = {}
-    for turn in result.turns:
-        outcome = turn_outcome(turn)
+    for outcome in outcomes:
         tally[outcome] = tally.get(outcome, 0) + 1
     return tally
 
@@ -258,9 +258,11 @@ class EvaluationMetrics:
         """Count one evaluation. Returns False when it was ignored (a stale revision:
         one not newer than the revision already recorded for the conversation)."""
         key = self.key(result)
-        turn_tally = _turn_tally(result)
+        outcome = _OUTCOME_VALUES[result.outcome]
+        outcomes = [turn_outcome(t) for t in result.turns]
+        turn_tally = _tally(outcomes)
         violations = violation_tally(result)
-        added = self._add_to_windows(result, key, turn_tally, violations, revision, now)
+        added = self._add_to_windows(result, key, outcome, turn_tally, violations, revision, now)
         if not added.accepted:
             self.ignored.add(1, {"reason": "stale_revision"})
             _log.info(
@@ -269,7 +271,6 @@ class EvaluationMetrics:
                 result.conversation_id,
             )
             return False
-        outcome = result.outcome.value
         with self._hot_lock:
             if added.replaced and added.previous_key is not None:
                 self._supersede(added.previous_key, added.previous_tag)
@@ -281,6 +282,8 @@ class EvaluationMetrics:
             tool_calls = 0
             dimension_keys = None
             tool_correctness = self.tool_correctness.record
+            precision = self.trajectory_precision.record
+            recall = self.trajectory_recall.record
             for turn in result.turns:
                 tool_calls += len(turn.tool_calls)
                 tc = turn.tool_correctness
@@ -298,15 +301,16 @@ class EvaluationMetrics:
                     tool_correctness(tc.sequence, k_seq)
                     tool_correctness(tc.utilization, k_use)
                     tool_correctness(tc.overall, k_all)
-                if turn.trajectory is not None:
-                    self.trajectory_precision.record(turn.trajectory.precision, key)
-                    self.trajectory_recall.record(turn.trajectory.recall, key)
+                trajectory = turn.trajectory
+                if trajectory is not None:
+                    precision(trajectory.precision, key)
+                    recall(trajectory.recall, key)
             if tool_calls:
                 self.tool_calls.add(tool_calls, key)
             if lag_s is not None and math.isfinite(lag_s):
                 self.evaluation_lag.record(max(0.0, lag_s), key)
         if self.exemplars is not None:
-            self._exemplars(result, key, turn_tally, conversation, now)
+            self._exemplars(result, key, outcome, outcomes, turn_tally, conversation, now)
         if self._events is not None:
             labels = dict(zip(LABELS, key, strict=True))
             self._events.emit(result, labels, revision, conversation)
@@ -316,6 +320,7 @@ class EvaluationMetrics:
         self,
         result: ConversationResult,
         key: Key,
+        outcome: str,
         turn_tally: dict[str, int],
         violations: dict[str, int],
         revision: int,
@@ -329,7 +334,7 @@ class EvaluationMetrics:
                 now=now,
                 conversation_id=result.conversation_id,
                 revision=revision,
-                tag=self._tag(result.outcome.value, turn_tally, violations),
+                tag=self._tag(outcome, turn_tally, violations),
             )
             self._dirty = True  # the next read (service or scrape) sees this result
         return added
@@ -356,16 +361,22 @@ class EvaluationMetrics:
         again or emitting its event: the counters and events of a previous process are
         not this process's. Idempotent: an entry the restored snapshot already holds is
         a stale revision and changes nothing. Returns whether it changed the windows."""
-        key = self.key(result)
-        violations = violation_tally(result)
         return self._add_to_windows(
-            result, key, _turn_tally(result), violations, revision, now
+            result,
+            self.key(result),
+            _OUTCOME_VALUES[result.outcome],
+            _tally([turn_outcome(t) for t in result.turns]),
+            violation_tally(result),
+            revision,
+            now,
         ).accepted
 
     def _exemplars(
         self,
         result: ConversationResult,
         key: Key,
+        outcome: str,
+        outcomes: list[str],
         turn_tally: dict[str, int],
         conversation: Conversation | None,
         now: float,
@@ -373,34 +384,29 @@ class EvaluationMetrics:
         """This conversation becomes the exemplar of the series it just counted in: its
         first failing turn's trace (the trace to look at), else its last trace."""
         assert self.exemplars is not None
-        traces = [] if conversation is None else [t.trace_id for t in conversation.turns]
-        fallback = conversation.trace_ids[-1] if conversation and conversation.trace_ids else None
-        first_bad = next(
-            (i for i, t in enumerate(result.turns) if t.correct is False and i < len(traces)),
-            None,
-        )
-        trace = (traces[first_bad] if first_bad is not None else None) or fallback
-        cid = result.conversation_id
-        observe = self.exemplars.observe_key
-        observe(
-            "tracepass_conversations",
-            (*key, result.outcome.value),
-            trace_id=trace,
-            conversation_id=cid,
-            value=1.0,
-            timestamp=now,
-        )
+        if conversation is None:
+            traces: list[str | None] = []
+            fallback = None
+        else:
+            traces = [t.trace_id for t in conversation.turns]
+            fallback = conversation.trace_ids[-1] if conversation.trace_ids else None
+        n = len(traces)
+        trace = fallback
         for i, turn in enumerate(result.turns):
-            outcome = turn_outcome(turn)
-            if outcome in turn_tally:
-                observe(
+            if turn.correct is False and i < n:
+                trace = traces[i] or fallback
+                break
+        series = [("tracepass_conversations", (*key, outcome), trace, 1.0)]
+        for i, turn_outcome_ in enumerate(outcomes):
+            series.append(
+                (
                     "tracepass_turns",
-                    (*key, outcome),
-                    trace_id=(traces[i] if i < len(traces) else None) or fallback,
-                    conversation_id=cid,
-                    value=float(turn_tally[outcome]),
-                    timestamp=now,
+                    (*key, turn_outcome_),
+                    (traces[i] if i < n else None) or fallback,
+                    float(turn_tally[turn_outcome_]),
                 )
+            )
+        self.exemplars.observe_many(series, conversation_id=result.conversation_id, timestamp=now)
 
     def _supersede(self, key: Key, tag: str) -> None:
         """Count the replaced entry's outcome, turns and violations (under `_hot_lock`)."""
