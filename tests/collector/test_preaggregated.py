@@ -9,6 +9,7 @@ before raising the version bound in collector/pyproject.toml)."""
 from __future__ import annotations
 
 import math
+import threading
 import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -387,3 +388,43 @@ def test_cardinality_limit_overflows_like_the_sdk() -> None:
     assert got[0] == got[1]
     rows = got[0][("t", "c")][5]
     assert rows[-1][0] == (("otel.metric.overflow", True),)
+
+
+def test_recording_while_readers_collect_loses_nothing() -> None:
+    """Records on one thread (the event loop's role), collections on others (the
+    Prometheus and OTLP threads): the cumulative total and the sum of the deltas are
+    every measurement."""
+    cumulative, delta = InMemoryMetricReader(), InMemoryMetricReader(preferred_temporality=DELTA)
+    provider, store = _provider(cumulative, delta)
+    assert store is not None
+    counter = store.counter("c", "d", ("k",))
+    histogram = store.histogram("h", "d", ("k",), SCORE_BUCKETS)
+    deltas: list[MetricsData | None] = []
+    done = threading.Event()
+
+    def collect() -> None:
+        while not done.is_set():
+            deltas.append(delta.get_metrics_data())
+            cumulative.get_metrics_data()
+
+    thread = threading.Thread(target=collect)
+    thread.start()
+    for i in range(20_000):
+        with store.lock:
+            counter.add(1, (str(i % 3),))
+            histogram.record(0.5, ("x",))
+    done.set()
+    thread.join()
+    deltas.append(delta.get_metrics_data())
+    total = points(cumulative.get_metrics_data())
+    assert sum(row[1] for row in total[("tracepass.collector", "c")][5]) == 20_000
+    assert total[("tracepass.collector", "h")][5][0][1] == 20_000
+    summed = sum(
+        row[1]
+        for data in deltas
+        for (_, name), metric in points(data).items()
+        if name == "c"
+        for row in metric[5]
+    )
+    assert summed == 20_000
+    provider.shutdown()

@@ -4,8 +4,8 @@ failing series to one conversation and its trace.
 Why not the OpenTelemetry SDK's own exemplars: the SDK samples exemplars only for
 measurements made inside a sampled span (evaluation runs outside any span of the
 agent's trace), and its Prometheus exporter (`opentelemetry-exporter-prometheus`) does
-not write exemplars at all. So the counters stay OTel instruments (same names, same
-values on /metrics and over OTLP), and this module adds the exemplar at exposition:
+not write exemplars at all. So the counters stay what they are (same names, same values
+on /metrics and over OTLP), and this module adds the exemplar at exposition:
 
 - `ExemplarStore.observe` keeps, per counter series (metric name + label values), the
   latest evaluation's `trace_id` and `conversation_id`;

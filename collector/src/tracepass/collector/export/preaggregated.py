@@ -228,6 +228,20 @@ class _ReaderState:
                 for i in range(_BUCKETS, len(old)):
                     old[i] += value[i]
 
+    def take(self, hot: Hot) -> tuple[dict[Key, Any], dict[Key, int]]:
+        """This reader's series of `hot` to export now, as a copy (a DELTA reader's
+        interval is handed over and starts again empty, as the SDK's does)."""
+        acc = self.series.get(hot.name)
+        if not acc:
+            return {}, {}
+        starts = dict(self.starts[hot.name])
+        if self.counter_delta if isinstance(hot, HotCounter) else self.histogram_delta:
+            self.series[hot.name] = {}
+            return acc, starts
+        if isinstance(hot, HotCounter):
+            return dict(acc), starts
+        return {key: tuple(series) for key, series in acc.items()}, starts
+
 
 class HotMetrics:
     """The light instruments of one meter (one instrumentation scope of one provider)."""
@@ -296,9 +310,12 @@ class HotMetrics:
                     pending, hot._pending = hot._pending, {}
                     for each in readers:
                         each.fold(hot, pending)
-            metrics = [m for hot in self._instruments.values() if (m := _metric(hot, state, now))]
-            state.last_ns = now
-        return metrics
+            taken = [(hot, *state.take(hot)) for hot in self._instruments.values()]
+            last_ns, state.last_ns = state.last_ns, now
+        # The points are built outside the lock: recording never waits for that.
+        return [
+            m for hot, acc, starts in taken if (m := _metric(hot, acc, starts, state, last_ns, now))
+        ]
 
 
 def _attributes(labels: tuple[str, ...], key: Key) -> dict[str, Any]:
@@ -307,57 +324,58 @@ def _attributes(labels: tuple[str, ...], key: Key) -> dict[str, Any]:
     return dict(zip(labels, key, strict=True))
 
 
-def _metric(hot: Hot, state: _ReaderState, now: int) -> Metric | None:
-    acc = state.series.get(hot.name)
+def _metric(
+    hot: Hot,
+    acc: dict[Key, Any],
+    starts: dict[Key, int],
+    state: _ReaderState,
+    last_ns: int | None,
+    now: int,
+) -> Metric | None:
+    """The SDK's `Metric` for these series. Start times as the SDK's: a cumulative
+    series' first measurement; a DELTA interval starts at the reader's previous
+    collection (or, before any, at the series' first measurement)."""
     if not acc:
         return None
-    starts = state.starts[hot.name]
+    data: Sum | Histogram
     if isinstance(hot, HotCounter):
         delta = state.counter_delta
-        temporality = AggregationTemporality.DELTA if delta else AggregationTemporality.CUMULATIVE
-        points = [
-            NumberDataPoint(
-                attributes=_attributes(hot.labels, key),
-                start_time_unix_nano=_start(state, starts[key], delta),
-                time_unix_nano=now,
-                value=value,
-            )
-            for key, value in acc.items()
-        ]
-        data: Sum | Histogram = Sum(
-            data_points=points, aggregation_temporality=temporality, is_monotonic=True
+        data = Sum(
+            data_points=[
+                NumberDataPoint(
+                    attributes=_attributes(hot.labels, key),
+                    start_time_unix_nano=last_ns if delta and last_ns else starts[key],
+                    time_unix_nano=now,
+                    value=value,
+                )
+                for key, value in acc.items()
+            ],
+            aggregation_temporality=_TEMPORALITY[delta],
+            is_monotonic=True,
         )
     else:
         delta = state.histogram_delta
-        temporality = AggregationTemporality.DELTA if delta else AggregationTemporality.CUMULATIVE
-        bounds = hot.boundaries
-        hpoints = []
+        points = []
         for key, series in acc.items():
             buckets = tuple(series[_BUCKETS:])
-            hpoints.append(
+            points.append(
                 HistogramDataPoint(
                     attributes=_attributes(hot.labels, key),
-                    start_time_unix_nano=_start(state, starts[key], delta),
+                    start_time_unix_nano=last_ns if delta and last_ns else starts[key],
                     time_unix_nano=now,
                     count=sum(buckets),
                     sum=series[_SUM],
                     bucket_counts=buckets,
-                    explicit_bounds=bounds,
+                    explicit_bounds=hot.boundaries,
                     min=series[_MIN],
                     max=series[_MAX],
                 )
             )
-        data = Histogram(data_points=hpoints, aggregation_temporality=temporality)
-    if delta:
-        # A DELTA reader reports each interval once; the SDK drops idle series.
-        state.series[hot.name] = {}
+        data = Histogram(data_points=points, aggregation_temporality=_TEMPORALITY[delta])
     return Metric(name=hot.name, description=hot.description, unit=hot.unit, data=data)
 
 
-def _start(state: _ReaderState, first_ns: int, delta: bool) -> int:
-    """The SDK's start time: a cumulative series' first measurement; a DELTA interval
-    starts at the reader's previous collection (or the series' first measurement)."""
-    return state.last_ns if delta and state.last_ns is not None else first_ns
+_TEMPORALITY = {True: AggregationTemporality.DELTA, False: AggregationTemporality.CUMULATIVE}
 
 
 # ---------------------------------------------------------------------------- the hook
