@@ -29,7 +29,11 @@ from opentelemetry.sdk.metrics.export import (
     MetricsData,
     PeriodicExportingMetricReader,
 )
-from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
+from opentelemetry.sdk.metrics.view import (
+    ExplicitBucketHistogramAggregation,
+    ExponentialBucketHistogramAggregation,
+    View,
+)
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
@@ -131,7 +135,11 @@ class Stack:
             prometheus_host="127.0.0.1", prometheus_port=0, label_limit=3, min_conversations=1
         )
         self.cumulative = InMemoryMetricReader()
-        self.delta = InMemoryMetricReader(preferred_temporality=DELTA)
+        # as the OTLP exporters configure their reader, with the delta preference
+        self.delta = InMemoryMetricReader(
+            preferred_temporality=DELTA,
+            preferred_aggregation={Histogram: ExplicitBucketHistogramAggregation()},
+        )
         self.tel: Telemetry = build_telemetry(
             self.config, extra_readers=[self.cumulative, self.delta]
         )
@@ -362,6 +370,12 @@ def test_unsupported_setups_fall_back_to_the_sdk() -> None:
     )
     provider, store = _provider(exp)
     assert store is None
+    provider.shutdown()
+    own = InMemoryMetricReader(
+        preferred_aggregation={Histogram: ExplicitBucketHistogramAggregation((1.0, 2.0))}
+    )
+    provider, store = _provider(own)
+    assert store is None
     em = EvaluationMetrics(provider.get_meter("m"), MetricsConfig(prometheus_enabled=False))
     assert em.hot is None
     provider.shutdown()
@@ -428,3 +442,54 @@ def test_recording_while_readers_collect_loses_nothing() -> None:
     )
     assert summed == 20_000
     provider.shutdown()
+
+
+def test_the_otlp_exporters_environment_preferences_are_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta: the push reader gets
+    deltas; an exponential default histogram aggregation: the SDK instruments record."""
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
+    push = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint="http://127.0.0.1:9/v1/metrics"),
+        export_interval_millis=math.inf,
+    )
+    provider, store = _provider(push)
+    assert store is not None
+    counter = store.counter("c", "d", ("k",))
+    with store.lock:
+        counter.add(1, ("a",))
+    (metric,) = store.collect(push)
+    assert metric.data.aggregation_temporality is AggregationTemporality.DELTA  # type: ignore[union-attr]
+    assert store.collect(push) == []  # nothing new in the next interval
+    provider.shutdown(timeout_millis=100)
+
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+        "base2_exponential_bucket_histogram",
+    )
+    push = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint="http://127.0.0.1:9/v1/metrics"),
+        export_interval_millis=math.inf,
+    )
+    provider, store = _provider(push)
+    assert store is None
+    provider.shutdown(timeout_millis=100)
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_serve_with_otlp_push_uses_the_light_path(protocol: str) -> None:
+    config = MetricsConfig(
+        prometheus_enabled=False,
+        otlp_endpoint="http://127.0.0.1:9",
+        otlp_protocol=protocol,  # type: ignore[arg-type]
+        export_interval_s=3600,
+        otlp_timeout_s=0.2,
+    )
+    tel = build_telemetry(config)
+    try:
+        assert EvaluationMetrics(tel.meter(), config).hot is not None
+    finally:
+        tel.shutdown()

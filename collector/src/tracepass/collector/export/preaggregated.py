@@ -18,7 +18,7 @@ reader receives is what the SDK would have produced for the same measurements:
 * counters: monotonic `Sum` points; histograms: explicit-bucket `Histogram` points
   with the same boundaries and bucket placement (a value goes in the first bucket whose
   upper bound is >= the value: `bisect_left`, as the SDK), sum, count, min and max;
-* the reader's temporality preference for counters and histograms (CUMULATIVE, or
+* the reader's aggregation and temporality preferences for counters and histograms (CUMULATIVE, or
   DELTA e.g. from OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE), the SDK's start
   and end times, its cardinality limit (extra series fold into the
   `otel.metric.overflow=true` point), and its rule that negative or non-finite values
@@ -64,7 +64,11 @@ from opentelemetry.sdk.metrics.export import (
     ScopeMetrics,
     Sum,
 )
-from opentelemetry.sdk.metrics.view import DefaultAggregation
+from opentelemetry.sdk.metrics.view import (
+    DefaultAggregation,
+    ExplicitBucketHistogramAggregation,
+    SumAggregation,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -429,15 +433,22 @@ _hooks_lock = threading.Lock()
 
 
 def _supported(consumer: Any) -> bool:
-    """Whether the light instruments can export exactly what the SDK would: no views
-    and the default aggregation for counters and histograms on every reader."""
+    """Whether the light instruments can export exactly what the SDK would: no views,
+    and on every reader the aggregation the SDK would give these instruments anyway (the
+    default, or the sum / explicit-bucket aggregation without its own boundaries that
+    the OTLP exporters ask for)."""
     if consumer._sdk_config.views:
         return False
     for reader in consumer._reader_storages:
         aggregation = reader._instrument_class_aggregation
-        if not isinstance(aggregation[_Counter], DefaultAggregation) or not isinstance(
-            aggregation[_Histogram], DefaultAggregation
-        ):
+        counter, histogram = aggregation[_Counter], aggregation[_Histogram]
+        if not isinstance(counter, DefaultAggregation | SumAggregation):
+            return False
+        if isinstance(histogram, DefaultAggregation):
+            continue
+        if not isinstance(histogram, ExplicitBucketHistogramAggregation):
+            return False
+        if histogram._boundaries is not None or not histogram._record_min_max:
             return False
     return True
 
