@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter, Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     InMemoryMetricReader,
@@ -363,6 +363,9 @@ def test_every_reader_kind_receives_the_light_metrics() -> None:
 
 def test_unsupported_setups_fall_back_to_the_sdk() -> None:
     provider, store = _provider(InMemoryMetricReader(), views=[View(instrument_name="x")])
+    assert store is None
+    provider.shutdown()
+    provider, store = _provider(InMemoryMetricReader(), exemplar_filter=AlwaysOnExemplarFilter())
     assert store is None
     provider.shutdown()
     exp = InMemoryMetricReader(

@@ -32,8 +32,8 @@ reader's last collection for DELTA), so recording costs the same for any number 
 readers and a DELTA reader's min and max are those of its own interval.
 
 `attach` returns None where these semantics cannot be kept (a meter that is not the
-SDK's, a provider with views, a reader asking for another aggregation, an SDK whose
-internals moved): callers then use the SDK instruments (`SdkInstruments`), same names.
+SDK's, a provider with views or always-on exemplars, a reader asking for another
+aggregation, an SDK whose internals moved): callers then use the SDK instruments (`SdkInstruments`), same names.
 The hook is checked by tests/collector/test_preaggregated.py, and collector/pyproject
 bounds opentelemetry-sdk to the versions it was checked with.
 """
@@ -51,6 +51,7 @@ from time import time_ns
 from typing import Any, Protocol
 
 from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter
 from opentelemetry.sdk.metrics._internal.instrument import _Counter, _Histogram
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -437,8 +438,9 @@ def _supported(consumer: Any) -> bool:
     and on every reader the aggregation the SDK would give these instruments anyway (the
     default, or the sum / explicit-bucket aggregation without its own boundaries that
     the OTLP exporters ask for)."""
-    if consumer._sdk_config.views:
-        return False
+    config = consumer._sdk_config
+    if config.views or isinstance(config.exemplar_filter, AlwaysOnExemplarFilter):
+        return False  # always-on exemplars (OTEL_METRICS_EXEMPLAR_FILTER): the SDK's
     for reader in consumer._reader_storages:
         aggregation = reader._instrument_class_aggregation
         counter, histogram = aggregation[_Counter], aggregation[_Histogram]
