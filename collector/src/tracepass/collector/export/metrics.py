@@ -224,9 +224,6 @@ class EvaluationMetrics:
 
     # ------------------------------------------------------------------ recording
 
-    def labels(self, result: ConversationResult) -> dict[str, str]:
-        return dict(zip(LABELS, self.key(result), strict=True))
-
     def key(self, result: ConversationResult) -> Key:
         """The bounded common label values (agent_name, agent_version, reference_set)."""
         limiter = self.limiter

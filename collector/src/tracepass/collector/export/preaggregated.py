@@ -18,7 +18,7 @@ reader receives is what the SDK would have produced for the same measurements:
 * counters: monotonic `Sum` points; histograms: explicit-bucket `Histogram` points
   with the same boundaries and bucket placement (a value goes in the first bucket whose
   upper bound is >= the value: `bisect_left`, as the SDK), sum, count, min and max;
-* the reader's aggregation and temporality preferences for counters and histograms (CUMULATIVE, or
+* the reader's temporality preference for counters and histograms (CUMULATIVE, or
   DELTA e.g. from OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE), the SDK's start
   and end times, its cardinality limit (extra series fold into the
   `otel.metric.overflow=true` point), and its rule that negative or non-finite values
@@ -33,7 +33,8 @@ readers and a DELTA reader's min and max are those of its own interval.
 
 `attach` returns None where these semantics cannot be kept (a meter that is not the
 SDK's, a provider with views or always-on exemplars, a reader asking for another
-aggregation, an SDK whose internals moved): callers then use the SDK instruments (`SdkInstruments`), same names.
+aggregation than the SDK's default for these instruments, an SDK whose internals
+moved): callers then record through the SDK instruments (`SdkInstruments`), same names.
 The hook is checked by tests/collector/test_preaggregated.py, and collector/pyproject
 bounds opentelemetry-sdk to the versions it was checked with.
 """
