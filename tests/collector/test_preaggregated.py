@@ -348,9 +348,8 @@ def test_every_reader_kind_receives_the_light_metrics() -> None:
     assert store is not None
     late = InMemoryMetricReader()
     provider.add_metric_reader(late)  # added after attach: still gets them
-    counter = store.counter("tracepass_x", "x", ("a",))
-    with store.lock:
-        counter.add(1, ("1",))
+    with store.lock:  # creating an instrument while recording does not deadlock
+        store.counter("tracepass_x", "x", ("a",)).add(1, ("1",))
     assert (
         'tracepass_x_total{a="1",otel_scope_name="tracepass.collector"'
         in generate_latest(registry).decode()
@@ -388,23 +387,27 @@ def test_unsupported_setups_fall_back_to_the_sdk() -> None:
 def test_cardinality_limit_overflows_like_the_sdk() -> None:
     got = []
     for light in (True, False):
-        reader = InMemoryMetricReader(cardinality_limits={Counter: 3})
+        reader = InMemoryMetricReader(cardinality_limits={Counter: 3, Histogram: 2})
         provider = MeterProvider(metric_readers=[reader])
         meter = provider.get_meter("t")
         store = attach(meter) if light else None
-        counter: Any = (
-            store.counter("c", "d", ("k",)) if store else meter.create_counter("c", description="d")
-        )
         for i in range(6):
             if store:
-                counter.add(i + 1, (str(i),))
+                counter = store.counter("c", "d", ("k",))
+                histogram = store.histogram("h", "d", ("k",), SCORE_BUCKETS)
+                with store.lock:
+                    counter.add(i + 1, (str(i),))
+                    histogram.record(i / 10, (str(i),))
             else:
-                counter.add(i + 1, {"k": str(i)})
+                meter.create_counter("c", description="d").add(i + 1, {"k": str(i)})
+                meter.create_histogram(
+                    "h", description="d", explicit_bucket_boundaries_advisory=SCORE_BUCKETS
+                ).record(i / 10, {"k": str(i)})
         got.append(points(reader.get_metrics_data()))
         provider.shutdown()
     assert got[0] == got[1]
-    rows = got[0][("t", "c")][5]
-    assert rows[-1][0] == (("otel.metric.overflow", True),)
+    assert got[0][("t", "c")][5][-1][0] == (("otel.metric.overflow", True),)
+    assert got[0][("t", "h")][5][-1][0] == (("otel.metric.overflow", True),)
 
 
 def test_recording_while_readers_collect_loses_nothing() -> None:

@@ -255,7 +255,8 @@ class HotMetrics:
     def __init__(self, scope: InstrumentationScope, resource: Resource) -> None:
         self.scope = scope
         self.resource = resource
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held around recording and collection
+        self._create_lock = threading.Lock()
         self._instruments: dict[str, Hot] = {}
         self._readers: weakref.WeakKeyDictionary[MetricReader, _ReaderState] = (
             weakref.WeakKeyDictionary()
@@ -264,12 +265,14 @@ class HotMetrics:
     def counter(
         self, name: str, description: str, labels: Sequence[str], unit: str = ""
     ) -> HotCounter:
-        with self.lock:
+        with self._create_lock:
             existing = self._instruments.get(name)
             if isinstance(existing, HotCounter):
                 return existing
             counter = HotCounter(name, description, labels, unit)
-            self._instruments[name] = counter
+            # copy on write: a collection iterates the dict it read, without `lock`
+            # (so creating an instrument while holding `lock` cannot deadlock)
+            self._instruments = {**self._instruments, name: counter}
             return counter
 
     def histogram(
@@ -280,12 +283,12 @@ class HotMetrics:
         boundaries: Sequence[float],
         unit: str = "",
     ) -> HotHistogram:
-        with self.lock:
+        with self._create_lock:
             existing = self._instruments.get(name)
             if isinstance(existing, HotHistogram):
                 return existing
             histogram = HotHistogram(name, description, labels, boundaries, unit)
-            self._instruments[name] = histogram
+            self._instruments = {**self._instruments, name: histogram}
             return histogram
 
     def add_reader(self, reader: MetricReader) -> None:
@@ -311,12 +314,13 @@ class HotMetrics:
             if state is None:
                 state = self._readers[reader] = _ReaderState(reader)
             readers = list(self._readers.values())
-            for hot in self._instruments.values():
+            instruments = self._instruments
+            for hot in instruments.values():
                 if hot._pending:
                     pending, hot._pending = hot._pending, {}
                     for each in readers:
                         each.fold(hot, pending)
-            taken = [(hot, *state.take(hot)) for hot in self._instruments.values()]
+            taken = [(hot, *state.take(hot)) for hot in instruments.values()]
             last_ns, state.last_ns = state.last_ns, now
         # The points are built outside the lock: recording never waits for that.
         return [
