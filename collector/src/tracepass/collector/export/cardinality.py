@@ -43,6 +43,9 @@ class LabelLimiter:
             return MISSING
         if value in (OTHER, MISSING):
             return value
+        seen_already = self._seen.get(label)
+        if seen_already is not None and value in seen_already:
+            return value  # admitted values stay admitted: no lock needed to read
         with self._lock:
             seen = self._seen.setdefault(label, set())
             if value in seen:

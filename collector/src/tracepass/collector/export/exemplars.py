@@ -4,8 +4,8 @@ failing series to one conversation and its trace.
 Why not the OpenTelemetry SDK's own exemplars: the SDK samples exemplars only for
 measurements made inside a sampled span (evaluation runs outside any span of the
 agent's trace), and its Prometheus exporter (`opentelemetry-exporter-prometheus`) does
-not write exemplars at all. So the counters stay OTel instruments (same names, same
-values on /metrics and over OTLP), and this module adds the exemplar at exposition:
+not write exemplars at all. So the counters stay what they are (same names, same values
+on /metrics and over OTLP), and this module adds the exemplar at exposition:
 
 - `ExemplarStore.observe` keeps, per counter series (metric name + label values), the
   latest evaluation's `trace_id` and `conversation_id`;
@@ -50,7 +50,8 @@ class ExemplarStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._latest: dict[tuple[str, tuple[str, ...]], Exemplar] = {}
+        # (metric, label values) → (trace id, conversation id, value, timestamp)
+        self._latest: dict[tuple[str, tuple[str, ...]], tuple[str, str, float, float]] = {}
 
     def observe(
         self,
@@ -63,19 +64,41 @@ class ExemplarStore:
         timestamp: float,
     ) -> None:
         names = EXEMPLAR_METRICS.get(metric)
-        if names is None or not trace_id:
+        if names is None:
             return
-        key = (metric, tuple(str(labels.get(n, "")) for n in names))
-        exemplar = Exemplar(_exemplar_labels(trace_id, conversation_id), value, timestamp)
+        values = tuple(str(labels.get(n, "")) for n in names)
+        self.observe_many(
+            ((metric, values, trace_id, value),),
+            conversation_id=conversation_id,
+            timestamp=timestamp,
+        )
+
+    def observe_many(
+        self,
+        series: Iterable[tuple[str, tuple[str, ...], str | None, float]],
+        *,
+        conversation_id: str,
+        timestamp: float,
+    ) -> None:
+        """One conversation's exemplars: (metric, label values in `EXEMPLAR_METRICS`
+        order, trace id, value) per series, in order (a later one of the same series
+        wins). Kept raw: the `Exemplar` is built when a scrape asks for it."""
         with self._lock:
-            self._latest[key] = exemplar
+            latest = self._latest
+            for metric, values, trace_id, value in series:
+                if trace_id and metric in EXEMPLAR_METRICS:
+                    latest[(metric, values)] = (trace_id, conversation_id, value, timestamp)
 
     def get(self, metric: str, labels: Mapping[str, str]) -> Exemplar | None:
         names = EXEMPLAR_METRICS.get(metric)
         if names is None:
             return None
         with self._lock:
-            return self._latest.get((metric, tuple(str(labels.get(n, "")) for n in names)))
+            raw = self._latest.get((metric, tuple(str(labels.get(n, "")) for n in names)))
+        if raw is None:
+            return None
+        trace_id, conversation_id, value, timestamp = raw
+        return Exemplar(_exemplar_labels(trace_id, conversation_id), value, timestamp)
 
 
 class ExemplarCollector(Collector):

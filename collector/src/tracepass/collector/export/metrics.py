@@ -21,7 +21,6 @@ import logging
 import math
 import threading
 import time
-from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -38,7 +37,13 @@ from tracepass.collector.export.outcomes import (
     turn_outcome,
     violation_tally,
 )
-from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.collector.export.preaggregated import (
+    HotMetrics,
+    Instruments,
+    SdkInstruments,
+    attach,
+)
+from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
     AddResult,
@@ -63,6 +68,19 @@ SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 LABELS = ("agent_name", "agent_version", "reference_set")
 UNMATCHED_TASK = "_unmatched"
+
+
+DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
+_OUTCOME_VALUES = {o: o.value for o in Outcome}  # `.value` of an enum is a slow property
+_CACHE_LIMIT = 4096  # label-key and tag caches: cleared when full (bounded memory)
+
+
+def _tally(outcomes: list[str]) -> dict[str, int]:
+    """outcome → turns, in first-seen order (what `collections.Counter` gave)."""
+    tally: dict[str, int] = {}
+    for outcome in outcomes:
+        tally[outcome] = tally.get(outcome, 0) + 1
+    return tally
 
 
 def task_of(result: ConversationResult) -> str:
@@ -102,6 +120,7 @@ class EvaluationMetrics:
         event_logger: Logger | None = None,
         clock: Callable[[], float] = time.time,
         exemplars: ExemplarStore | None = None,
+        preaggregate: bool = True,
     ) -> None:
         self.config = config
         self.exemplars = exemplars
@@ -116,31 +135,64 @@ class EvaluationMetrics:
         self._cache: tuple[float, list[KeySnapshot]] | None = None
         self._dirty = False
         m = meter
-        self.conversations = m.create_counter(
-            "tracepass_conversations", description="Evaluated conversations, by outcome"
+        # The per-conversation counters and histograms: light instruments exported
+        # through the provider's readers (`preaggregated.py`), or the SDK's own when
+        # the light path cannot keep the SDK's output (or `preaggregate=False`).
+        hot = attach(meter) if preaggregate else None
+        self.hot: HotMetrics | None = hot
+        ins: Instruments = hot if hot is not None else SdkInstruments(meter)
+        self._hot_lock = ins.lock
+        outcome = (*LABELS, "outcome")
+        rule = (*LABELS, "rule")
+        self.conversations = ins.counter(
+            "tracepass_conversations", "Evaluated conversations, by outcome", outcome
         )
-        self.conversations_superseded = m.create_counter(
+        self.conversations_superseded = ins.counter(
             "tracepass_conversations_superseded",
-            description="Earlier evaluations replaced by a revision, by their outcome",
+            "Earlier evaluations replaced by a revision, by their outcome",
+            outcome,
         )
-        self.turns = m.create_counter("tracepass_turns", description="Evaluated turns, by outcome")
-        self.turns_superseded = m.create_counter(
+        self.turns = ins.counter("tracepass_turns", "Evaluated turns, by outcome", outcome)
+        self.turns_superseded = ins.counter(
             "tracepass_turns_superseded",
-            description="Turns of earlier evaluations replaced by a revision, by outcome",
+            "Turns of earlier evaluations replaced by a revision, by outcome",
+            outcome,
         )
-        self.tool_calls = m.create_counter(
-            "tracepass_tool_calls", description="Tool calls in evaluated turns"
+        self.tool_calls = ins.counter(
+            "tracepass_tool_calls", "Tool calls in evaluated turns", LABELS
         )
+        self.violations = ins.counter(
+            "tracepass_policy_violations",
+            "Violated checks and policy rules in evaluated turns, by rule",
+            rule,
+        )
+        self.violations_superseded = ins.counter(
+            "tracepass_policy_violations_superseded",
+            "Violations of earlier evaluations replaced by a revision, by rule",
+            rule,
+        )
+        self.tool_correctness = ins.histogram(
+            "tracepass_tool_correctness",
+            "Per-turn tool-correctness score, by dimension",
+            (*LABELS, "dimension"),
+            SCORE_BUCKETS,
+        )
+        self.trajectory_precision = ins.histogram(
+            "tracepass_trajectory_precision", "Per-turn trajectory precision", LABELS, SCORE_BUCKETS
+        )
+        self.trajectory_recall = ins.histogram(
+            "tracepass_trajectory_recall", "Per-turn trajectory recall", LABELS, SCORE_BUCKETS
+        )
+        self.evaluation_lag = ins.histogram(
+            "tracepass_evaluation_lag",
+            "Time from a conversation's last span to its evaluation",
+            LABELS,
+            LAG_BUCKETS,
+            unit="s",
+        )
+        # Rare: through the SDK.
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
-        )
-        self.violations = m.create_counter(
-            "tracepass_policy_violations",
-            description="Violated checks and policy rules in evaluated turns, by rule",
-        )
-        self.violations_superseded = m.create_counter(
-            "tracepass_policy_violations_superseded",
-            description="Violations of earlier evaluations replaced by a revision, by rule",
         )
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
@@ -150,27 +202,8 @@ class EvaluationMetrics:
             "tracepass_evaluations_ignored",
             description="Evaluation results not recorded, by reason",
         )
-        self.tool_correctness = m.create_histogram(
-            "tracepass_tool_correctness",
-            description="Per-turn tool-correctness score, by dimension",
-            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
-        )
-        self.trajectory_precision = m.create_histogram(
-            "tracepass_trajectory_precision",
-            description="Per-turn trajectory precision",
-            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
-        )
-        self.trajectory_recall = m.create_histogram(
-            "tracepass_trajectory_recall",
-            description="Per-turn trajectory recall",
-            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
-        )
-        self.evaluation_lag = m.create_histogram(
-            "tracepass_evaluation_lag",
-            unit="s",
-            description="Time from a conversation's last span to its evaluation",
-            explicit_bucket_boundaries_advisory=LAG_BUCKETS,
-        )
+        self._dimension_keys: dict[Key, tuple[tuple[str, ...], ...]] = {}
+        self._tags: dict[tuple[Any, ...], str] = {}
         self.limiter = LabelLimiter(config.label_limit, self.label_overflow)
         for key in self.aggregator:
             for label, value in zip(LABELS, key, strict=True):
@@ -191,8 +224,14 @@ class EvaluationMetrics:
 
     # ------------------------------------------------------------------ recording
 
-    def labels(self, result: ConversationResult) -> dict[str, str]:
-        return self.common_labels(result.agent_name, result.agent_version, result.reference_set)
+    def key(self, result: ConversationResult) -> Key:
+        """The bounded common label values (agent_name, agent_version, reference_set)."""
+        limiter = self.limiter
+        return (
+            limiter("agent_name", result.agent_name),
+            limiter("agent_version", result.agent_version),
+            limiter("reference_set", result.reference_set),
+        )
 
     def common_labels(
         self, agent_name: str | None, agent_version: str | None, reference_set: str | None
@@ -215,9 +254,12 @@ class EvaluationMetrics:
     ) -> bool:
         """Count one evaluation. Returns False when it was ignored (a stale revision:
         one not newer than the revision already recorded for the conversation)."""
-        labels = self.labels(result)
-        turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        added = self._add_to_windows(result, labels, turn_tally, revision, now)
+        key = self.key(result)
+        outcome = _OUTCOME_VALUES[result.outcome]
+        outcomes = [turn_outcome(t) for t in result.turns]
+        turn_tally = _tally(outcomes)
+        violations = violation_tally(result)
+        added = self._add_to_windows(result, key, outcome, turn_tally, violations, revision, now)
         if not added.accepted:
             self.ignored.add(1, {"reason": "stale_revision"})
             _log.info(
@@ -226,47 +268,61 @@ class EvaluationMetrics:
                 result.conversation_id,
             )
             return False
-        if added.replaced and added.previous_key is not None:
-            self._supersede(added.previous_key, added.previous_tag)
-        self.conversations.add(1, {**labels, "outcome": result.outcome.value})
-        for outcome, count in turn_tally.items():
-            self.turns.add(count, {**labels, "outcome": outcome})
-        for rule, count in violation_tally(result).items():
-            self.violations.add(count, {**labels, "rule": rule})
+        with self._hot_lock:
+            if added.replaced and added.previous_key is not None:
+                self._supersede(added.previous_key, added.previous_tag)
+            self.conversations.add(1, (*key, outcome))
+            for turn_outcome_, count in turn_tally.items():
+                self.turns.add(count, (*key, turn_outcome_))
+            for rule, count in violations.items():
+                self.violations.add(count, (*key, rule))
+            tool_calls = 0
+            dimension_keys = None
+            tool_correctness = self.tool_correctness.record
+            precision = self.trajectory_precision.record
+            recall = self.trajectory_recall.record
+            for turn in result.turns:
+                tool_calls += len(turn.tool_calls)
+                tc = turn.tool_correctness
+                if tc is not None:
+                    if dimension_keys is None:
+                        dimension_keys = self._dimension_keys.get(key)
+                        if dimension_keys is None:
+                            dimension_keys = tuple((*key, dim) for dim in DIMENSIONS)
+                            if len(self._dimension_keys) >= _CACHE_LIMIT:
+                                self._dimension_keys.clear()
+                            self._dimension_keys[key] = dimension_keys
+                    k_sel, k_par, k_seq, k_use, k_all = dimension_keys
+                    tool_correctness(tc.selection, k_sel)
+                    tool_correctness(tc.parameters, k_par)
+                    tool_correctness(tc.sequence, k_seq)
+                    tool_correctness(tc.utilization, k_use)
+                    tool_correctness(tc.overall, k_all)
+                trajectory = turn.trajectory
+                if trajectory is not None:
+                    precision(trajectory.precision, key)
+                    recall(trajectory.recall, key)
+            if tool_calls:
+                self.tool_calls.add(tool_calls, key)
+            if lag_s is not None and math.isfinite(lag_s):
+                self.evaluation_lag.record(max(0.0, lag_s), key)
         if self.exemplars is not None:
-            self._exemplars(result, labels, turn_tally, conversation, now)
-        tool_calls = 0
-        for turn in result.turns:
-            tool_calls += len(turn.tool_calls)
-            tc = turn.tool_correctness
-            if tc is not None:
-                for dim in ("selection", "parameters", "sequence", "utilization", "overall"):
-                    self.tool_correctness.record(getattr(tc, dim), {**labels, "dimension": dim})
-            if turn.trajectory is not None:
-                self.trajectory_precision.record(turn.trajectory.precision, labels)
-                self.trajectory_recall.record(turn.trajectory.recall, labels)
-        if tool_calls:
-            self.tool_calls.add(tool_calls, labels)
-        if lag_s is not None and math.isfinite(lag_s):
-            self.evaluation_lag.record(max(0.0, lag_s), labels)
+            self._exemplars(result, key, outcome, outcomes, turn_tally, conversation, now)
         if self._events is not None:
+            labels = dict(zip(LABELS, key, strict=True))
             self._events.emit(result, labels, revision, conversation)
         return True
 
     def _add_to_windows(
         self,
         result: ConversationResult,
-        labels: dict[str, str],
-        turn_tally: Tally[str],
+        key: Key,
+        outcome: str,
+        turn_tally: dict[str, int],
+        violations: dict[str, int],
         revision: int,
         now: float,
     ) -> AddResult:
-        key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
-        violations = violation_tally(result)
-        tag_parts: list[Any] = [result.outcome.value, dict(turn_tally)]
-        if violations:
-            tag_parts.append(violations)
-        tag = json.dumps(tag_parts, separators=(",", ":"))
         with self._lock:
             added = self.aggregator.add(
                 key,
@@ -275,10 +331,26 @@ class EvaluationMetrics:
                 now=now,
                 conversation_id=result.conversation_id,
                 revision=revision,
-                tag=tag,
+                tag=self._tag(outcome, turn_tally, violations),
             )
             self._dirty = True  # the next read (service or scrape) sees this result
         return added
+
+    def _tag(self, outcome: str, turn_tally: dict[str, int], violations: dict[str, int]) -> str:
+        """The window entry's tag: `[outcome, turn tally]` or, with violations,
+        `[outcome, turn tally, rule tally]` as compact JSON (read back by `_supersede`
+        and kept in the state file). Few distinct tags exist: cached."""
+        cache_key = (outcome, *turn_tally.items(), None, *violations.items())
+        tag = self._tags.get(cache_key)
+        if tag is None:
+            tag_parts: list[Any] = [outcome, turn_tally]
+            if violations:
+                tag_parts.append(violations)
+            tag = json.dumps(tag_parts, separators=(",", ":"))
+            if len(self._tags) >= _CACHE_LIMIT:
+                self._tags.clear()
+            self._tags[cache_key] = tag
+        return tag
 
     def replay(self, result: ConversationResult, *, revision: int, now: float) -> bool:
         """Put an evaluation from the state file's window journal back into the windows
@@ -286,51 +358,55 @@ class EvaluationMetrics:
         again or emitting its event: the counters and events of a previous process are
         not this process's. Idempotent: an entry the restored snapshot already holds is
         a stale revision and changes nothing. Returns whether it changed the windows."""
-        labels = self.labels(result)
-        turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        return self._add_to_windows(result, labels, turn_tally, revision, now).accepted
+        return self._add_to_windows(
+            result,
+            self.key(result),
+            _OUTCOME_VALUES[result.outcome],
+            _tally([turn_outcome(t) for t in result.turns]),
+            violation_tally(result),
+            revision,
+            now,
+        ).accepted
 
     def _exemplars(
         self,
         result: ConversationResult,
-        labels: dict[str, str],
-        turn_tally: Tally[str],
+        key: Key,
+        outcome: str,
+        outcomes: list[str],
+        turn_tally: dict[str, int],
         conversation: Conversation | None,
         now: float,
     ) -> None:
         """This conversation becomes the exemplar of the series it just counted in: its
         first failing turn's trace (the trace to look at), else its last trace."""
         assert self.exemplars is not None
-        traces = [] if conversation is None else [t.trace_id for t in conversation.turns]
-        fallback = conversation.trace_ids[-1] if conversation and conversation.trace_ids else None
-        first_bad = next(
-            (i for i, t in enumerate(result.turns) if t.correct is False and i < len(traces)),
-            None,
-        )
-        trace = (traces[first_bad] if first_bad is not None else None) or fallback
-        cid = result.conversation_id
-        self.exemplars.observe(
-            "tracepass_conversations",
-            {**labels, "outcome": result.outcome.value},
-            trace_id=trace,
-            conversation_id=cid,
-            value=1.0,
-            timestamp=now,
-        )
+        if conversation is None:
+            traces: list[str | None] = []
+            fallback = None
+        else:
+            traces = [t.trace_id for t in conversation.turns]
+            fallback = conversation.trace_ids[-1] if conversation.trace_ids else None
+        n = len(traces)
+        trace = fallback
         for i, turn in enumerate(result.turns):
-            outcome = turn_outcome(turn)
-            if outcome in turn_tally:
-                self.exemplars.observe(
+            if turn.correct is False and i < n:
+                trace = traces[i] or fallback
+                break
+        series = [("tracepass_conversations", (*key, outcome), trace, 1.0)]
+        for i, turn_outcome_ in enumerate(outcomes):
+            series.append(
+                (
                     "tracepass_turns",
-                    {**labels, "outcome": outcome},
-                    trace_id=(traces[i] if i < len(traces) else None) or fallback,
-                    conversation_id=cid,
-                    value=float(turn_tally[outcome]),
-                    timestamp=now,
+                    (*key, turn_outcome_),
+                    (traces[i] if i < n else None) or fallback,
+                    float(turn_tally[turn_outcome_]),
                 )
+            )
+        self.exemplars.observe_many(series, conversation_id=result.conversation_id, timestamp=now)
 
     def _supersede(self, key: Key, tag: str) -> None:
-        labels = dict(zip(LABELS, key, strict=True))
+        """Count the replaced entry's outcome, turns and violations (under `_hot_lock`)."""
         try:
             # [outcome, turn tally] or, with violations, [outcome, turn tally, rule tally]
             outcome, turns, *rest = json.loads(tag)
@@ -339,11 +415,11 @@ class EvaluationMetrics:
             _log.warning("superseded entry without a readable tag %r; not counted", tag)
             self.ignored.add(1, {"reason": "superseded_untagged"})
             return
-        self.conversations_superseded.add(1, {**labels, "outcome": outcome})
+        self.conversations_superseded.add(1, (*key, outcome))
         for t_outcome, count in turns.items():
-            self.turns_superseded.add(int(count), {**labels, "outcome": t_outcome})
+            self.turns_superseded.add(int(count), (*key, t_outcome))
         for rule, count in violations.items():
-            self.violations_superseded.add(int(count), {**labels, "rule": rule})
+            self.violations_superseded.add(int(count), (*key, rule))
 
     def record_judge_call(self, outcome: str) -> None:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the
