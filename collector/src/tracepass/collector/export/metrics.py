@@ -38,6 +38,12 @@ from tracepass.collector.export.outcomes import (
     turn_outcome,
     violation_tally,
 )
+from tracepass.collector.export.window_entry import (
+    UNMATCHED_TASK,
+    WindowEntry,
+    task_of,
+    window_entry,
+)
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
@@ -50,10 +56,12 @@ from tracepass.evaluator.rolling import (
 
 __all__ = [
     "EVENT_NAME",
+    "UNMATCHED_TASK",
     "EvaluationMetrics",
     "result_success",
     "rolling_config",
     "success_of",
+    "task_of",
     "turn_outcome",
 ]
 
@@ -62,18 +70,6 @@ _log = logging.getLogger(__name__)
 SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 LABELS = ("agent_name", "agent_version", "reference_set")
-UNMATCHED_TASK = "_unmatched"
-
-
-def task_of(result: ConversationResult) -> str:
-    """The pass@k task: the reference; for a conversation scored by its agent's policy
-    alone, the policy (every such conversation is one trial of the same task, the
-    agent version's behaviour under the policy: docs/statistics.md)."""
-    if result.reference_id is not None:
-        return result.reference_id
-    if result.policy_id is not None:
-        return result.reference_set or UNMATCHED_TASK
-    return UNMATCHED_TASK
 
 
 def rolling_config(config: MetricsConfig) -> RollingConfig:
@@ -261,21 +257,22 @@ class EvaluationMetrics:
         revision: int,
         now: float,
     ) -> AddResult:
+        return self._add_entry(window_entry(result, turn_tally), labels, revision, now)
+
+    def _add_entry(
+        self, entry: WindowEntry, labels: dict[str, str], revision: int, now: float
+    ) -> AddResult:
+        """The one way into the windows: live results and journal replays alike."""
         key: Key = (labels["agent_name"], labels["agent_version"], labels["reference_set"])
-        violations = violation_tally(result)
-        tag_parts: list[Any] = [result.outcome.value, dict(turn_tally)]
-        if violations:
-            tag_parts.append(violations)
-        tag = json.dumps(tag_parts, separators=(",", ":"))
         with self._lock:
             added = self.aggregator.add(
                 key,
-                task=task_of(result),
-                success=result_success(result),
+                task=entry.task,
+                success=entry.success,
                 now=now,
-                conversation_id=result.conversation_id,
+                conversation_id=entry.conversation_id,
                 revision=revision,
-                tag=tag,
+                tag=entry.tag,
             )
             self._dirty = True  # the next read (service or scrape) sees this result
         return added
@@ -285,10 +282,15 @@ class EvaluationMetrics:
         (crash recovery), exactly as `record` did the first time, without counting it
         again or emitting its event: the counters and events of a previous process are
         not this process's. Idempotent: an entry the restored snapshot already holds is
-        a stale revision and changes nothing. Returns whether it changed the windows."""
-        labels = self.labels(result)
-        turn_tally = Tally(turn_outcome(t) for t in result.turns)
-        return self._add_to_windows(result, labels, turn_tally, revision, now).accepted
+        a stale revision and changes nothing. Returns whether it changed the windows.
+        (Journals written before schema version 5 hold whole results.)"""
+        return self.replay_entry(window_entry(result), revision=revision, now=now)
+
+    def replay_entry(self, entry: WindowEntry, *, revision: int, now: float) -> bool:
+        """`replay` of a journalled `WindowEntry` (what the journal holds since schema
+        version 5): the same entry `record` added, under the labels it maps to now."""
+        labels = self.common_labels(entry.agent_name, entry.agent_version, entry.reference_set)
+        return self._add_entry(entry, labels, revision, now).accepted
 
     def _exemplars(
         self,

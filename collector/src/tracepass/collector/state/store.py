@@ -71,12 +71,19 @@ _rate_limited = RateLimitedLog(log)  # a full disk fails every commit
 T = TypeVar("T")
 Durability = Literal["none", "batch"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAGE_SIZE = 16384  # of new state files
 # Upgraded in place: version 1 files lack the request log tables, which `_SCHEMA`
 # creates; version 2 request logs lack the `signal` column (all their rows are traces);
-# versions 1-3 lack the result index columns, added and filled by `_migrate_results`.
-_UPGRADABLE = {1, 2, 3}
+# versions 1-3 lack the result index columns, added and filled by `_migrate_results`;
+# versions 1-4 lack the window journal's `format` column (all their entries are whole
+# results, JOURNAL_RESULT: they still replay).
+_UPGRADABLE = {1, 2, 3, 4}
+# What a window-journal entry's text holds: the whole `ConversationResult` as JSON
+# (schema versions 1-4), or the caller's compact window entry (since version 5: what
+# the rolling windows read of a result, export/window_entry.py).
+JOURNAL_RESULT = 1
+JOURNAL_WINDOW = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spans (
@@ -117,7 +124,8 @@ CREATE TABLE IF NOT EXISTS window_log (
     conv_key TEXT NOT NULL,
     revision INTEGER NOT NULL,
     evaluated_at REAL NOT NULL,
-    result TEXT NOT NULL
+    result TEXT NOT NULL,
+    format INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS merges (
     seq INTEGER PRIMARY KEY,
@@ -178,14 +186,17 @@ class StoredConversation:
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One evaluation as the rolling windows received it: `result` is the
-    `ConversationResult` as JSON, `evaluated_at` the `now` it was recorded at."""
+    """One evaluation as the rolling windows received it: `text` is what `format`
+    says (JOURNAL_WINDOW: the window entry `put_result` was given; JOURNAL_RESULT, in
+    files written before schema version 5: the `ConversationResult` as JSON),
+    `evaluated_at` the `now` it was recorded at."""
 
     seq: int
     key: str
     revision: int
     evaluated_at: float
-    result: str
+    text: str
+    format: int = JOURNAL_WINDOW
 
 
 _JOURNAL_SUFFIX = ":journal_upto"
@@ -285,6 +296,12 @@ class StateStore:
             if "signal" not in columns:
                 conn.execute(
                     "ALTER TABLE requests ADD COLUMN signal TEXT NOT NULL DEFAULT 'traces'"
+                )
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(window_log)")}
+            if "format" not in columns:
+                conn.execute(
+                    "ALTER TABLE window_log ADD COLUMN format INTEGER NOT NULL DEFAULT "
+                    f"{JOURNAL_RESULT}"
                 )
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None or int(row[0]) in _UPGRADABLE:
@@ -650,14 +667,16 @@ class StateStore:
         n_spans: int,
         stored: StoredResult,
         evaluated_at: float,
+        journal: str | None = None,
     ) -> int:
         """Store the evaluation as data (`encode_result`), never as an API view, so the API's
         shape can change without touching the file format. In the same transaction, append
-        it to the window journal (`window_log`): the rolling windows are snapshotted only
-        every few seconds, and the journal is what puts the evaluations since the last
-        snapshot back into them after a crash. Returns the journal sequence number."""
+        `journal` (what the rolling windows take of the result: the caller's compact entry,
+        JOURNAL_WINDOW) to the window journal (`window_log`): the rolling windows are
+        snapshotted only every few seconds, and the journal is what puts the evaluations
+        since the last snapshot back into them after a crash. Returns the journal sequence
+        number (0: no `journal` given, nothing journalled)."""
         text = encode_result(stored)
-        journal = stored.result.model_dump_json() if stored.result is not None else None
         # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
         # thread's transactions short.
         indexed = index_values(stored)
@@ -675,9 +694,9 @@ class StateStore:
                 seq = 0
                 if journal is not None:
                     cur = conn.execute(
-                        "INSERT INTO window_log (conv_key, revision, evaluated_at, result) "
-                        "VALUES (?,?,?,?)",
-                        (key, revision, evaluated_at, journal),
+                        "INSERT INTO window_log (conv_key, revision, evaluated_at, result, format) "
+                        "VALUES (?,?,?,?,?)",
+                        (key, revision, evaluated_at, journal, JOURNAL_WINDOW),
                     )
                     seq = int(cur.lastrowid or 0)
             except BaseException:
@@ -703,9 +722,9 @@ class StateStore:
         """Journal entries with `after < seq <= upto`, in commit order (blocking)."""
         assert self._reader is not None, "open() first"
         return [
-            JournalEntry(int(seq), key, int(rev), float(at), text)
-            for seq, key, rev, at, text in self._reader.execute(
-                "SELECT seq, conv_key, revision, evaluated_at, result FROM window_log "
+            JournalEntry(int(seq), key, int(rev), float(at), text, int(fmt))
+            for seq, key, rev, at, text, fmt in self._reader.execute(
+                "SELECT seq, conv_key, revision, evaluated_at, result, format FROM window_log "
                 "WHERE seq > ? AND seq <= ? ORDER BY seq",
                 (after, upto),
             )
