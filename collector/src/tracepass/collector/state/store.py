@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import fcntl
 import json
 import logging
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -204,7 +205,23 @@ _JOURNAL_SUFFIX = ":journal_upto"
 
 # ------------------------------------------------------------------------ store
 
-_Op = tuple[Callable[[sqlite3.Connection], Any], "concurrent.futures.Future[Any]"]
+# An op's waiter: a thread's concurrent future (`submit`) or an event loop's future
+# (`run`), which the writer settles with one loop wake-up per commit (`_settle`).
+_Waiter: TypeAlias = "concurrent.futures.Future[Any] | asyncio.Future[Any]"
+_Op = tuple[Callable[[sqlite3.Connection], Any], _Waiter]
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """On the event loop: resolve the futures of one commit (a caller that stopped
+    waiting has cancelled its future; its write is committed all the same)."""
+    for fut, ok, value in outcomes:
+        if not fut.done():
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+
 _STOP = object()
 
 
@@ -408,25 +425,40 @@ class StateStore:
             outcomes = [(False, StateError(f"{self.path}: commit failed: {exc}"))] * len(batch)
         with self._pending_lock:
             self._pending -= len(batch)
+        # Waiters on event loops are woken once per loop and commit, not once each:
+        # every thread-safe call writes the loop's wake-up pipe, which cost as much CPU
+        # as the commit when a transaction carries dozens of stored results.
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-            if fut.set_running_or_notify_cancel():
+            if isinstance(fut, asyncio.Future):
+                by_loop.setdefault(fut.get_loop(), []).append((fut, ok, value))
+            elif fut.set_running_or_notify_cancel():
                 if ok:
                     fut.set_result(value)
                 else:
                     fut.set_exception(value)
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, settled)
 
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> concurrent.futures.Future[T]:
         """Run `fn(conn)` inside the next group transaction; resolves after COMMIT."""
-        if self._thread is None:
-            raise StateError(f"{self.path}: state store is not open")
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-        with self._pending_lock:
-            self._pending += 1
-        self._queue.put((fn, fut))
+        self._enqueue(fn, fut)
         return fut
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.wrap_future(self.submit(fn))
+        """`submit` for the event loop: resolves after COMMIT."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._enqueue(fn, fut)
+        return await fut
+
+    def _enqueue(self, fn: Callable[[sqlite3.Connection], Any], waiter: Any) -> None:
+        if self._thread is None:
+            raise StateError(f"{self.path}: state store is not open")
+        with self._pending_lock:
+            self._pending += 1
+        self._queue.put((fn, waiter))
 
     # ---------------------------------------------------------------- spans
 
