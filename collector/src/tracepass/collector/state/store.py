@@ -9,6 +9,9 @@ Why it is shaped like this:
   acknowledged to its client only after that commit, so an acknowledged span is in the
   WAL file and survives `kill -9` (synchronous=NORMAL: durable against process death;
   an OS crash / power loss may lose the last transactions, see docs/collector.md).
+  The ops of a transaction run without a savepoint each unless one fails (`_apply`),
+  and the event loop's waiters are woken once per commit (`_settle`): per op, both cost
+  more than a stored result's inserts.
 - The ingest path (`write_request`) stores each export request once, as the protobuf
   bytes the client sent, plus its signal (traces, or logs carrying GenAI events) and
   its routing (which conversation each held record went to): one row per request
