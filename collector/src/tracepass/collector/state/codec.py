@@ -150,15 +150,14 @@ class StoredResult:
 
 
 def _shares_turn_io(conversation: Conversation, result: ConversationResult) -> bool:
-    """Whether each result turn's query, answer and tool calls are its conversation
-    turn's (by identity, as the evaluator builds them, else by value)."""
+    """Whether each result turn's query and answer equal its conversation turn's and its
+    tool calls are the same objects, as the evaluator builds them (equal by value is not
+    enough: `{"n": 1} == {"n": 1.0}`, and the stored JSON must not change)."""
     turns = conversation.turns
     if len(result.turns) != len(turns):
         return False
     for rt, ct in zip(result.turns, turns, strict=True):
-        if rt.query != ct.query or rt.answer != ct.answer:
-            return False
-        if rt.tool_calls is not ct.tool_calls and rt.tool_calls != ct.tool_calls:
+        if rt.tool_calls is not ct.tool_calls or rt.query != ct.query or rt.answer != ct.answer:
             return False
     return True
 
