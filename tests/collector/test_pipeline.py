@@ -293,3 +293,32 @@ async def test_purge_drops_spans_after_retention_then_results_after_their_horizo
     await p.purge()
     assert p.store.get_result("c1") is None
     await p.stop()
+
+
+async def test_a_result_scored_by_the_real_evaluator_reads_back_from_the_state_file(
+    tmp_path: Path,
+) -> None:
+    """The stored result (format 3) leaves out the result turns' copy of the
+    conversation's queries, answers and tool calls: read back from the file, it is the
+    data the pipeline holds in memory."""
+    from tracepass.collector.state.codec import decode_result
+    from tracepass.evaluator.scoring import Evaluator
+
+    h = Harness(tmp_path)
+    h.pipeline.evaluator = Evaluator()
+    p = await h.start()
+    await p.ingest_records(conversation())
+    assert await p.process_due() == 1
+    in_memory = p.latest_result("c1")
+    assert p.store is not None
+    (text,) = p.store._reader.execute("SELECT view FROM results").fetchone()  # type: ignore[union-attr]
+    assert '"turn_io":1' in text
+    assert in_memory is not None
+    assert in_memory.result is not None
+    assert [len(t.tool_calls) for t in in_memory.result.turns] == [2, 1]
+    again = decode_result(text)
+    # Equal as data (`arguments_source`, provenance for `inspect`, is never stored).
+    assert again.conversation.model_dump_json() == in_memory.conversation.model_dump_json()
+    assert again.result is not None
+    assert again.result.model_dump_json() == in_memory.result.model_dump_json()
+    await p.stop()

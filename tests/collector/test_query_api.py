@@ -14,6 +14,7 @@ import pytest
 from tracepass.collector.api.params import ParamError, parse_time
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore, StoredResult
+from tracepass.collector.state.store import SCHEMA_VERSION
 from tracepass.evaluator.explain import failure_reasons, natural_key, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
@@ -229,7 +230,7 @@ def test_a_version_2_state_file_is_upgraded_and_listed(tmp_path: Path) -> None:
             (version,) = conn.execute(
                 "SELECT value FROM meta WHERE key='schema_version'"
             ).fetchone()
-        assert version == "4"
+        assert version == str(SCHEMA_VERSION)
     finally:
         store.close()
 

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -363,3 +364,47 @@ async def test_results_beyond_the_memory_cache_are_read_from_the_state_file(
             assert got.result is not None
     finally:
         await p.stop()
+
+
+async def test_a_failing_op_is_undone_alone_and_its_neighbours_commit(tmp_path: Path) -> None:
+    """Ops of one group transaction run without a savepoint each (a savepoint costs more
+    than a stored result's inserts); when one raises, the batch runs again with one per
+    op, so the failing op leaves nothing behind and the others commit."""
+    store = StateStore(tmp_path / "s.sqlite", batch_max_delay_ms=50)
+    store.open()
+    runs: list[str] = []
+
+    def good(name: str) -> Callable[[sqlite3.Connection], str]:
+        def op(conn: sqlite3.Connection) -> str:
+            runs.append(name)
+            conn.execute("INSERT INTO kv VALUES (?, x'01')", (name,))
+            return name
+
+        return op
+
+    def half_then_fail(conn: sqlite3.Connection) -> None:
+        runs.append("bad")
+        conn.execute("INSERT INTO kv VALUES ('half', x'01')")
+        raise RuntimeError("op failed half-way")
+
+    try:
+        commits = store.commits
+        first, bad, last = (
+            store.run(good("a")),
+            store.run(half_then_fail),
+            store.run(good("b")),
+        )
+        outcomes = await asyncio.gather(first, bad, last, return_exceptions=True)
+        assert outcomes[0] == "a"
+        assert outcomes[2] == "b"
+        assert isinstance(outcomes[1], RuntimeError)
+        assert store.commits == commits + 1  # one transaction, run twice
+        assert runs == ["a", "bad", "a", "bad", "b"]
+        assert store.get_blob("a") == b"\x01"
+        assert store.get_blob("b") == b"\x01"
+        assert store.get_blob("half") is None
+        runs.clear()
+        assert await store.run(good("c")) == "c"  # the next batch runs plainly again
+        assert runs == ["c"]
+    finally:
+        store.close()

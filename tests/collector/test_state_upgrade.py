@@ -8,12 +8,22 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from _pipeline_support import TWO_TURN_VIEWS
 
 from tracepass.collector.api.views import stored_view_json
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state.codec import RESULT_FORMAT, decode_result, encode_result
-from tracepass.evaluator.models import Outcome
+from tracepass.evaluator.models import (
+    Conversation,
+    ExpectedTool,
+    Outcome,
+    Reference,
+    ReferenceTurn,
+    ToolCall,
+    Turn,
+)
+from tracepass.evaluator.scoring import Evaluator
 
 OLD_FILE = Path(__file__).resolve().parents[1] / "data" / "state" / "results_view_format.sqlite"
 
@@ -71,3 +81,68 @@ def test_new_rows_are_versioned_data_and_round_trip(tmp_path: Path) -> None:
     again = decode_result(text)
     assert again == legacy
     assert isinstance(again, StoredResult)
+
+
+def _evaluated(date: str, *, extra_turn: bool = False) -> StoredResult:
+    """A conversation scored by the real evaluator (its result turns share the
+    conversation's queries, answers and tool calls, as in `serve`)."""
+    reference = Reference(
+        id="ref-1",
+        turns=(
+            ReferenceTurn(
+                query="q",
+                expected_answer="ok",
+                expected_tools=(ExpectedTool(name="search", arguments={"date": "2025-07-01"}),),
+            ),
+        ),
+    )
+    turns = [
+        Turn(
+            query="q",
+            answer="ok ünï",
+            tool_calls=(ToolCall(name="search", arguments={"date": date}, result=[1, None]),),
+            trace_id="aa",
+        )
+    ]
+    if extra_turn:
+        turns.append(Turn(query="more?", answer=None))
+    conversation = Conversation(id="c1", agent_name="a", trace_ids=("aa",), turns=tuple(turns))
+    result = Evaluator().evaluate(conversation, reference, reference_set="s")
+    return StoredResult(conversation, result, 2)
+
+
+def test_results_are_stored_without_the_copy_of_the_conversation_turns() -> None:
+    for stored in (_evaluated("2025-07-01"), _evaluated("2025-07-02", extra_turn=True)):
+        assert stored.result is not None
+        text = encode_result(stored)
+        data = json.loads(text)
+        assert data["v"] == RESULT_FORMAT == 3
+        assert data["turn_io"] == 1
+        for turn in data["result"]["turns"]:
+            assert not {"query", "answer", "tool_calls"} & set(turn)
+        again = decode_result(text)
+        assert again == stored
+        # Byte-for-byte the same data as a format 2 row (the full document).
+        assert again.result is not None
+        assert again.result.model_dump_json() == stored.result.model_dump_json()
+        old = (
+            f'{{"v":2,"revision":2,"conversation":'
+            f"{stored.conversation.model_dump_json(exclude_defaults=True)},"
+            f'"result":{stored.result.model_dump_json()}}}'
+        )
+        assert decode_result(old) == stored
+
+
+def test_a_result_whose_turns_differ_from_its_conversation_is_stored_in_full() -> None:
+    stored = _evaluated("2025-07-02")
+    assert stored.result is not None
+    edited = stored.result.turns[0].model_copy(update={"answer": "something else"})
+    odd = StoredResult(
+        stored.conversation, stored.result.model_copy(update={"turns": (edited,)}), 0
+    )
+    data = json.loads(encode_result(odd))
+    assert "turn_io" not in data
+    assert data["result"]["turns"][0]["answer"] == "something else"
+    assert decode_result(encode_result(odd)) == odd
+    with pytest.raises(ValueError, match="newer than this collector"):
+        decode_result('{"v":4,"revision":0,"conversation":{"id":"c"},"result":null}')

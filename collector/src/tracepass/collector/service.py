@@ -41,6 +41,7 @@ from tracepass.collector.receiver.binding import BindError
 from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
+from tracepass.collector.state import JOURNAL_RESULT, JOURNAL_WINDOW
 from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
@@ -133,6 +134,7 @@ class CollectorService:
         # commands that never run a collector should not pay for.
         from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
         from tracepass.collector.export.telemetry import build_telemetry
+        from tracepass.collector.export.window_entry import journal_entry
         from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
         cfg = self.config
@@ -181,6 +183,7 @@ class CollectorService:
             instruments=instruments,
             meter=meter,
             listener=self._on_result,
+            journal_entry=journal_entry,
             clock=self.clock,
             end_grace_s=self.end_grace_s,
             sampler=sampler,
@@ -365,18 +368,28 @@ class CollectorService:
         metrics = self.metrics
         if store is None or metrics is None:
             return
+        from tracepass.collector.export.window_entry import decode_entry
+
         upto = store.journal_upto(AGGREGATOR_BLOB)
         self._journal_applied = upto
         entries = store.window_journal(upto, store.journal_seq_at_open)
         replayed = bad = 0
         for entry in entries:
             try:
-                result = ConversationResult.model_validate_json(entry.result)
+                if entry.format == JOURNAL_RESULT:  # written before schema version 5
+                    result = ConversationResult.model_validate_json(entry.text)
+                    added = metrics.replay(result, revision=entry.revision, now=entry.evaluated_at)
+                elif entry.format == JOURNAL_WINDOW:
+                    added = metrics.replay_entry(
+                        decode_entry(entry.text), revision=entry.revision, now=entry.evaluated_at
+                    )
+                else:
+                    raise ValueError(f"unknown journal entry format {entry.format}")
             except ValueError as exc:
                 bad += 1
                 log.error("%s: window journal entry %d unreadable: %s", store.path, entry.seq, exc)
                 continue
-            if metrics.replay(result, revision=entry.revision, now=entry.evaluated_at):
+            if added:
                 replayed += 1
             self._journal_applied = max(self._journal_applied, entry.seq)
         if entries:

@@ -43,6 +43,12 @@ from tracepass.collector.export.preaggregated import (
     SdkInstruments,
     attach,
 )
+from tracepass.collector.export.window_entry import (
+    UNMATCHED_TASK,
+    WindowEntry,
+    task_of,
+    window_entry,
+)
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
@@ -55,10 +61,12 @@ from tracepass.evaluator.rolling import (
 
 __all__ = [
     "EVENT_NAME",
+    "UNMATCHED_TASK",
     "EvaluationMetrics",
     "result_success",
     "rolling_config",
     "success_of",
+    "task_of",
     "turn_outcome",
 ]
 
@@ -67,7 +75,6 @@ _log = logging.getLogger(__name__)
 SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 LABELS = ("agent_name", "agent_version", "reference_set")
-UNMATCHED_TASK = "_unmatched"
 
 
 DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
@@ -81,17 +88,6 @@ def _tally(outcomes: list[str]) -> dict[str, int]:
     for outcome in outcomes:
         tally[outcome] = tally.get(outcome, 0) + 1
     return tally
-
-
-def task_of(result: ConversationResult) -> str:
-    """The pass@k task: the reference; for a conversation scored by its agent's policy
-    alone, the policy (every such conversation is one trial of the same task, the
-    agent version's behaviour under the policy: docs/statistics.md)."""
-    if result.reference_id is not None:
-        return result.reference_id
-    if result.policy_id is not None:
-        return result.reference_set or UNMATCHED_TASK
-    return UNMATCHED_TASK
 
 
 def rolling_config(config: MetricsConfig) -> RollingConfig:
@@ -259,7 +255,16 @@ class EvaluationMetrics:
         outcomes = [turn_outcome(t) for t in result.turns]
         turn_tally = _tally(outcomes)
         violations = violation_tally(result)
-        added = self._add_to_windows(result, key, outcome, turn_tally, violations, revision, now)
+        entry = WindowEntry(
+            result.conversation_id,
+            result.agent_name,
+            result.agent_version,
+            result.reference_set,
+            task_of(result),
+            result_success(result),
+            self._tag(outcome, turn_tally, violations),
+        )
+        added = self._add_to_windows(key, entry, revision, now)
         if not added.accepted:
             self.ignored.add(1, {"reason": "stale_revision"})
             _log.info(
@@ -313,25 +318,17 @@ class EvaluationMetrics:
             self._events.emit(result, labels, revision, conversation)
         return True
 
-    def _add_to_windows(
-        self,
-        result: ConversationResult,
-        key: Key,
-        outcome: str,
-        turn_tally: dict[str, int],
-        violations: dict[str, int],
-        revision: int,
-        now: float,
-    ) -> AddResult:
+    def _add_to_windows(self, key: Key, entry: WindowEntry, revision: int, now: float) -> AddResult:
+        """The one way into the windows: live results and journal replays alike."""
         with self._lock:
             added = self.aggregator.add(
                 key,
-                task=task_of(result),
-                success=result_success(result),
+                task=entry.task,
+                success=entry.success,
                 now=now,
-                conversation_id=result.conversation_id,
+                conversation_id=entry.conversation_id,
                 revision=revision,
-                tag=self._tag(outcome, turn_tally, violations),
+                tag=entry.tag,
             )
             self._dirty = True  # the next read (service or scrape) sees this result
         return added
@@ -357,16 +354,20 @@ class EvaluationMetrics:
         (crash recovery), exactly as `record` did the first time, without counting it
         again or emitting its event: the counters and events of a previous process are
         not this process's. Idempotent: an entry the restored snapshot already holds is
-        a stale revision and changes nothing. Returns whether it changed the windows."""
-        return self._add_to_windows(
-            result,
-            self.key(result),
-            _OUTCOME_VALUES[result.outcome],
-            _tally([turn_outcome(t) for t in result.turns]),
-            violation_tally(result),
-            revision,
-            now,
-        ).accepted
+        a stale revision and changes nothing. Returns whether it changed the windows.
+        (Journals written before schema version 5 hold whole results.)"""
+        return self.replay_entry(window_entry(result), revision=revision, now=now)
+
+    def replay_entry(self, entry: WindowEntry, *, revision: int, now: float) -> bool:
+        """`replay` of a journalled `WindowEntry` (what the journal holds since schema
+        version 5): the same entry `record` added, under the labels it maps to now."""
+        limiter = self.limiter
+        key: Key = (
+            limiter("agent_name", entry.agent_name),
+            limiter("agent_version", entry.agent_version),
+            limiter("reference_set", entry.reference_set),
+        )
+        return self._add_to_windows(key, entry, revision, now).accepted
 
     def _exemplars(
         self,

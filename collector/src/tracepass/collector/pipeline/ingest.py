@@ -67,7 +67,7 @@ from tracepass.collector.pipeline.scheduling import (
 from tracepass.collector.receiver.decode import count_log_records
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
-from tracepass.evaluator.models import Conversation
+from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = ["Pipeline"]
@@ -103,6 +103,7 @@ class Pipeline:
         purge_interval_s: float = 60.0,
         result_cache_size: int = 10_000,
         sampler: ConversationSampler | None = None,
+        journal_entry: Callable[[ConversationResult], str] | None = None,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         self.state_config = state
@@ -110,6 +111,9 @@ class Pipeline:
         self.evaluator = evaluator
         self.clock = clock
         self.listener = listener
+        # What the state file's window journal keeps of each result (the rolling
+        # windows' entry, supplied by whoever owns the windows); None: no journal.
+        self.journal_entry = journal_entry
         self.max_pending_evaluations = max_pending_evaluations
         self.max_state_backlog = max_state_backlog
         self.purge_interval_s = purge_interval_s
@@ -576,6 +580,11 @@ class Pipeline:
     ) -> Callable[[], Awaitable[int]]:
         store = self.store
         assert store is not None
+        journal = (
+            None
+            if self.journal_entry is None or stored.result is None
+            else self.journal_entry(stored.result)
+        )
 
         def write() -> Awaitable[int]:
             return store.put_result(
@@ -585,6 +594,7 @@ class Pipeline:
                 n_spans=len(item.records),
                 stored=stored,
                 evaluated_at=now,
+                journal=journal,
             )
 
         return write

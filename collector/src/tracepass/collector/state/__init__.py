@@ -7,6 +7,8 @@ from tracepass.collector.state.codec import (
     encode_request,
 )
 from tracepass.collector.state.store import (
+    JOURNAL_RESULT,
+    JOURNAL_WINDOW,
     JournalEntry,
     StateError,
     StateStore,
@@ -14,6 +16,8 @@ from tracepass.collector.state.store import (
 )
 
 __all__ = [
+    "JOURNAL_RESULT",
+    "JOURNAL_WINDOW",
     "JournalEntry",
     "StateError",
     "StateStore",

@@ -36,7 +36,15 @@ __all__ = [
     "encode_routing",
 ]
 
-RESULT_FORMAT = 2
+RESULT_FORMAT = 3
+# Format 2 wrote every result turn's query, answer and tool calls, which are the scored
+# conversation's (the same objects: the evaluator copies them into its turn results), and
+# every default-valued field; format 3 leaves both out when that holds (`"turn_io": 1`)
+# and decode puts them back. Both are read.
+_READ_FORMATS = (2, RESULT_FORMAT)
+_WITHOUT_TURN_IO: dict[str, dict[str, set[str]]] = {
+    "turns": {"__all__": {"query", "answer", "tool_calls"}}
+}
 
 
 def _fallback(value: Any) -> Any:
@@ -141,16 +149,39 @@ class StoredResult:
     revision: int
 
 
+def _shares_turn_io(conversation: Conversation, result: ConversationResult) -> bool:
+    """Whether each result turn's query and answer equal its conversation turn's and its
+    tool calls are the same objects, as the evaluator builds them (equal by value is not
+    enough: `{"n": 1} == {"n": 1.0}`, and the stored JSON must not change)."""
+    turns = conversation.turns
+    if len(result.turns) != len(turns):
+        return False
+    for rt, ct in zip(result.turns, turns, strict=True):
+        if rt.tool_calls is not ct.tool_calls or rt.query != ct.query or rt.answer != ct.answer:
+            return False
+    return True
+
+
 def encode_result(stored: StoredResult) -> str:
-    """The same JSON document as `model_dump(mode="json")` through `json`, written by
-    pydantic's compiled serializer (`model_dump_json`, several times faster: this ran
-    once per evaluated conversation and was a tenth of the live evaluation path). The
-    one difference: a non-finite float (no score is one) is written as null."""
+    """The data as JSON, written by pydantic's compiled serializer (`model_dump_json`:
+    this runs once per evaluated conversation), without default-valued fields and
+    without the result turns' copy of the conversation's queries, answers and tool calls
+    (`"turn_io": 1`; `decode_result` restores both). A non-finite float (no score is
+    one) is written as null."""
     result = stored.result
     conversation = stored.conversation.model_dump_json(exclude_defaults=True, fallback=_fallback)
-    body = "null" if result is None else result.model_dump_json(fallback=_fallback)
+    if result is None:
+        body, shared = "null", ""
+    elif _shares_turn_io(stored.conversation, result):
+        body = result.model_dump_json(
+            exclude=_WITHOUT_TURN_IO, exclude_defaults=True, fallback=_fallback
+        )
+        shared = ',"turn_io":1'
+    else:
+        body = result.model_dump_json(exclude_defaults=True, fallback=_fallback)
+        shared = ""
     return (
-        f'{{"v":{RESULT_FORMAT},"revision":{int(stored.revision)},'
+        f'{{"v":{RESULT_FORMAT},"revision":{int(stored.revision)}{shared},'
         f'"conversation":{conversation},"result":{body}}}'
     )
 
@@ -159,11 +190,21 @@ def decode_result(text: str) -> StoredResult:
     data: dict[str, Any] = json.loads(text)
     if "v" not in data:
         return _from_view(data)
-    if data["v"] != RESULT_FORMAT:
+    if data["v"] not in _READ_FORMATS:
         raise ValueError(f"stored result format {data['v']!r} is newer than this collector")
+    conversation = Conversation.model_validate(data["conversation"])
     result = data["result"]
+    if result is not None and data.get("turn_io"):
+        turns = result.get("turns") or []
+        if len(turns) != len(conversation.turns):
+            raise ValueError("stored result turns do not match its conversation's")
+        for turn, source in zip(turns, conversation.turns, strict=True):
+            # Validated models are accepted as they are (not copied or re-checked).
+            turn["query"] = source.query
+            turn["answer"] = source.answer
+            turn["tool_calls"] = source.tool_calls
     return StoredResult(
-        conversation=Conversation.model_validate(data["conversation"]),
+        conversation=conversation,
         result=None if result is None else ConversationResult.model_validate(result),
         revision=int(data["revision"]),
     )

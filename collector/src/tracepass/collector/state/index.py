@@ -73,6 +73,9 @@ CREATE INDEX IF NOT EXISTS result_violations_outcome
     ON result_violations (rule, outcome, closed_at, conv_key);
 CREATE INDEX IF NOT EXISTS result_violations_conv ON result_violations (conv_key);
 """
+# One encoder reused: json.dumps with options builds a new encoder per call (once per
+# stored result).
+_encode_summary = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # What a row's outcome column can hold: the Outcome values, or NULL (no evaluation).
 _ALL_OUTCOMES = ("pass", "fail", "error", "incomplete", "unscored", None)
 
@@ -85,7 +88,7 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
         "reasons": [] if result is None else failure_reasons(result),
         "trace_ids": list(conv.trace_ids),
     }
-    text = json.dumps(summary, separators=(",", ":"), ensure_ascii=False)
+    text = _encode_summary(summary)
     if result is None:
         return (conv.agent_name, conv.agent_version, None, None, None, len(conv.turns), 0, text)
     return (

@@ -9,6 +9,9 @@ Why it is shaped like this:
   acknowledged to its client only after that commit, so an acknowledged span is in the
   WAL file and survives `kill -9` (synchronous=NORMAL: durable against process death;
   an OS crash / power loss may lose the last transactions, see docs/collector.md).
+  The ops of a transaction run without a savepoint each unless one fails (`_apply`),
+  and the event loop's waiters are woken once per commit (`_settle`): per op, both cost
+  more than a stored result's inserts.
 - The ingest path (`write_request`) stores each export request once, as the protobuf
   bytes the client sent, plus its signal (traces, or logs carrying GenAI events) and
   its routing (which conversation each held record went to): one row per request
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import fcntl
 import json
 import logging
@@ -38,7 +42,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -71,12 +75,19 @@ _rate_limited = RateLimitedLog(log)  # a full disk fails every commit
 T = TypeVar("T")
 Durability = Literal["none", "batch"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAGE_SIZE = 16384  # of new state files
 # Upgraded in place: version 1 files lack the request log tables, which `_SCHEMA`
 # creates; version 2 request logs lack the `signal` column (all their rows are traces);
-# versions 1-3 lack the result index columns, added and filled by `_migrate_results`.
-_UPGRADABLE = {1, 2, 3}
+# versions 1-3 lack the result index columns, added and filled by `_migrate_results`;
+# versions 1-4 lack the window journal's `format` column (all their entries are whole
+# results, JOURNAL_RESULT: they still replay).
+_UPGRADABLE = {1, 2, 3, 4}
+# What a window-journal entry's text holds: the whole `ConversationResult` as JSON
+# (schema versions 1-4), or the caller's compact window entry (since version 5: what
+# the rolling windows read of a result, export/window_entry.py).
+JOURNAL_RESULT = 1
+JOURNAL_WINDOW = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spans (
@@ -117,7 +128,8 @@ CREATE TABLE IF NOT EXISTS window_log (
     conv_key TEXT NOT NULL,
     revision INTEGER NOT NULL,
     evaluated_at REAL NOT NULL,
-    result TEXT NOT NULL
+    result TEXT NOT NULL,
+    format INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS merges (
     seq INTEGER PRIMARY KEY,
@@ -178,14 +190,17 @@ class StoredConversation:
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One evaluation as the rolling windows received it: `result` is the
-    `ConversationResult` as JSON, `evaluated_at` the `now` it was recorded at."""
+    """One evaluation as the rolling windows received it: `text` is what `format`
+    says (JOURNAL_WINDOW: the window entry `put_result` was given; JOURNAL_RESULT, in
+    files written before schema version 5: the `ConversationResult` as JSON),
+    `evaluated_at` the `now` it was recorded at."""
 
     seq: int
     key: str
     revision: int
     evaluated_at: float
-    result: str
+    text: str
+    format: int = JOURNAL_WINDOW
 
 
 _JOURNAL_SUFFIX = ":journal_upto"
@@ -193,7 +208,55 @@ _JOURNAL_SUFFIX = ":journal_upto"
 
 # ------------------------------------------------------------------------ store
 
-_Op = tuple[Callable[[sqlite3.Connection], Any], "concurrent.futures.Future[Any]"]
+# An op's waiter: a thread's concurrent future (`submit`) or an event loop's future
+# (`run`), which the writer settles with one loop wake-up per commit (`_settle`).
+_Waiter: TypeAlias = "concurrent.futures.Future[Any] | asyncio.Future[Any]"
+_Op = tuple[Callable[[sqlite3.Connection], Any], _Waiter]
+
+
+def _apply(conn: sqlite3.Connection, batch: list[_Op]) -> list[tuple[bool, Any]]:
+    """Run the ops of one transaction: each op is all or nothing, and one bad op must not
+    fail its neighbours. A savepoint per op gives both but costs more than a stored
+    result's own inserts (SQLite first copies every page the op touches into a statement
+    journal: 16 KiB each, about eight b-trees per result), and ops practically never
+    fail. So they run plainly; only when one raises is the transaction rolled back and
+    the batch run again with a savepoint per op (an op may therefore run twice: it must
+    only touch the database)."""
+    outcomes: list[tuple[bool, Any]] = []
+    try:
+        for fn, _ in batch:
+            outcomes.append((True, fn(conn)))
+        return outcomes
+    except Exception:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+    outcomes = []
+    for fn, _ in batch:
+        conn.execute("SAVEPOINT op")
+        try:
+            value = fn(conn)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO op")
+            conn.execute("RELEASE op")
+            outcomes.append((False, exc))
+        else:
+            conn.execute("RELEASE op")
+            outcomes.append((True, value))
+    return outcomes
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """On the event loop: resolve the futures of one commit (a caller that stopped
+    waiting has cancelled its future; its write is committed all the same)."""
+    for fut, ok, value in outcomes:
+        if not fut.done():
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+
 _STOP = object()
 
 
@@ -286,6 +349,12 @@ class StateStore:
                 conn.execute(
                     "ALTER TABLE requests ADD COLUMN signal TEXT NOT NULL DEFAULT 'traces'"
                 )
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(window_log)")}
+            if "format" not in columns:
+                conn.execute(
+                    "ALTER TABLE window_log ADD COLUMN format INTEGER NOT NULL DEFAULT "
+                    f"{JOURNAL_RESULT}"
+                )
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None or int(row[0]) in _UPGRADABLE:
                 self._migrate_results(conn)
@@ -374,14 +443,9 @@ class StateStore:
         conn.close()
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, _ in batch:
-                try:
-                    outcomes.append((True, fn(conn)))
-                except Exception as exc:  # one bad op must not fail its neighbours
-                    outcomes.append((False, exc))
+            outcomes = _apply(conn, batch)
             conn.execute("COMMIT")
             self.commits += 1
         except sqlite3.Error as exc:
@@ -391,25 +455,41 @@ class StateStore:
             outcomes = [(False, StateError(f"{self.path}: commit failed: {exc}"))] * len(batch)
         with self._pending_lock:
             self._pending -= len(batch)
+        # Waiters on event loops are woken once per loop and commit, not once each:
+        # every thread-safe call writes the loop's wake-up pipe, which cost as much CPU
+        # as the commit when a transaction carries dozens of stored results.
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-            if fut.set_running_or_notify_cancel():
+            if isinstance(fut, asyncio.Future):
+                by_loop.setdefault(fut.get_loop(), []).append((fut, ok, value))
+            elif fut.set_running_or_notify_cancel():
                 if ok:
                     fut.set_result(value)
                 else:
                     fut.set_exception(value)
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, settled)
 
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> concurrent.futures.Future[T]:
-        """Run `fn(conn)` inside the next group transaction; resolves after COMMIT."""
-        if self._thread is None:
-            raise StateError(f"{self.path}: state store is not open")
+        """Run `fn(conn)` inside the next group transaction; resolves after COMMIT. `fn`
+        is all or nothing, and may run twice (`_apply`): it must only touch `conn`."""
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-        with self._pending_lock:
-            self._pending += 1
-        self._queue.put((fn, fut))
+        self._enqueue(fn, fut)
         return fut
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.wrap_future(self.submit(fn))
+        """`submit` for the event loop: resolves after COMMIT."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._enqueue(fn, fut)
+        return await fut
+
+    def _enqueue(self, fn: Callable[[sqlite3.Connection], Any], waiter: Any) -> None:
+        if self._thread is None:
+            raise StateError(f"{self.path}: state store is not open")
+        with self._pending_lock:
+            self._pending += 1
+        self._queue.put((fn, waiter))
 
     # ---------------------------------------------------------------- spans
 
@@ -650,42 +730,36 @@ class StateStore:
         n_spans: int,
         stored: StoredResult,
         evaluated_at: float,
+        journal: str | None = None,
     ) -> int:
         """Store the evaluation as data (`encode_result`), never as an API view, so the API's
         shape can change without touching the file format. In the same transaction, append
-        it to the window journal (`window_log`): the rolling windows are snapshotted only
-        every few seconds, and the journal is what puts the evaluations since the last
-        snapshot back into them after a crash. Returns the journal sequence number."""
+        `journal` (what the rolling windows take of the result: the caller's compact entry,
+        JOURNAL_WINDOW) to the window journal (`window_log`): the rolling windows are
+        snapshotted only every few seconds, and the journal is what puts the evaluations
+        since the last snapshot back into them after a crash. Returns the journal sequence
+        number (0: no `journal` given, nothing journalled)."""
         text = encode_result(stored)
-        journal = stored.result.model_dump_json() if stored.result is not None else None
         # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
         # thread's transactions short.
         indexed = index_values(stored)
 
         def op(conn: sqlite3.Connection) -> int:
-            # The result and its window-journal entry commit together or not at all (a
-            # savepoint: an op that fails half-way must not leave one without the other).
-            conn.execute("SAVEPOINT put_result")
-            try:
-                changed = conn.execute(
-                    _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
-                ).rowcount
-                if changed:
-                    write_violations(conn, key, stored, closed_at)
-                seq = 0
-                if journal is not None:
-                    cur = conn.execute(
-                        "INSERT INTO window_log (conv_key, revision, evaluated_at, result) "
-                        "VALUES (?,?,?,?)",
-                        (key, revision, evaluated_at, journal),
-                    )
-                    seq = int(cur.lastrowid or 0)
-            except BaseException:
-                conn.execute("ROLLBACK TO put_result")
-                conn.execute("RELEASE put_result")
-                raise
-            conn.execute("RELEASE put_result")
-            return seq
+            # The result and its window-journal entry commit together or not at all: an
+            # op is all or nothing (`_apply`).
+            changed = conn.execute(
+                _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
+            ).rowcount
+            if changed:
+                write_violations(conn, key, stored, closed_at)
+            if journal is None:
+                return 0
+            cur = conn.execute(
+                "INSERT INTO window_log (conv_key, revision, evaluated_at, result, format) "
+                "VALUES (?,?,?,?,?)",
+                (key, revision, evaluated_at, journal, JOURNAL_WINDOW),
+            )
+            return int(cur.lastrowid or 0)
 
         return await self.run(op)
 
@@ -703,9 +777,9 @@ class StateStore:
         """Journal entries with `after < seq <= upto`, in commit order (blocking)."""
         assert self._reader is not None, "open() first"
         return [
-            JournalEntry(int(seq), key, int(rev), float(at), text)
-            for seq, key, rev, at, text in self._reader.execute(
-                "SELECT seq, conv_key, revision, evaluated_at, result FROM window_log "
+            JournalEntry(int(seq), key, int(rev), float(at), text, int(fmt))
+            for seq, key, rev, at, text, fmt in self._reader.execute(
+                "SELECT seq, conv_key, revision, evaluated_at, result, format FROM window_log "
                 "WHERE seq > ? AND seq <= ? ORDER BY seq",
                 (after, upto),
             )

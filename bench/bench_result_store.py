@@ -1,0 +1,121 @@
+"""Storing one evaluated conversation in the state file (`StateStore.put_result`, `batch`).
+
+The end-to-end workload's conversations (`_e2e.py`: 3 turns x 4 tool calls, every 5th
+failing), assembled offline and scored by the real evaluator against the generated
+reference set, are stored 32 per group commit as `serve` stores them: the encoded
+result, its index columns and its window-journal entry, then the writer thread's
+inserts and COMMIT. CPU = this thread's CPU time (event-loop side: encoding, index
+values, journal entry, submit, wake-up) + `StateStore.writer_cpu_s` (writer thread).
+
+Same-run baseline: one `model_dump_json()` of each result (what the window journal
+alone used to cost), so the figure reads "storing a result costs N dumps of it".
+
+    .venv/bin/python bench/bench_result_store.py [--requests N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from _e2e import reference_set_yaml, requests
+from tracepass.collector.app.cli.serve import GC_GEN0_THRESHOLD
+from tracepass.collector.export.window_entry import journal_entry
+from tracepass.collector.pipeline.offline import assemble_offline
+from tracepass.collector.state import StateStore, StoredResult
+from tracepass.evaluator.references.loader import load_reference_sets
+from tracepass.evaluator.scoring import Evaluator
+
+BATCH = 32  # conversations per group commit (one e2e request's worth)
+
+
+def workload(n_requests: int, tmp: Path) -> list[StoredResult]:
+    refs_path = tmp / "references.yaml"
+    refs_path.write_text(reference_set_yaml(), encoding="utf-8")
+    (reference_set,) = load_reference_sets([refs_path])
+    by_id = {r.id: r for r in reference_set.references}
+    payloads = [ExportTraceServiceRequest.FromString(p) for p in requests(n_requests)]
+    evaluator = Evaluator()
+    out: list[StoredResult] = []
+    for conversation in assemble_offline(payloads):
+        task = int(conversation.id.split("-")[1]) % len(by_id)
+        result = evaluator.evaluate(
+            conversation, by_id[f"task-{task}"], reference_set=reference_set.name
+        )
+        out.append(StoredResult(conversation, result, 0))
+    return out
+
+
+async def store_all(stored: list[StoredResult], path: Path) -> tuple[float, float]:
+    """(loop-thread CPU, writer-thread CPU) seconds to store `stored`."""
+    store = StateStore(path, durability="batch")
+    store.open()
+    try:
+        loop_cpu = 0.0
+        for i in range(0, len(stored), BATCH):
+            chunk = stored[i : i + BATCH]
+            c0 = time.thread_time()
+            now = time.time()
+            await asyncio.gather(
+                *(
+                    store.put_result(
+                        s.conversation.id,
+                        revision=0,
+                        closed_at=now,
+                        n_spans=16,
+                        stored=s,
+                        evaluated_at=now,
+                        journal=None if s.result is None else journal_entry(s.result),
+                    )
+                    for s in chunk
+                )
+            )
+            loop_cpu += time.thread_time() - c0
+        return loop_cpu, store.writer_cpu_s
+    finally:
+        store.close()
+
+
+def baseline(stored: list[StoredResult]) -> float:
+    c0 = time.process_time()
+    for s in stored:
+        assert s.result is not None
+        s.result.model_dump_json()
+    return time.process_time() - c0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    gc.set_threshold(GC_GEN0_THRESHOLD, 20, 100)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        stored = workload(args.requests, tmp)
+        n = len(stored)
+        rows: list[tuple[float, float, float]] = []
+        for r in range(args.repeats):
+            loop_s, writer_s = asyncio.run(store_all(stored, tmp / f"state-{r}.sqlite"))
+            rows.append((loop_s / n * 1e6, writer_s / n * 1e6, baseline(stored) / n * 1e6))
+    loop_us = statistics.median(r[0] for r in rows)
+    writer_us = statistics.median(r[1] for r in rows)
+    base_us = statistics.median(r[2] for r in rows)
+    total = loop_us + writer_us
+    print(f"{n} e2e conversations, {BATCH} per commit, median of {args.repeats}")
+    print(f"baseline: result.model_dump_json()      : {base_us:7.1f} us per result")
+    print(
+        f"put_result, batch: loop {loop_us:.1f} + writer {writer_us:.1f} = {total:7.1f} us "
+        f"per result ({total / base_us:.1f}x the baseline)"
+    )
+
+
+if __name__ == "__main__":
+    main()
