@@ -23,6 +23,7 @@ import tracemalloc
 from opentelemetry.metrics import NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from _baseline import decode_and_read_attributes
 from _e2e import request
 from tracepass.collector.assembly import Assembler
 from tracepass.collector.assembly.build import build_conversation
@@ -66,8 +67,17 @@ def cpu(requests: list[ExportTraceServiceRequest], spans: int) -> None:
         del asm, held
         gc.collect()
     i, b = statistics.median(ingest_us), statistics.median(build_us)
+    payloads = [r.SerializeToString() for r in requests]
+    base_us = []
+    for _ in range(7):
+        t0 = time.process_time()
+        decode_and_read_attributes(payloads)
+        base_us.append((time.process_time() - t0) / spans * 1e6)
+    base = statistics.median(base_us)
+    print(f"baseline: decode + read every attribute (same run): {base:6.2f} us/span")
     print(
         f"normalize + assemble : {i:6.2f} us/span  [{min(ingest_us):.2f} .. {max(ingest_us):.2f}]"
+        f"  ({i / base:.1f}x the baseline)"
     )
     print(
         f"build_conversation   : {b:6.1f} us/conversation  [{min(build_us):.1f} .. {max(build_us):.1f}]"
@@ -82,7 +92,12 @@ def memory(requests: list[ExportTraceServiceRequest], spans: int, top: int) -> N
     asm = ingest(requests)
     gc.collect()
     stats = tracemalloc.take_snapshot().compare_to(before, "lineno")
-    print(f"tracemalloc, still allocated: {sum(s.size_diff for s in stats) / spans:,.0f} B/span")
+    wire = sum(r.ByteSize() for r in requests) / spans  # same-run baseline
+    per_span = sum(s.size_diff for s in stats) / spans
+    print(
+        f"tracemalloc, still allocated: {per_span:,.0f} B/span "
+        f"({per_span / wire:.2f}x the protobuf wire size, {wire:,.0f} B/span)"
+    )
     for s in stats[:top]:
         frame = s.traceback[0]
         where = f"{frame.filename.split('/src/')[-1]}:{frame.lineno}"
