@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,9 +287,16 @@ class LoadResult:
 
 
 def _send_all(
-    port: int, payloads: list[bytes], concurrency: int, rate_rps: float | None
+    port: int,
+    payloads: list[bytes],
+    concurrency: int,
+    rate_rps: float | None,
+    go: Callable[[], None] = lambda: None,
 ) -> LoadResult:
     import aiohttp
+
+    go()  # imports done, payloads in memory: wait for the starting signal
+    cpu0 = time.process_time()
 
     async def run() -> LoadResult:
         url = f"http://127.0.0.1:{port}/v1/traces"
@@ -328,20 +336,36 @@ def _send_all(
             counts["ok"],
             counts["refused"],
             counts["other"],
-            time.process_time(),
+            time.process_time() - cpu0,
         )
 
     return asyncio.run(run())
 
 
 def _child(
-    port: int, payloads: list[bytes], concurrency: int, rate: float | None, out: Any
+    port: int,
+    payloads: list[bytes],
+    concurrency: int,
+    rate: float | None,
+    out: Any,
+    ready: Any,
+    go: Any,
 ) -> None:
-    out.put(_send_all(port, payloads, concurrency, rate))
+    def wait_for_go() -> None:
+        ready.set()
+        go.wait()
+
+    out.put(_send_all(port, payloads, concurrency, rate, wait_for_go))
 
 
 class LoadGenerator:
-    """Sends `payloads` from a separate (spawned) process; `result()` waits for it."""
+    """Sends `payloads` from a separate (spawned) process; `result()` waits for it.
+
+    The child's start-up (a new interpreter, aiohttp's import, unpickling the payloads:
+    a few hundred ms of CPU) happens before the constructor returns, and sending starts
+    at `start()` (at once unless `start=False`), so neither a run's wall time nor the
+    generator's reported CPU includes it. Several generators built with `start=False`
+    start together."""
 
     def __init__(
         self,
@@ -350,15 +374,27 @@ class LoadGenerator:
         *,
         concurrency: int = 8,
         rate_rps: float | None = None,
+        start: bool = True,
     ) -> None:
         ctx = mp.get_context("spawn")
         self._out: Any = ctx.Queue()
+        ready, self._go = ctx.Event(), ctx.Event()
         self._proc = ctx.Process(
-            target=_child, args=(port, payloads, concurrency, rate_rps, self._out)
+            target=_child,
+            args=(port, payloads, concurrency, rate_rps, self._out, ready, self._go),
         )
         self._proc.start()
+        if not ready.wait(timeout=120):
+            self._proc.kill()
+            raise RuntimeError("the load generator did not start")
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        self._go.set()
 
     def result(self) -> LoadResult:
+        self.start()
         res: LoadResult = self._out.get()
         self._proc.join()
         return res

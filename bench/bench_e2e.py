@@ -51,8 +51,9 @@ def run(
     server = start_server(tmp / f"{mode}-{'full' if complete else 'ingest'}", mode)
     try:
         time.sleep(0.3)  # start-up work (imports, reference load) is not counted
+        gen = LoadGenerator(server.http_port, payloads, concurrency=concurrency, start=False)
         c0, w0 = server.cpu_s(), time.perf_counter()
-        load = LoadGenerator(server.http_port, payloads, concurrency=concurrency).result()
+        load = gen.result()
         assert load.other == 0, f"{load.other} requests failed"
         if complete:
             # Polled every 0.5 s: each scrape renders every series (and refreshes the

@@ -55,8 +55,9 @@ def capacity(tmp: Path, n: int) -> tuple[float, float]:
     server = start_server(tmp / "capacity", "batch")
     try:
         time.sleep(0.3)
+        gen = LoadGenerator(server.http_port, requests(n), start=False)
         c0, w0 = server.cpu_s(), time.perf_counter()
-        LoadGenerator(server.http_port, requests(n)).result()
+        gen.result()
         wait_evaluated(server, n * CONVERSATIONS_PER_REQUEST, every_s=0.05)
         spans = n * SPANS_PER_REQUEST
         return spans / (server.cpu_s() - c0), spans / (time.perf_counter() - w0)

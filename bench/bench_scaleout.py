@@ -39,10 +39,14 @@ def run(parts: list[list[bytes]], tmp: Path) -> tuple[float, float, float]:
     load generators' CPU-s)."""
     servers = [start_server(tmp / f"s{i}", "batch") for i in range(len(parts))]
     try:
+        loads = [
+            LoadGenerator(s.http_port, p, start=False) for s, p in zip(servers, parts, strict=True)
+        ]
         time.sleep(0.3)
         c0 = [s.cpu_s() for s in servers]
         w0 = time.perf_counter()
-        loads = [LoadGenerator(s.http_port, p) for s, p in zip(servers, parts, strict=True)]
+        for load in loads:
+            load.start()
         load_cpu = 0.0
         for s, p, load in zip(servers, parts, loads, strict=True):
             res = load.result()
@@ -58,7 +62,7 @@ def run(parts: list[list[bytes]], tmp: Path) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=80)
+    parser.add_argument("--requests", type=int, default=160)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     data = requests(args.requests)
