@@ -255,15 +255,7 @@ class EvaluationMetrics:
         outcomes = [turn_outcome(t) for t in result.turns]
         turn_tally = _tally(outcomes)
         violations = violation_tally(result)
-        entry = WindowEntry(
-            result.conversation_id,
-            result.agent_name,
-            result.agent_version,
-            result.reference_set,
-            task_of(result),
-            result_success(result),
-            self._tag(outcome, turn_tally, violations),
-        )
+        entry = window_entry(result, tag=self._tag(outcome, turn_tally, violations))
         added = self._add_to_windows(key, entry, revision, now)
         if not added.accepted:
             self.ignored.add(1, {"reason": "stale_revision"})

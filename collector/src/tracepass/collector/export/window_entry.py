@@ -63,14 +63,18 @@ class WindowEntry:
     tag: str
 
 
-def window_entry(result: ConversationResult, turn_tally: Tally[str] | None = None) -> WindowEntry:
-    """The entry of `result` (`turn_tally`: its turns' outcomes, when already counted)."""
-    if turn_tally is None:
-        turn_tally = Tally(turn_outcome(t) for t in result.turns)
-    violations = violation_tally(result)
-    tag_parts: list[object] = [result.outcome.value, dict(turn_tally)]
-    if violations:
-        tag_parts.append(violations)
+def window_entry(result: ConversationResult, *, tag: str | None = None) -> WindowEntry:
+    """The entry of `result`. `tag`: its tag when the caller already has it (`record`
+    caches tags: few distinct ones exist), else built here."""
+    if tag is None:
+        violations = violation_tally(result)
+        tag_parts: list[object] = [
+            result.outcome.value,
+            dict(Tally(turn_outcome(t) for t in result.turns)),
+        ]
+        if violations:
+            tag_parts.append(violations)
+        tag = _TAG(tag_parts)
     return WindowEntry(
         result.conversation_id,
         result.agent_name,
@@ -78,7 +82,7 @@ def window_entry(result: ConversationResult, turn_tally: Tally[str] | None = Non
         result.reference_set,
         task_of(result),
         result_success(result),
-        _TAG(tag_parts),
+        tag,
     )
 
 
