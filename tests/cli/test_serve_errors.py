@@ -98,3 +98,15 @@ def test_unknown_config_key_suggests_the_closest(
         load_config(path)
     assert expected in str(info.value)
     assert str(info.value).startswith(f"{path}:")
+
+
+def test_ui_default_window_must_be_a_metrics_window(tmp_path: Path) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text("ui:\n  default_window: 24m\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "ui.default_window '24m' is not one of the metrics.windows (1h, 24h)" in str(info.value)
+    path.write_text("ui:\n  default_window: 24h\n", encoding="utf-8")
+    assert load_config(path).ui.default_window == "24h"

@@ -11,7 +11,14 @@ import difflib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
@@ -175,6 +182,9 @@ class UIConfig(_Section):
     # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
     # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
     trace_url_template: str | None = None
+    # The overview's window when the URL names none (and so the window of its
+    # "vs previous version" links); None: the first of metrics.windows.
+    default_window: str | None = None
 
     @field_validator("trace_url_template")
     @classmethod
@@ -195,6 +205,16 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+
+    @model_validator(mode="after")
+    def _ui_window_exists(self) -> CollectorConfig:
+        names = [w.name for w in self.metrics.windows]
+        if self.ui.default_window is not None and self.ui.default_window not in names:
+            raise ValueError(
+                f"ui.default_window {self.ui.default_window!r} is not one of the "
+                f"metrics.windows ({', '.join(names)})"
+            )
+        return self
 
 
 class ConfigError(ValueError):

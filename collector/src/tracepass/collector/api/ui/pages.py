@@ -177,7 +177,7 @@ class UiPages:
 
     async def overview(self, request: web.Request) -> web.StreamResponse:
         windows = [w for w, _ in self.model.rolling.windows]
-        window = request.query.get("window") or windows[0]
+        window = request.query.get("window") or self._default_window(windows)
         if window not in windows:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
         data = self.model.agents()
@@ -241,6 +241,12 @@ class UiPages:
             min_conversations=data["min_conversations"],
             chart=chart,
         )
+
+    def _default_window(self, windows: list[str]) -> str:
+        """`ui.default_window` (the demo's whole-run window, so the page is not empty a
+        minute after the run), else the first configured window."""
+        configured = self.config.default_window
+        return configured if configured in windows else windows[0]
 
     def _trend(self, window: str) -> TrendChart | None:
         store = self.model.store

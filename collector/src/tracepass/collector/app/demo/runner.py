@@ -34,6 +34,7 @@ from tracepass.collector.config import (
     MetricsConfig,
     ReceiverConfig,
     StateConfig,
+    UIConfig,
     WindowConfig,
 )
 from tracepass.collector.pipeline import ResultInfo
@@ -49,6 +50,14 @@ KS = (1, 3, 5)
 # as README and docs state it.
 MIN_CONVERSATIONS: int = MetricsConfig.model_fields["min_conversations"].default
 ALL_SETS = "*"
+# The "run" window covers the run and a day of browsing it afterwards (--keep-serving):
+# the web UI opens on it, so its rows do not fall to n 0 when the run ends.
+RUN_WINDOW = "run"
+RUN_WINDOW_MIN_S = 86400.0
+
+
+def run_window_s(duration: float) -> float:
+    return max(RUN_WINDOW_MIN_S, 2 * duration)
 
 
 @dataclass
@@ -86,12 +95,14 @@ class DemoState:
     aggregator: RollingAggregator = field(init=False)
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
+    # The run is over and --keep-serving keeps the collector up until Ctrl-C.
+    serving: bool = False
 
     def __post_init__(self) -> None:
         d = self.options.duration
         self.aggregator = RollingAggregator(
             RollingConfig(
-                windows=(("1m", 60.0), ("run", max(600.0, 2 * d))),
+                windows=(("1m", 60.0), (RUN_WINDOW, run_window_s(d))),
                 decay_half_life_s=15.0,
                 decay_window_name="fast",
                 ks=KS,
@@ -180,13 +191,14 @@ def demo_config(
             prometheus_port=ports["metrics"],
             windows=[
                 WindowConfig(name="1m", seconds=60),
-                WindowConfig(name="run", seconds=max(600.0, 2 * duration)),
+                WindowConfig(name=RUN_WINDOW, seconds=run_window_s(duration)),
             ],
             decay_half_life_s=15.0,
             ks=list(KS),
             min_conversations=MIN_CONVERSATIONS,
             emit_evaluation_events=False,
         ),
+        ui=UIConfig(default_window=RUN_WINDOW),
     )
 
 
@@ -284,6 +296,7 @@ async def run_demo(
             if options.keep_serving and not state.interrupted:
                 # The run is complete; Ctrl-C now only ends the serving, so the summary
                 # still says "finished".
+                state.serving = True
                 while not state.interrupted:
                     render(state, service)
                     await asyncio.sleep(0.5)
