@@ -4,6 +4,7 @@ gates and exit codes, HTML output, judge wiring, clean stdout with a progress ba
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,32 @@ def test_dataset_adk_eval_result_json_contract() -> None:
     # The recorded run skipped the second turn's tool call: the conversation fails.
     assert conv["correct"] is False
     assert doc["summary"]["pass_at_k"]["1"]["plugin"] == 0.0
+
+
+def test_html_without_the_report_extra_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """matplotlib missing (made unimportable in a fresh interpreter, as after an install
+    without the extra): one `error:` line naming the install command, exit 2, no
+    traceback, before any evaluation work."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from tracepass.collector.app.cli.main import main\n"
+        "sys.argv = ['tracepass', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "evaluate", "--dataset", str(DATASET), "--format", "html",
+         "-o", str(out)],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: --format html needs the report extra")
+    assert "pip install 'tracepass-collector[report]'" in lines[0]
+    assert not out.exists()

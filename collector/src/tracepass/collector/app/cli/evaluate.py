@@ -183,6 +183,11 @@ def evaluate(
         gate_list = [gates.parse_gate(text, ks) for text in fail_under or []]
     except gates.GateError as exc:
         fail(str(exc))
+    if output_format is EvalFormat.HTML:
+        from tracepass.collector.app.report_extra import missing_report_extra
+
+        if (missing := missing_report_extra("--format html")) is not None:
+            fail(missing)
     if dataset and (files or references):
         fail("--dataset cannot be combined with trace FILEs or --references")
     if not dataset:

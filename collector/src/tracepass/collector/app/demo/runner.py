@@ -316,10 +316,13 @@ async def run_demo(
         metrics_url=metrics_url,
         report=None,
     )
+    from tracepass.collector.app.report_extra import missing_report_extra
+
     try:
-        outcome.report = write_report(state, options.report)
-    except ImportError as exc:
-        outcome.report_error = f"HTML report skipped ({exc}); install tracepass-collector[report]"
+        if (missing := missing_report_extra("the HTML report")) is not None:
+            outcome.report_error = f"{missing} (report skipped)"
+        else:
+            outcome.report = write_report(state, options.report)
     except OSError as exc:
         outcome.report_error = f"{options.report}: cannot write report: {exc.strerror or exc}"
     return outcome
