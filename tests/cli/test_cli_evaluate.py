@@ -276,3 +276,34 @@ def test_html_without_the_report_extra_is_one_line_and_exit_2(tmp_path: Path) ->
     assert lines[0].startswith("error: --format html needs the report extra")
     assert "pip install 'tracepass-collector[report]'" in lines[0]
     assert not out.exists()
+
+
+REFS = Path(__file__).resolve().parent / "data" / "calc_refs.yaml"
+EXPECTED = "expected OTLP traces: OTLP/JSON"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("hello.json", b'{"hello": "world"}\n', ":1: not OTLP: a JSON object with keys hello"),
+        (
+            "notes.txt",
+            b"hello world, these are notes\n",
+            ": not an OTLP file (it starts with the text",
+        ),
+        ("empty.json", b"", ": no spans (nor GenAI log events) in this file"),
+        ("nothing.json", b'{"resourceSpans": []}\n', ": no spans (nor GenAI log events)"),
+    ],
+)
+def test_input_that_is_not_otlp_traces_is_exit_2(
+    tmp_path: Path, name: str, content: bytes, says: str
+) -> None:
+    """Not OTLP, or OTLP without a span: exit 2 with the file, what is wrong and the
+    formats expected (it used to report 0 conversations and exit 0)."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    res = run(str(path), "--references", str(REFS))
+    assert res.exit_code == 2, res.output
+    flat = " ".join(res.stderr.split())  # the console may wrap long lines
+    assert f"{path}{says}" in flat
+    assert EXPECTED in flat
