@@ -110,3 +110,12 @@ def test_ui_default_window_must_be_a_metrics_window(tmp_path: Path) -> None:
     assert "ui.default_window '24m' is not one of the metrics.windows (1h, 24h)" in str(info.value)
     path.write_text("ui:\n  default_window: 24h\n", encoding="utf-8")
     assert load_config(path).ui.default_window == "24h"
+
+
+def test_ui_external_url_must_be_absolute(tmp_path: Path) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text("ui:\n  external_url: tracepass.example.com\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="must be an absolute http:// or https:// URL"):
+        load_config(path)

@@ -294,9 +294,21 @@ def test_pass_pow_k_alert_links_to_the_failing_conversations() -> None:
     rules = [r for g in doc["groups"] for r in g["rules"] if "pass^" in r["title"]]
     assert rules
     url = rules[0]["annotations"]["ui_url"]
-    assert "/ui/conversations?" in url
+    # The base is ui.external_url, joined in as the label `url` (tracepass_ui_info).
+    assert url.startswith("{{ $labels.url }}/conversations?")
+    assert "tracepass_ui_info" in rules[0]["data"][0]["model"]["expr"]
     assert "agent_name={{ $labels.agent_name }}" in url
     assert "agent_version={{ $labels.agent_version }}" in url
+
+
+def test_no_hard_coded_ui_host() -> None:
+    """The dashboard's links and the alert's take the UI's address from ui.external_url
+    (`tracepass_ui_info`), not from a host written into the files."""
+    for path in (DASHBOARD, PROVISIONING / "alerting" / "tracepass.yaml"):
+        text = path.read_text(encoding="utf-8")
+        assert "localhost:4418" not in text, path
+    ui = next(v for v in load_dashboard()["templating"]["list"] if v["name"] == "tracepass_ui")
+    assert ui["definition"] == "label_values(tracepass_ui_info, url)"
 
 
 # ----------------------------------------------------------------------------- layout

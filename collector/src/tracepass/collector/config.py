@@ -185,6 +185,17 @@ class UIConfig(_Section):
     # The overview's window when the URL names none (and so the window of its
     # "vs previous version" links); None: the first of metrics.windows.
     default_window: str | None = None
+    # The UI's public base URL as people reach it (scheme, host, port, path prefix of a
+    # proxy; no /ui), e.g. "https://tracepass.example.com": alert links are built from
+    # it (`tracepass_ui_info`, docs/operations.md). None: links stay relative.
+    external_url: str | None = None
+
+    @field_validator("external_url")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an absolute http:// or https:// URL")
+        return value
 
     @field_validator("trace_url_template")
     @classmethod
