@@ -41,3 +41,12 @@ def test_malformed_file_exits_2_with_file_and_line(tmp_path: Path) -> None:
     res = runner.invoke(app, ["inspect", str(bad)])
     assert res.exit_code == 2
     assert f"{bad}:1" in res.output
+
+
+def test_table_numbers_turns_from_1() -> None:
+    res = runner.invoke(
+        app, ["inspect", str(CORPUS / "strands_native.otlp.jsonl")], env={"COLUMNS": "200"}
+    )
+    assert res.exit_code == 0, res.output
+    assert "· turn 1" in res.stdout
+    assert "· turn 0" not in res.stdout

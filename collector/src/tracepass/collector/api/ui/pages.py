@@ -202,12 +202,15 @@ class UiPages:
                     "bar": None
                     if powk is None
                     else interval_bar(powk["lower"], powk["mean"], powk["upper"]),
+                    # No "failing" link on a row whose trials in the window all passed.
                     "failing_url": self._list_url(
                         agent_name=a["agent_name"],
                         agent_version=a["agent_version"],
                         reference_set=a["reference_set"],
                         outcome=FAILING,
-                    ),
+                    )
+                    if w.get("n", 0) > w.get("c", 0)
+                    else None,
                 }
             )
         for name, vs in versions.items():

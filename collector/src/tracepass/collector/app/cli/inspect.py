@@ -82,7 +82,8 @@ def print_report(report: InspectionReport) -> None:
             console.print(plain(f"⚠ conversation {conv.id}: {warning}"))
         for turn in conv.turns:
             table = Table(
-                title=plain(f"conversation {conv.id} · turn {turn.index}"),
+                # Numbered from 1, as in the UI and failure reasons (JSON keeps `index`).
+                title=plain(f"conversation {conv.id} · turn {turn.index + 1}"),
                 caption=plain(f"query: {turn.query!r}\nanswer: {turn.answer!r}"),
                 show_lines=False,
             )
