@@ -119,3 +119,26 @@ def test_ui_external_url_must_be_absolute(tmp_path: Path) -> None:
     path.write_text("ui:\n  external_url: tracepass.example.com\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="must be an absolute http:// or https:// URL"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("metrics:\n  ks:\n    - 1\n    min_conversations: 5\n", ":4:5:"),
+        ("metrics:\n  ks: [1]\n min_conversations: 5\n", ":3:2:"),
+    ],
+)
+def test_yaml_indentation_error_names_indentation_not_a_token(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    """PyYAML's "expected <block end>, but found '?'" for a file without any `?`."""
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}{where} invalid YAML: bad indentation: a key"), message
+    assert "'?'" not in message
+    assert "<block" not in message
