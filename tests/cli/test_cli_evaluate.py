@@ -307,3 +307,26 @@ def test_input_that_is_not_otlp_traces_is_exit_2(
     flat = " ".join(res.stderr.split())  # the console may wrap long lines
     assert f"{path}{says}" in flat
     assert EXPECTED in flat
+
+
+def test_readiness_line_is_the_tier_of_the_lower_bounds() -> None:
+    """One rule: "production ready" only when the intervals clear the thresholds. The
+    issue's probe said it after 5 trials with pass^3 in [0.16, 0.99]."""
+    from tracepass.evaluator.offline.evaluation_run import readiness_line, readiness_verdict
+
+    wide = readiness_verdict([(5, 5)])  # one task, 5 of 5 passed
+    assert wide["tier"] == "production_ready"  # the point estimate alone would say so
+    assert wide["pass_pow_3_lower"] < 0.7
+    line = readiness_line(wide)
+    assert not line.startswith("readiness: production ready")
+    assert line.endswith("production ready needs them above 0.90 and 0.70)")
+    narrow = readiness_verdict([(200, 200)])
+    assert readiness_line(narrow).startswith("readiness: production ready (lower bounds pass@1 ")
+
+
+def test_evaluate_prints_one_readiness_verdict() -> None:
+    res = run("--dataset", str(DATASET))
+    assert res.exit_code == 0, res.output
+    lines = [x for x in res.stdout.splitlines() if x.startswith("readiness: ")]
+    assert len(lines) == 1
+    assert "confidently" not in lines[0]

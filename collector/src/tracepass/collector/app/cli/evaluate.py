@@ -350,11 +350,9 @@ def print_summary(document: dict[str, Any]) -> None:
             "violations: " + " · ".join(f"{rule} {n}" for rule, n in s["violations"].items()),
             highlight=False,
         )
-    r = s["readiness"]
-    console.print(
-        f"readiness: [bold]{r['tier'].replace('_', ' ')}[/] (pass@1 {fmt_num(r['pass_at_1'])}, "
-        f"pass^3 {fmt_num(r['pass_pow_3'])}; confidently {r['confident_tier'].replace('_', ' ')})"
-    )
+    from tracepass.evaluator.offline.evaluation_run import readiness_line
+
+    console.print(readiness_line(s["readiness"]), highlight=False)
     failed = [c for c in document["conversations"] if not c["correct"]]
     if failed:
         table = Table(title=f"Failed conversations ({len(failed)})")
