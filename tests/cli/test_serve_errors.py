@@ -142,3 +142,16 @@ def test_yaml_indentation_error_names_indentation_not_a_token(
     assert message.startswith(f"{path}{where} invalid YAML: bad indentation: a key"), message
     assert "'?'" not in message
     assert "<block" not in message
+
+
+def test_headline_k_must_be_one_of_ks(tmp_path: Path) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text("metrics:\n  ks: [1, 5]\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"metrics.headline_k 3 is not one of metrics.ks \(1, 5\)"
+    ):
+        load_config(path)
+    path.write_text("metrics:\n  ks: [1, 5]\n  headline_k: 5\n", encoding="utf-8")
+    assert load_config(path).metrics.headline_k == 5

@@ -393,3 +393,23 @@ def test_layout_picture_is_current() -> None:
     assert picture.read_text(encoding="utf-8") == module.render_svg(load_dashboard()), (
         "run: python deploy/grafana/render_layout.py"
     )
+
+
+def test_one_headline_k_across_config_rules_and_dashboard() -> None:
+    """metrics.headline_k is the k the alert target, the dashboard's default k and the
+    Grafana alert speak of (the UI and the readiness line use it too)."""
+    from tracepass.collector.config import MetricsConfig
+
+    headline = str(MetricsConfig().headline_k)
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "tracepass.rules.yaml").read_text())
+    targets = [
+        r["labels"]["k"]
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r.get("record") == "tracepass:pass_pow_k_target"
+    ]
+    assert targets == [headline]
+    k = next(v for v in load_dashboard()["templating"]["list"] if v["name"] == "k")
+    assert k["current"]["value"] == headline
+    grafana_alert = (PROVISIONING / "alerting" / "tracepass.yaml").read_text()
+    assert f'k="{headline}"' in grafana_alert

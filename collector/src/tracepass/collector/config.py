@@ -156,6 +156,9 @@ class MetricsConfig(_Section):
     # Half-life of the exponentially decayed "fast" window.
     decay_half_life_s: float = Field(default=900.0, gt=0)
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    # The one k every surface headlines (web UI, dashboard default, alert target,
+    # readiness): pass^headline_k. One of `ks`.
+    headline_k: int = Field(default=3, ge=1)
     credible_level: float = Field(default=0.95, gt=0, lt=1)
     prior: Literal["uniform", "jeffreys"] = "uniform"
     min_conversations: int = Field(default=20, ge=1)
@@ -163,6 +166,15 @@ class MetricsConfig(_Section):
     cusum_p1: float = Field(default=0.7, gt=0, lt=1)
     label_limit: int = Field(default=50, gt=0)
     emit_evaluation_events: bool = True
+
+    @model_validator(mode="after")
+    def _headline_k_is_exported(self) -> MetricsConfig:
+        if self.headline_k not in self.ks:
+            raise ValueError(
+                f"metrics.headline_k {self.headline_k} is not one of metrics.ks "
+                f"({', '.join(map(str, self.ks))})"
+            )
+        return self
 
 
 class LimitsConfig(_Section):

@@ -214,7 +214,12 @@ class CollectorService:
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
-            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
+            routes += ui_routes(
+                self.read_model,
+                self.pipeline.latest_result,
+                cfg.ui,
+                headline_k=cfg.metrics.headline_k,
+            )
         memory = None
         if cfg.limits.max_memory_mb is not None:
             memory = MemoryGuard(

@@ -156,10 +156,13 @@ def _turn(turn: TurnResult) -> dict[str, Any]:
 
 
 class UiPages:
-    def __init__(self, model: ReadModel, results: ResultLookup, config: UIConfig) -> None:
+    def __init__(
+        self, model: ReadModel, results: ResultLookup, config: UIConfig, headline_k: int = 3
+    ) -> None:
         self.model = model
         self.results = results
         self.config = config
+        self.headline_k = headline_k
         self.env = _env()
 
     def trace_url(self, trace_id: str) -> str | None:
@@ -181,7 +184,8 @@ class UiPages:
         if window not in windows:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
         data = self.model.agents()
-        k_pow = max(data["ks"])
+        # metrics.headline_k: the k the dashboard, the alert and readiness speak of.
+        k_pow = self.headline_k if self.headline_k in data["ks"] else max(data["ks"])
         versions: dict[str, list[str]] = {}
         rows = []
         for a in data["agents"]:
@@ -415,9 +419,12 @@ class UiPages:
         return {"known_agents": names, "known_versions": versions}
 
 
-def ui_routes(model: ReadModel, results: ResultLookup, config: UIConfig) -> list[GetRoute]:
-    """The UI's GET routes (mounted behind the receiver's bearer-token check)."""
-    pages = UiPages(model, results, config)
+def ui_routes(
+    model: ReadModel, results: ResultLookup, config: UIConfig, *, headline_k: int = 3
+) -> list[GetRoute]:
+    """The UI's GET routes (mounted behind the receiver's bearer-token check);
+    `headline_k` is `metrics.headline_k`."""
+    pages = UiPages(model, results, config, headline_k)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
