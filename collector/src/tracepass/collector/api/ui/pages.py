@@ -352,6 +352,9 @@ class UiPages:
                     "outcome": result.outcome.value,
                     "reference_id": result.reference_id,
                     "reference_set": result.reference_set,
+                    "unknown_reference_id": _unknown_reference_id(
+                        conv.reference_id, result.reference_id, result.reference_set
+                    ),
                     "policy_id": getattr(result, "policy_id", None),
                     "policy_outcome": getattr(
                         getattr(result, "policy_outcome", None), "value", None
@@ -417,6 +420,16 @@ class UiPages:
         names = sorted({str(a["agent_name"]) for a in agents}, key=natural_key)
         versions = sorted({str(a["agent_version"]) for a in agents}, key=natural_key)
         return {"known_agents": names, "known_versions": versions}
+
+
+def _unknown_reference_id(
+    named: str | None, matched: str | None, matched_set: str | None
+) -> str | None:
+    """The reference_id the agent named when it is not the reference the conversation
+    was scored against (a typo: counted in tracepass_reference_id_unknown_total)."""
+    if not named or named in (matched, f"{matched_set}:{matched}"):
+        return None
+    return named
 
 
 def ui_routes(
