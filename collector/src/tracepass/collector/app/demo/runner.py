@@ -252,6 +252,7 @@ async def run_demo(
 
     ports, notes = choose_ports(options)
     state = DemoState(options, notes=notes)
+    report: tuple[Path | None, str | None] | None = None  # written before serving on
     with tempfile.TemporaryDirectory(prefix="tracepass-demo-") as tmp:
         config = demo_config(examples / "references", Path(tmp), ports, options.duration)
         service = CollectorService(
@@ -295,7 +296,9 @@ async def run_demo(
             render(state, service)
             if options.keep_serving and not state.interrupted:
                 # The run is complete; Ctrl-C now only ends the serving, so the summary
-                # still says "finished".
+                # still says "finished". The report is written now (matplotlib's import
+                # alone takes seconds), so Ctrl-C later ends the demo promptly.
+                report = await asyncio.to_thread(_report, state, options)
                 state.serving = True
                 while not state.interrupted:
                     render(state, service)
@@ -310,22 +313,26 @@ async def run_demo(
             metrics_url = service.metrics_url
             await service.stop()
 
-    outcome = DemoOutcome(
+    path, error = report if report is not None else _report(state, options)
+    return DemoOutcome(
         state=state,
         ports={"grpc": bound.grpc, "http": bound.http, "metrics": bound.metrics},
         metrics_url=metrics_url,
-        report=None,
+        report=path,
+        report_error=error,
     )
+
+
+def _report(state: DemoState, options: DemoOptions) -> tuple[Path | None, str | None]:
+    """(the report written, or None and why not)."""
     from tracepass.collector.app.report_extra import missing_report_extra
 
+    if (missing := missing_report_extra("the HTML report")) is not None:
+        return None, f"{missing} (report skipped)"
     try:
-        if (missing := missing_report_extra("the HTML report")) is not None:
-            outcome.report_error = f"{missing} (report skipped)"
-        else:
-            outcome.report = write_report(state, options.report)
+        return write_report(state, options.report), None
     except OSError as exc:
-        outcome.report_error = f"{options.report}: cannot write report: {exc.strerror or exc}"
-    return outcome
+        return None, f"{options.report}: cannot write report: {exc.strerror or exc}"
 
 
 def report_document(state: DemoState) -> dict[str, Any]:
