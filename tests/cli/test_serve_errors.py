@@ -148,10 +148,12 @@ def test_headline_k_must_be_one_of_ks(tmp_path: Path) -> None:
     from tracepass.collector.config import ConfigError, load_config
 
     path = tmp_path / "tracepass.yaml"
-    path.write_text("metrics:\n  ks: [1, 5]\n", encoding="utf-8")
+    path.write_text("metrics:\n  ks: [1, 5]\n  headline_k: 3\n", encoding="utf-8")
     with pytest.raises(
         ConfigError, match=r"metrics.headline_k 3 is not one of metrics.ks \(1, 5\)"
     ):
         load_config(path)
+    path.write_text("metrics:\n  ks: [1, 5]\n", encoding="utf-8")
+    assert load_config(path).metrics.headline_k == 3  # unset: not checked (the UI uses 5)
     path.write_text("metrics:\n  ks: [1, 5]\n  headline_k: 5\n", encoding="utf-8")
     assert load_config(path).metrics.headline_k == 5

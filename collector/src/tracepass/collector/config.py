@@ -157,7 +157,8 @@ class MetricsConfig(_Section):
     decay_half_life_s: float = Field(default=900.0, gt=0)
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5])
     # The one k every surface headlines (web UI, dashboard default, alert target,
-    # readiness): pass^headline_k. One of `ks`.
+    # readiness): pass^headline_k. One of `ks` when set; when ks lacks the default 3,
+    # the UI headlines the largest k.
     headline_k: int = Field(default=3, ge=1)
     credible_level: float = Field(default=0.95, gt=0, lt=1)
     prior: Literal["uniform", "jeffreys"] = "uniform"
@@ -169,7 +170,9 @@ class MetricsConfig(_Section):
 
     @model_validator(mode="after")
     def _headline_k_is_exported(self) -> MetricsConfig:
-        if self.headline_k not in self.ks:
+        # Checked when set: a config of other ks without it keeps working (the UI then
+        # headlines the largest k, as it did).
+        if "headline_k" in self.model_fields_set and self.headline_k not in self.ks:
             raise ValueError(
                 f"metrics.headline_k {self.headline_k} is not one of metrics.ks "
                 f"({', '.join(map(str, self.ks))})"
