@@ -59,11 +59,51 @@ _DSPY_FINISH = (
     "like the scenario's tools); telling it from a tool the agent chose would take a DSPy "
     "adapter, which held-out stacks deliberately do not get"
 )
+_AGENTO11Y_INGEST = (
+    "agento11y's default protocol sends messages to Grafana's generation ingest, not OTLP: "
+    "no span carries the query or the answer (protocol='otel' does: agento11y_langgraph_otel)"
+)
+_AGENTO11Y_ERROR_COPY = (
+    "the failing tool's span carries no arguments, and without protocol='otel' no model "
+    "span carries the request they could come from"
+)
+_AGENTO11Y_DEFAULT = {
+    'conversation 0 turn 0: query None != "What\'s the weather in Paris and in Rome?"': (
+        _AGENTO11Y_INGEST
+    ),
+    "conversation 0 turn 0: answer None != 'Paris is sunny (21 C) and Rome is rainy (15 C).'": (
+        _AGENTO11Y_INGEST
+    ),
+    "conversation 0 turn 1: query None != 'Find me an economy flight from Paris to Rome "
+    "under 200 EUR and book it.'": _AGENTO11Y_INGEST,
+    "conversation 0 turn 1: answer None != 'Booked FL-123 (180 EUR), confirmation CONF-123. "
+    "FL-404 was sold out.'": _AGENTO11Y_INGEST,
+    "conversation 0 turn 1 tool call 1 (book_flight): no call with arguments {'flight_id': "
+    "'FL-404'}; calls of that name: [({}, 'attribute'), ({'flight_id': 'FL-123'}, "
+    "'attribute')]": _AGENTO11Y_ERROR_COPY,
+    "conversation 0 turn 1: unexpected tool call book_flight({})": _AGENTO11Y_ERROR_COPY,
+}
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
     "heldout_dspy_openinference": {
         "conversation 0 turn 0: unexpected tool call finish({})": _DSPY_FINISH,
         "conversation 0 turn 1: unexpected tool call finish({})": _DSPY_FINISH,
     },
+    "agento11y_langgraph": _AGENTO11Y_DEFAULT,
+    "agento11y_langgraph_full": _AGENTO11Y_DEFAULT,
+}
+
+# What `tracepass inspect` must report for scenarios whose spans lack content (each
+# warning, in order; the reason is the scenario's KNOWN_DIFFERENCES).
+_AGENTO11Y_HINT = (
+    "agento11y sends message content to Grafana's generation ingest, not to OTLP (its "
+    "default grpc/http protocol, in every capture mode): switch the client to "
+    'protocol="otel" (AGENTO11Y_PROTOCOL=otel with AGENTO11Y_ENABLE_EXPERIMENTAL_FEATURES=true) '
+    "for queries, answers and model requests"
+)
+_AGENTO11Y_TURN_WARNINGS = ["no query found", "no answer found", _AGENTO11Y_HINT]
+KNOWN_WARNINGS: dict[str, list[str]] = {
+    "agento11y_langgraph": _AGENTO11Y_TURN_WARNINGS * 2,
+    "agento11y_langgraph_full": _AGENTO11Y_TURN_WARNINGS * 2,
 }
 
 
@@ -162,7 +202,7 @@ def test_inspect_finds_nothing_misread(scenario: str) -> None:
     warnings = [w for c in report.conversations for w in c.warnings] + [
         w for c in report.conversations for t in c.turns for w in t.warnings
     ]
-    assert warnings == []
+    assert warnings == KNOWN_WARNINGS.get(scenario, [])
 
 
 def test_the_corpus_is_there() -> None:

@@ -52,7 +52,7 @@ from tracepass.instrumentation import semconv as sc
 NAME = "genai"
 
 OPERATION = sc.OPERATION_NAME
-TURN_OPERATIONS = frozenset({sc.OP_INVOKE_AGENT})
+TURN_OPERATIONS = frozenset({sc.OP_INVOKE_AGENT, sc.OP_INVOKE_WORKFLOW})
 TOOL_OPERATIONS = frozenset({sc.OP_EXECUTE_TOOL})
 MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 
@@ -67,6 +67,9 @@ LEGACY_COMPLETION_ROLE = "gen_ai.completion.0.role"
 
 _EXECUTE_TOOL = sc.OP_EXECUTE_TOOL
 _INVOKE_AGENT = sc.OP_INVOKE_AGENT
+# A workflow (LangGraph's graph run under the OTel GenAI instrumentation) is the turn;
+# the `invoke_agent` spans of its nodes are agent steps inside it.
+_INVOKE_WORKFLOW = sc.OP_INVOKE_WORKFLOW
 
 _TURN = RecordKind.TURN
 _TOOL = RecordKind.TOOL
@@ -159,7 +162,7 @@ def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
     returns the convention name."""
     if operation == _EXECUTE_TOOL:
         fill_tool(rec, attrs)
-    elif operation == _INVOKE_AGENT:
+    elif operation in (_INVOKE_AGENT, _INVOKE_WORKFLOW):
         fill_turn(rec, attrs)
     elif operation.__class__ is str and operation in MODEL_OPERATIONS:
         fill_model(rec, attrs)
@@ -175,7 +178,7 @@ def _fill_operation(rec: SpanRecord, attrs: dict[str, Any], operation: Any, span
     # `fill`, repeated rather than called: the most common spans, one frame less each.
     if operation == _EXECUTE_TOOL:
         fill_tool(rec, attrs)
-    elif operation == _INVOKE_AGENT:
+    elif operation in (_INVOKE_AGENT, _INVOKE_WORKFLOW):
         fill_turn(rec, attrs)
     elif operation.__class__ is str and operation in MODEL_OPERATIONS:
         fill_model(rec, attrs)
