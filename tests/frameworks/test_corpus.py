@@ -4,7 +4,8 @@ For each `corpus/<scenario>.expected.json` the OTLP file beside it is read throu
 same path `tracepass conversations` uses (OTLP file reader → normalization, logs
 requests included → assembly) and compared turn by turn with the truth: grouping into
 conversations (and the conversation id where the spans carry one), each turn's query
-and answer, and every tool call's name, arguments, plain result and error text.
+and answer, and every tool call's name, arguments, plain result and error text; for multi-agent
+truths also each call's agent and each turn's agent steps (agent and kind, depth first).
 
 Comparisons are as strict as the truth is meaningful: answers ignore surrounding
 whitespace (Strands appends a newline); a result recorded as JSON or Python-literal
@@ -31,7 +32,7 @@ import pytest
 from tracepass.collector.app.cli.sources import conversations_from_otlp, requests_from_otlp
 from tracepass.collector.assembly.inspection import inspect_requests
 from tracepass.collector.normalize import pyrepr
-from tracepass.evaluator.models import Conversation, ToolCall
+from tracepass.evaluator.models import AgentStep, Conversation, ToolCall
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 SCENARIOS = sorted(p.name.removesuffix(".expected.json") for p in CORPUS.glob("*.expected.json"))
@@ -139,6 +140,8 @@ def _match_calls(actual: list[ToolCall], expected: list[dict[str, Any]], where: 
             )
             continue
         left.remove(found)
+        if "agent" in want and found.agent != want["agent"]:
+            problems.append(f"{at}: agent {found.agent!r} != {want['agent']!r}")
         if want["error"] is not None:
             if found.error is None or want["error"] not in found.error:
                 problems.append(f"{at}: error {found.error!r} lacks {want['error']!r}")
@@ -150,6 +153,15 @@ def _match_calls(actual: list[ToolCall], expected: list[dict[str, Any]], where: 
     for extra in left:
         problems.append(f"{where}: unexpected tool call {extra.name}({extra.arguments!r})")
     return problems
+
+
+def _flat_steps(steps: tuple[AgentStep, ...]) -> list[AgentStep]:
+    """A turn's agent steps, depth first (multi-agent truths list them in that order)."""
+    out: list[AgentStep] = []
+    for step in steps:
+        out.append(step)
+        out.extend(_flat_steps(step.steps))
+    return out
 
 
 def compare(convs: list[Conversation], expected: dict[str, Any]) -> list[str]:
@@ -173,6 +185,10 @@ def compare(convs: list[Conversation], expected: dict[str, Any]) -> list[str]:
             if (turn.answer or "").strip() != want_turn["answer"].strip():
                 problems.append(f"{where}: answer {turn.answer!r} != {want_turn['answer']!r}")
             problems += _match_calls(list(turn.tool_calls), want_turn["tool_calls"], where)
+            if "steps" in want_turn:
+                steps = [{"agent": s.agent, "kind": s.kind} for s in _flat_steps(turn.steps)]
+                if steps != want_turn["steps"]:
+                    problems.append(f"{where}: steps {steps!r} != {want_turn['steps']!r}")
     return problems
 
 
