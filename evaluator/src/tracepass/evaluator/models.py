@@ -22,6 +22,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_empty(value: object) -> bool:
+    return not value
+
+
 # --------------------------------------------------------------------------- actual side
 
 
@@ -41,8 +49,9 @@ class ToolCall(_Frozen):
     # Provenance for `tracepass inspect`, not part of the JSON contracts: not serialized.
     arguments_source: str | None = Field(default=None, exclude=True)
     # The agent that called the tool (multi-agent turns: the sub-agent or hand-off target
-    # whose span the tool ran under); None when no span of the turn named one.
-    agent: str | None = None
+    # whose span the tool ran under); None when no span of the turn named one (then not
+    # serialized: JSON outputs without agents are unchanged).
+    agent: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class ToolDefinition(_Frozen):
@@ -97,8 +106,8 @@ class Turn(_Frozen):
     offered_tools: tuple[ToolDefinition, ...] | None = None
     tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Multi-agent turns: the agents that ran below the turn's own agent, nested as their
-    # spans were (empty for a single agent).
-    steps: tuple[AgentStep, ...] = ()
+    # spans were (empty for a single agent, and then not serialized).
+    steps: tuple[AgentStep, ...] = Field(default=(), exclude_if=_is_empty)
 
 
 class Conversation(_Frozen):
@@ -132,8 +141,9 @@ class ExpectedTool(_Frozen):
     argument_match: str = "exact"
     abs_tol: float = 0.0
     rel_tol: float = 1e-9
-    # Multi-agent: the agent expected to make the call (checked when given).
-    agent: str | None = None
+    # Multi-agent: the agent expected to make the call (checked when given; not
+    # serialized when absent).
+    agent: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class GraderSpec(BaseModel):
