@@ -186,7 +186,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     query = root.input_text
     if query is None:
         query = next((m.input_text for m in models if m.input_text is not None), None)
-    answer = root.output_text
+    # A model call standing in for a missing agent span answers only as the last model
+    # call of its turn (continuations join later ones: the last step's answer).
+    answer = root.output_text if root.kind is not _MODEL else None
     if answer is None:
         # An answer-carrying tool (smolagents `final_answer`): the turn's answer.
         answer = next(

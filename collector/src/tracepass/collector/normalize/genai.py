@@ -22,12 +22,12 @@ from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
     Message,
+    answer_text_in,
     flattened_messages,
     flattened_tool_responses,
     last_text,
     last_text_in,
     output_text,
-    output_text_in,
     parse_messages,
     requested_tool_calls,
     tool_responses,
@@ -80,7 +80,7 @@ def fill_turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.kind = _TURN
     get = attrs.get
     rec.input_text = last_text_in(get(INPUT_MESSAGES), USER)
-    rec.output_text = output_text_in(get(OUTPUT_MESSAGES))
+    rec.output_text = answer_text_in(get(OUTPUT_MESSAGES))
     if GENAI_DEFINITIONS in attrs:
         rec.tool_definitions = genai_definitions(attrs)
 

@@ -1,0 +1,140 @@
+"""Normalization for multi-agent and detached-span stacks: agento11y's adapter (run ids,
+root chain, generateText, base64 arguments, hand-offs), OpenAI Agents hand-off spans under
+OpenInference, `invoke_workflow` turns, the last step's answer, printed ToolMessages.
+The real spans are in the corpus (tests/frameworks/corpus/agento11y_*,
+openai_agents_openinference_handoff); these pin each field's source."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+from test_normalize_basics import kvs, make_request, make_span
+
+from tracepass.collector.normalize import RecordKind, normalize_request, pyrepr
+from tracepass.collector.normalize.arguments import coerce_result
+from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF, RUN_IDS_ATTR
+
+SIGIL = "github.com/grafana/sigil/sdks/python"
+
+
+def _scoped(scope: str, *spans: Span) -> ExportTraceServiceRequest:
+    rs = ResourceSpans()
+    rs.resource.attributes.extend(kvs({"service.name": "svc"}))
+    scoped = rs.scope_spans.add()
+    scoped.scope.name = scope
+    scoped.spans.extend(spans)
+    return ExportTraceServiceRequest(resource_spans=[rs])
+
+
+def _b64(value: object) -> str:
+    return base64.b64encode(json.dumps(value).encode()).decode()
+
+
+def test_agento11y_root_chain_is_the_turn_and_nested_chains_are_not() -> None:
+    chain = {"gen_ai.operation.name": "framework_chain", "agento11y.framework.run_type": "chain"}
+    root = make_span("chain", {**chain, "agento11y.framework.run_id": "r1"}, span_id=1)
+    nested = make_span(
+        "chain",
+        {**chain, "agento11y.framework.run_id": "r2", "agento11y.framework.parent_run_id": "r1"},
+        span_id=2,
+    )
+    (a, b), _ = normalize_request(_scoped(SIGIL, root, nested))
+    assert (a.kind, b.kind) == (RecordKind.TURN, RecordKind.OTHER)
+    assert a.attributes[RUN_IDS_ATTR] == ["r1", None]
+    assert b.attributes[RUN_IDS_ATTR] == ["r2", "r1"]
+
+
+def test_agento11y_model_calls_run_ids_from_metadata_and_base64_arguments() -> None:
+    output = [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "tool_call", "id": "c1", "name": "book", ARGS: _b64({"id": "FL-1"})},
+                {"type": "tool_call", "id": "c2", "name": "book", ARGS: "!!not base64!!"},
+            ],
+        }
+    ]
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": [{"role": "user", "parts": [{"type": "text", "content": "q"}]}],
+        "gen_ai.output.messages": output,
+        "agento11y.generation.metadata": json.dumps(
+            {"agento11y.framework.run_id": "r3", "agento11y.framework.parent_run_id": "r1"}
+        ),
+    }
+    (rec,), _ = normalize_request(_scoped(SIGIL, make_span("chat m", attrs)))
+    assert rec.kind is RecordKind.MODEL
+    assert [(c.call_id, c.arguments) for c in rec.requested_tool_calls] == [
+        ("c1", {"id": "FL-1"}),
+        ("c2", {}),  # undecodable: left as the span gave it
+    ]
+    assert rec.attributes[RUN_IDS_ATTR] == ["r3", "r1"]
+
+
+ARGS = "agento11y.arguments_b64"
+
+
+def test_agento11y_generate_text_is_a_model_call_and_handoff_a_hand_off() -> None:
+    model = make_span("generateText m", {"gen_ai.operation.name": "generateText"}, span_id=1)
+    handoff = make_span(
+        "agent_handoff",
+        {
+            "gen_ai.operation.name": "framework_chain",
+            "agento11y.framework.run_type": "handoff",
+            "agento11y.framework.run_id": "h",
+            "agento11y.framework.parent_run_id": "r1",
+        },
+        span_id=2,
+    )
+    (m, h), _ = normalize_request(_scoped(SIGIL, model, handoff))
+    assert m.kind is RecordKind.MODEL
+    assert (h.kind, h.attributes[ROLE_ATTR]) == (RecordKind.OTHER, ROLE_HANDOFF)
+
+
+def test_openai_agents_handoff_span_is_a_hand_off_not_a_tool() -> None:
+    span = make_span(
+        "handoff to booking-agent",
+        {
+            "openinference.span.kind": "TOOL",
+            "input.value": "travel-agent",
+            "output.value": "booking-agent",
+        },
+    )
+    (rec,), _ = normalize_request(_scoped("openinference.instrumentation.openai_agents", span))
+    assert (rec.kind, rec.agent_name, rec.tool_name) == (RecordKind.OTHER, "booking-agent", None)
+    assert rec.attributes[ROLE_ATTR] == ROLE_HANDOFF
+
+
+def test_invoke_workflow_is_a_turn_and_its_answer_the_last_steps() -> None:
+    out = [
+        {"role": "assistant", "parts": [{"type": "text", "content": "Let me look."}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "It is sunny."}]},
+    ]
+    attrs = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.output.messages": out}
+    (rec,), _ = normalize_request(make_request(make_span("invoke_workflow graph", attrs)))
+    assert (rec.kind, rec.output_text) == (RecordKind.TURN, "It is sunny.")
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("content='Sunny' name='get_weather' tool_call_id='call_1'", "Sunny"),
+        ("ToolMessage(content=\"it's 5\", name='calc', tool_call_id='c')", "it's 5"),
+        ("content='[1, 2]' name='x'", [1, 2]),  # the content is then read like any result
+    ],
+)
+def test_a_printed_tool_message_is_its_content(text: str, content: object) -> None:
+    assert coerce_result(text) == content
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["content=plain words", "content='unterminated", "content='a'b", "content=['x']", "x" * 10],
+)
+def test_other_text_is_kept_as_it_is(text: str) -> None:
+    assert coerce_result(text) == text
+    assert pyrepr.message_content(text) is pyrepr.NOT_PARSED
