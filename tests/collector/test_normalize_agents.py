@@ -138,3 +138,29 @@ def test_a_printed_tool_message_is_its_content(text: str, content: object) -> No
 def test_other_text_is_kept_as_it_is(text: str) -> None:
     assert coerce_result(text) == text
     assert pyrepr.message_content(text) is pyrepr.NOT_PARSED
+
+
+def test_openai_agents_js_handoff_and_agent_name_from_the_graph_node() -> None:
+    scope = "@arizeai/openinference-instrumentation-openai-agents"
+    agent = make_span(
+        "booking-agent",
+        {"openinference.span.kind": "AGENT", "graph.node.id": "booking-agent"},
+        span_id=1,
+    )
+    handoff = make_span(
+        "handoff to booking-agent",
+        {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "handoff_to_booking-agent",
+            "input.value": '{"from_agent": "travel-agent"}',
+            "output.value": '{"to_agent": "booking-agent"}',
+        },
+        span_id=2,
+    )
+    (a, h), _ = normalize_request(_scoped(scope, agent, handoff))
+    assert (a.kind, a.agent_name) == (RecordKind.TURN, "booking-agent")
+    assert (h.kind, h.agent_name, h.attributes[ROLE_ATTR]) == (
+        RecordKind.OTHER,
+        "booking-agent",
+        ROLE_HANDOFF,
+    )
