@@ -164,3 +164,27 @@ def test_openai_agents_js_handoff_and_agent_name_from_the_graph_node() -> None:
         "booking-agent",
         ROLE_HANDOFF,
     )
+
+
+def test_langchain_js_model_requests_from_the_generations() -> None:
+    message = {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain_core", "messages", "AIMessage"],
+        "kwargs": {
+            "content": "",
+            "tool_calls": [
+                {"name": "get_weather", "args": {"city": "Paris"}, "id": "c1", "type": "tool_call"}
+            ],
+        },
+    }
+    attrs = {
+        "openinference.span.kind": "LLM",
+        "output.value": json.dumps({"generations": [[{"text": "", "message": message}]]}),
+        "llm.output_messages.0.message.role": "assistant",
+    }
+    scope = "@arizeai/openinference-instrumentation-langchain"
+    (rec,), _ = normalize_request(_scoped(scope, make_span("ScriptedChatModel", attrs)))
+    assert [(c.name, c.arguments, c.call_id) for c in rec.requested_tool_calls] == [
+        ("get_weather", {"city": "Paris"}, "c1")
+    ]

@@ -13,7 +13,7 @@ import { context } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { setSession } from '@arizeai/openinference-core';
 import { OpenAIAgentsInstrumentation } from '@arizeai/openinference-instrumentation-openai-agents';
 import * as agents from '@openai/agents';
@@ -34,7 +34,9 @@ const BOOKING_TOOLS = ['search_flights', 'book_flight'];
 
 const provider = new NodeTracerProvider({
   resource: resourceFromAttributes({ 'service.name': scenario.service_name }),
-  spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter())],
+  // Batched: one export per span (SimpleSpanProcessor) can exceed the exporter's limit of
+  // concurrent requests, which drops spans.
+  spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
 });
 provider.register();
 new OpenAIAgentsInstrumentation({ tracerProvider: provider }).manuallyInstrument(agents);

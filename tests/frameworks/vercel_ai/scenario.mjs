@@ -9,7 +9,7 @@
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { LegacyOpenTelemetry, OpenTelemetry } from '@ai-sdk/otel';
 import { generateText, registerTelemetry, stepCountIs, tool } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
@@ -28,7 +28,9 @@ const scenario = loadScenario();
 
 const provider = new NodeTracerProvider({
   resource: resourceFromAttributes({ 'service.name': scenario.service_name }),
-  spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter())],
+  // Batched: one export per span (SimpleSpanProcessor) can exceed the exporter's limit of
+  // concurrent requests, which drops spans.
+  spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
 });
 provider.register();
 // Each integration uses its default tracer (scope `gen_ai` / `ai`), as applications do.

@@ -9,7 +9,7 @@
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { generateText, stepCountIs, tool } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { z } from 'zod';
@@ -28,7 +28,9 @@ const scenario = loadScenario();
 
 const provider = new NodeTracerProvider({
   resource: resourceFromAttributes({ 'service.name': scenario.service_name }),
-  spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter())],
+  // Batched: one export per span (SimpleSpanProcessor) can exceed the exporter's limit of
+  // concurrent requests, which drops spans.
+  spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
 });
 provider.register();
 
