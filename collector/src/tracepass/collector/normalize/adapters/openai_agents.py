@@ -40,7 +40,8 @@ def _target(attrs: dict[str, Any], name: str) -> str:
         found = as_str(decoded.get("to_agent"))
         if found:
             return found
-    return as_str(output) if decoded is NOT_JSON and output else name[len(HANDOFF_PREFIX) :]
+    text = as_str(output) if decoded is NOT_JSON else None
+    return text or name[len(HANDOFF_PREFIX) :]
 
 
 def adapt(rec: SpanRecord, attrs: dict[str, Any], span: Span) -> bool:
