@@ -188,3 +188,18 @@ def test_langchain_js_model_requests_from_the_generations() -> None:
     assert [(c.name, c.arguments, c.call_id) for c in rec.requested_tool_calls] == [
         ("get_weather", {"city": "Paris"}, "c1")
     ]
+
+
+def test_dspy_react_finish_is_not_a_tool_call() -> None:
+    attrs = {"openinference.span.kind": "TOOL", "input.value": '{"kwargs": {}}'}
+    finish = make_span("finish.__call__", {**attrs, "output.value": '"Completed."'}, span_id=1)
+    tool = make_span(
+        "get_weather.__call__", {**attrs, "input.value": '{"kwargs": {"city": "P"}}'}, span_id=2
+    )
+    (f, t), _ = normalize_request(_scoped("openinference.instrumentation.dspy", finish, tool))
+    assert (f.kind, f.tool_name) == (RecordKind.OTHER, None)
+    assert (t.kind, t.tool_name, t.tool_arguments) == (
+        RecordKind.TOOL,
+        "get_weather",
+        {"city": "P"},
+    )

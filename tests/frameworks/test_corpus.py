@@ -55,11 +55,6 @@ KNOWN_GAPS: dict[str, str] = {
 
 # Scenarios that are recovered except for named differences the spans explain, with why.
 # Each listed line must still be reported (so a fix shows up) and nothing else may be.
-_DSPY_FINISH = (
-    "DSPy ReAct ends every turn by running its own `finish` tool (a real Tool call, traced "
-    "like the scenario's tools); telling it from a tool the agent chose would take a DSPy "
-    "adapter, which held-out stacks deliberately do not get"
-)
 _AGENTO11Y_INGEST = (
     "agento11y's default protocol sends messages to Grafana's generation ingest, not OTLP: "
     "no span carries the query or the answer (protocol='otel' does: agento11y_langgraph_otel)"
@@ -85,10 +80,6 @@ _AGENTO11Y_DEFAULT = {
     "conversation 0 turn 1: unexpected tool call book_flight({})": _AGENTO11Y_ERROR_COPY,
 }
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
-    "heldout_dspy_openinference": {
-        "conversation 0 turn 0: unexpected tool call finish({})": _DSPY_FINISH,
-        "conversation 0 turn 1: unexpected tool call finish({})": _DSPY_FINISH,
-    },
     "agento11y_langgraph": _AGENTO11Y_DEFAULT,
     "agento11y_langgraph_full": _AGENTO11Y_DEFAULT,
 }
