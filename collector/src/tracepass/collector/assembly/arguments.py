@@ -187,6 +187,7 @@ def tool_calls(
             matches[t] = chosen
     if responses is None:
         responses = responses_of(models)
+    named = agents if agents is not None else [None] * len(tools)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
         args = tool_args[t]
@@ -225,7 +226,7 @@ def tool_calls(
                     "call_id": call_id,
                     "start_ns": rec.start_ns,
                     "arguments_source": source,
-                    "agent": agents[t] if agents is not None else None,
+                    "agent": named[t],
                 },
             )
         )

@@ -26,7 +26,7 @@ from .arguments import Responses, requested_calls, responses_of, tool_calls
 from .continuation import TurnGroup, merge_continuations
 from .events import join_log_events
 from .runs import link_runs
-from .steps import agent_steps, declared_agent, tool_agents
+from .steps import agent_steps, declared_agent, is_handoff, tool_agents
 
 SpanKey = tuple[str, str]
 
@@ -162,6 +162,7 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     tools: list[SpanRecord] = []
     models: list[SpanRecord] = []
     nested: list[SpanRecord] = []
+    handoffs = False
     for r in members:
         kind = r.kind
         if kind is _TOOL:
@@ -170,12 +171,14 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             models.append(r)
         elif kind is _TURN:
             nested.append(r)
+        elif not handoffs and ROLE_ATTR in r.attributes:
+            handoffs = is_handoff(r)
     if len(tools) > 1:
         tools = _merge_duplicate_tools(tools, members)
     responses = (
         responses_of([root, *members]) if _carries_responses(root, members) else _NO_RESPONSES
     )
-    agents, per_tool = tool_agents(root, members, tools)
+    agents, per_tool = tool_agents(root, members, tools, bool(nested) or handoffs)
     # Stacks that emit no tool spans still show the calls the model requested.
     calls = (
         tool_calls(tools, models, responses, per_tool)

@@ -25,7 +25,7 @@ _BY_START = attrgetter("start_ns", "span_id")
 _MODEL = RecordKind.MODEL
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnGroup:
     """The records of one turn before it is built: its root, the records below it, and
     whether the root is a trace root standing in for a missing agent span."""

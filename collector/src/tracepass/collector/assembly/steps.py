@@ -32,6 +32,7 @@ from tracepass.evaluator.models import AgentStep, ToolCall, construct_unchecked
 
 _TURN = RecordKind.TURN
 _MODEL = RecordKind.MODEL
+_OTHER = RecordKind.OTHER
 MAX_DEPTH = 512
 
 KIND_AGENT = "agent"
@@ -91,18 +92,24 @@ class TurnAgents:
 
 
 def tool_agents(
-    root: SpanRecord, members: Sequence[SpanRecord], tools: Sequence[SpanRecord]
+    root: SpanRecord,
+    members: Sequence[SpanRecord],
+    tools: Sequence[SpanRecord],
+    has_agents: bool,
 ) -> tuple[TurnAgents | None, list[str | None]]:
     """Each tool's agent, and the turn's agents when it has agent records below its root
-    (None: a single agent span, every call is the root's agent's)."""
-    for rec in members:  # a loop, not `any(...)`: the usual turn has no nested agent
-        if _is_agent_record(rec):
-            break
-    else:
+    (`has_agents`, which the caller's pass over the members found; None: a single agent
+    span, every call is the root's agent's)."""
+    if not has_agents:
         name = declared_agent(root)
         return None, [name] * len(tools)
     agents = TurnAgents(root, members)
     return agents, [agents.tool_agent(t) for t in tools]
+
+
+def is_handoff(rec: SpanRecord) -> bool:
+    """A hand-off record (kept as OTHER with the hand-off role)."""
+    return rec.kind is _OTHER and rec.attributes.get(ROLE_ATTR) == ROLE_HANDOFF
 
 
 def agent_steps(
