@@ -203,3 +203,61 @@ def test_dspy_react_finish_is_not_a_tool_call() -> None:
         "get_weather",
         {"city": "P"},
     )
+
+
+def test_langfuse_observations() -> None:
+    agent = make_span(
+        "travel-agent",
+        {
+            "langfuse.observation.type": "agent",
+            "langfuse.observation.input": "Weather?",
+            "langfuse.observation.output": "Sunny.",
+            "session.id": "s1",
+        },
+        span_id=1,
+    )
+    output = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "w", "arguments": '{"c": 1}'}}
+        ],
+    }
+    generation = make_span(
+        "chat",
+        {
+            "langfuse.observation.type": "generation",
+            "langfuse.observation.input": json.dumps([{"role": "user", "content": "Weather?"}]),
+            "langfuse.observation.output": json.dumps(output),
+        },
+        span_id=2,
+        parent=1,
+    )
+    tool = make_span(
+        "w",
+        {
+            "langfuse.observation.type": "tool",
+            "langfuse.observation.input": '{"c": 1}',
+            "langfuse.observation.level": "ERROR",
+            "langfuse.observation.status_message": "boom",
+        },
+        span_id=3,
+        parent=1,
+    )
+    (a, g, t), _ = normalize_request(make_request(agent, generation, tool))
+    assert (a.kind, a.input_text, a.output_text, a.conversation_id) == (
+        RecordKind.TURN,
+        "Weather?",
+        "Sunny.",
+        "s1",
+    )
+    assert (g.kind, g.input_text) == (RecordKind.MODEL, "Weather?")
+    assert [(c.name, c.arguments, c.call_id) for c in g.requested_tool_calls] == [
+        ("w", {"c": 1}, "c1")
+    ]
+    assert (t.kind, t.tool_name, t.tool_arguments, t.error) == (
+        RecordKind.TOOL,
+        "w",
+        {"c": 1},
+        "boom",
+    )
