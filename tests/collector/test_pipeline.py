@@ -322,3 +322,22 @@ async def test_a_result_scored_by_the_real_evaluator_reads_back_from_the_state_f
     assert again.result is not None
     assert again.result.model_dump_json() == in_memory.result.model_dump_json()
     await p.stop()
+
+
+async def test_unknown_reference_id_is_counted_and_warned(caplog: pytest.LogCaptureFixture) -> None:
+    """A misspelled reference_id falls back to query matching; it is counted
+    (tracepass_reference_id_unknown_total) and said once, not silently."""
+    import dataclasses
+    import logging
+
+    h = Harness(None)
+    p = await h.start()
+    records = [dataclasses.replace(r, reference_id="wether") for r in conversation("typo")]
+    with caplog.at_level(logging.WARNING):
+        await p.ingest_records(records)
+        await p.process_due()
+    ((_result, info),) = h.results
+    assert info.match_method == "query"  # still matched, by its query
+    assert h.metrics.value("tracepass_reference_id_unknown") == 1
+    assert "names reference_id 'wether', which no loaded reference set has" in caplog.text
+    await p.stop()

@@ -166,8 +166,14 @@ class Prometheus:
 
 @contextlib.contextmanager
 def prometheus(
-    tmp_path: Path, metrics_port: int, *flags: str, rules_file: bool = True
+    tmp_path: Path,
+    metrics_port: int,
+    *flags: str,
+    rules_file: bool = True,
+    alertmanager: str | None = None,
 ) -> Iterator[Prometheus]:
+    """A Prometheus scraping `metrics_port` with the short rules; `alertmanager`
+    (host:port) receives its alerts."""
     binary = require_tool("prometheus")
     rules = tmp_path / "tracepass.rules.yaml"
     rules.write_text(
@@ -183,6 +189,8 @@ def prometheus(
             }
         ],
     }
+    if alertmanager is not None:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
     config_file = tmp_path / "prometheus.yaml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     log = tmp_path / "prometheus.log"

@@ -205,3 +205,29 @@ def test_probe_table_shows_the_intervals_its_title_promises() -> None:
     rows = [line for line in done.stdout.splitlines() if "greeting" in line]
     assert rows
     assert re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]", rows[0])
+
+
+def test_probe_readiness_is_said_on_lower_bounds_like_evaluate() -> None:
+    """probe's readiness line is the tier its lower credible bounds reach, in the
+    sentence `evaluate` prints for the same numbers (one rule, one wording)."""
+    from tracepass.evaluator.offline.evaluation_run import readiness_line
+
+    done = subprocess.run(
+        [TRACEPASS, "probe", "--references", REFS, "--no-progress",
+         "--agent", f"{TRAVEL_AGENT}:answer", "--trials", "5", "--format", "json"],
+        capture_output=True, text=True, env=clean_env(), timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)["summary"]["readiness"]
+    ready = verdict["pass_at_1_lower"] > 0.9 and verdict["pass_pow_3_lower"] > 0.7
+    assert (verdict["confident_tier"] == "production_ready") == ready
+    table = subprocess.run(
+        [TRACEPASS, "probe", "--references", REFS, "--no-progress",
+         "--agent", f"{TRAVEL_AGENT}:answer", "--trials", "5"],
+        capture_output=True, text=True, env=clean_env(COLUMNS="200"), timeout=240,
+    )  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    line = next(x for x in table.stdout.splitlines() if x.startswith("readiness: "))
+    assert line == readiness_line(verdict)
+    assert line.startswith(f"readiness: {verdict['confident_tier'].replace('_', ' ')} (")
+    assert "production ready needs them above 0.90 and 0.70" in line

@@ -11,7 +11,14 @@ import difflib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
@@ -149,6 +156,10 @@ class MetricsConfig(_Section):
     # Half-life of the exponentially decayed "fast" window.
     decay_half_life_s: float = Field(default=900.0, gt=0)
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    # The one k every surface headlines (web UI, dashboard default, alert target,
+    # readiness): pass^headline_k. One of `ks` when set; when ks lacks the default 3,
+    # the UI headlines the largest k.
+    headline_k: int = Field(default=3, ge=1)
     credible_level: float = Field(default=0.95, gt=0, lt=1)
     prior: Literal["uniform", "jeffreys"] = "uniform"
     min_conversations: int = Field(default=20, ge=1)
@@ -156,6 +167,17 @@ class MetricsConfig(_Section):
     cusum_p1: float = Field(default=0.7, gt=0, lt=1)
     label_limit: int = Field(default=50, gt=0)
     emit_evaluation_events: bool = True
+
+    @model_validator(mode="after")
+    def _headline_k_is_exported(self) -> MetricsConfig:
+        # Checked when set: a config of other ks without it keeps working (the UI then
+        # headlines the largest k, as it did).
+        if "headline_k" in self.model_fields_set and self.headline_k not in self.ks:
+            raise ValueError(
+                f"metrics.headline_k {self.headline_k} is not one of metrics.ks "
+                f"({', '.join(map(str, self.ks))})"
+            )
+        return self
 
 
 class LimitsConfig(_Section):
@@ -175,6 +197,20 @@ class UIConfig(_Section):
     # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
     # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
     trace_url_template: str | None = None
+    # The overview's window when the URL names none (and so the window of its
+    # "vs previous version" links); None: the first of metrics.windows.
+    default_window: str | None = None
+    # The UI's public base URL as people reach it (scheme, host, port, path prefix of a
+    # proxy; no /ui), e.g. "https://tracepass.example.com": alert links are built from
+    # it (`tracepass_ui_info`, docs/operations.md). None: links stay relative.
+    external_url: str | None = None
+
+    @field_validator("external_url")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an absolute http:// or https:// URL")
+        return value
 
     @field_validator("trace_url_template")
     @classmethod
@@ -195,6 +231,16 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+
+    @model_validator(mode="after")
+    def _ui_window_exists(self) -> CollectorConfig:
+        names = [w.name for w in self.metrics.windows]
+        if self.ui.default_window is not None and self.ui.default_window not in names:
+            raise ValueError(
+                f"ui.default_window {self.ui.default_window!r} is not one of the "
+                f"metrics.windows ({', '.join(names)})"
+            )
+        return self
 
 
 class ConfigError(ValueError):

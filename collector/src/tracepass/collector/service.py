@@ -32,6 +32,7 @@ from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
+from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
@@ -200,6 +201,7 @@ class CollectorService:
             exemplars=self.telemetry.exemplars,
         )
         self._replay_window_journal()
+        register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
         if judge is not None:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
             judge.on_call = self.metrics.record_judge_call
@@ -212,7 +214,12 @@ class CollectorService:
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
-            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
+            routes += ui_routes(
+                self.read_model,
+                self.pipeline.latest_result,
+                cfg.ui,
+                headline_k=cfg.metrics.headline_k,
+            )
         memory = None
         if cfg.limits.max_memory_mb is not None:
             memory = MemoryGuard(

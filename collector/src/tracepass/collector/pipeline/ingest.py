@@ -484,6 +484,26 @@ class Pipeline:
     def _count_error(self) -> None:
         self._eval_errors.add(1)
 
+    def _note_unknown_reference_id(
+        self, conversation: Conversation, match: Match | None, revision: int
+    ) -> None:
+        """A misspelled `reference_id` falls back to query matching: count it
+        (`tracepass_reference_id_unknown_total`) and say it (rate-limited), once per
+        conversation (not again on a revision)."""
+        named = conversation.reference_id
+        if not named or revision != 0 or (match is not None and match.method == "id"):
+            return
+        self.instruments.reference_ids_unknown.add(1)
+        self._log.warning(
+            "reference_id_unknown",
+            "conversation %s names reference_id %r, which no loaded reference set has; %s",
+            conversation.id,
+            named,
+            "matched by its query instead"
+            if match is not None
+            else "matched nothing (check the id and the --references files)",
+        )
+
     async def _evaluate(self, item: Completed) -> Finish:
         """Score one conversation; returns the rest (`_finish`: store the result, then
         tell the listener) for the chain to await outside the concurrency limit."""
@@ -495,6 +515,7 @@ class Pipeline:
             return None
         conversation = build_conversation(item.key, item.records, complete=item.complete)
         match = self.references.catalog.match(conversation)
+        self._note_unknown_reference_id(conversation, match, item.revision)
         if match is None and item.revision == 0:
             self.instruments.conversations_unmatched.add(1)
             self._log.info("unmatched", "conversation %s matched no reference", item.key)

@@ -176,10 +176,13 @@ def _steps(steps: Sequence[AgentStep], calls: Sequence[ToolCall]) -> list[dict[s
 
 
 class UiPages:
-    def __init__(self, model: ReadModel, results: ResultLookup, config: UIConfig) -> None:
+    def __init__(
+        self, model: ReadModel, results: ResultLookup, config: UIConfig, headline_k: int = 3
+    ) -> None:
         self.model = model
         self.results = results
         self.config = config
+        self.headline_k = headline_k
         self.env = _env()
 
     def trace_url(self, trace_id: str) -> str | None:
@@ -197,11 +200,12 @@ class UiPages:
 
     async def overview(self, request: web.Request) -> web.StreamResponse:
         windows = [w for w, _ in self.model.rolling.windows]
-        window = request.query.get("window") or windows[0]
+        window = request.query.get("window") or self._default_window(windows)
         if window not in windows:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
         data = self.model.agents()
-        k_pow = max(data["ks"])
+        # metrics.headline_k: the k the dashboard, the alert and readiness speak of.
+        k_pow = self.headline_k if self.headline_k in data["ks"] else max(data["ks"])
         versions: dict[str, list[str]] = {}
         rows = []
         for a in data["agents"]:
@@ -222,12 +226,15 @@ class UiPages:
                     "bar": None
                     if powk is None
                     else interval_bar(powk["lower"], powk["mean"], powk["upper"]),
+                    # No "failing" link on a row whose trials in the window all passed.
                     "failing_url": self._list_url(
                         agent_name=a["agent_name"],
                         agent_version=a["agent_version"],
                         reference_set=a["reference_set"],
                         outcome=FAILING,
-                    ),
+                    )
+                    if w.get("n", 0) > w.get("c", 0)
+                    else None,
                 }
             )
         for name, vs in versions.items():
@@ -261,6 +268,12 @@ class UiPages:
             min_conversations=data["min_conversations"],
             chart=chart,
         )
+
+    def _default_window(self, windows: list[str]) -> str:
+        """`ui.default_window` (the demo's whole-run window, so the page is not empty a
+        minute after the run), else the first configured window."""
+        configured = self.config.default_window
+        return configured if configured in windows else windows[0]
 
     def _trend(self, window: str) -> TrendChart | None:
         store = self.model.store
@@ -361,6 +374,9 @@ class UiPages:
                     "outcome": result.outcome.value,
                     "reference_id": result.reference_id,
                     "reference_set": result.reference_set,
+                    "unknown_reference_id": _unknown_reference_id(
+                        conv.reference_id, result.reference_id, result.reference_set
+                    ),
                     "policy_id": getattr(result, "policy_id", None),
                     "policy_outcome": getattr(
                         getattr(result, "policy_outcome", None), "value", None
@@ -428,9 +444,22 @@ class UiPages:
         return {"known_agents": names, "known_versions": versions}
 
 
-def ui_routes(model: ReadModel, results: ResultLookup, config: UIConfig) -> list[GetRoute]:
-    """The UI's GET routes (mounted behind the receiver's bearer-token check)."""
-    pages = UiPages(model, results, config)
+def _unknown_reference_id(
+    named: str | None, matched: str | None, matched_set: str | None
+) -> str | None:
+    """The reference_id the agent named when it is not the reference the conversation
+    was scored against (a typo: counted in tracepass_reference_id_unknown_total)."""
+    if not named or named in (matched, f"{matched_set}:{matched}"):
+        return None
+    return named
+
+
+def ui_routes(
+    model: ReadModel, results: ResultLookup, config: UIConfig, *, headline_k: int = 3
+) -> list[GetRoute]:
+    """The UI's GET routes (mounted behind the receiver's bearer-token check);
+    `headline_k` is `metrics.headline_k`."""
+    pages = UiPages(model, results, config, headline_k)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
