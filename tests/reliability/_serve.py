@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,15 @@ def write_config(tmp_path: Path, state: Path, **sections: dict[str, Any]) -> Pat
 
 
 class Serve:
-    def __init__(self, config: Path, *extra: str) -> None:
+    def __init__(
+        self, config: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
             [str(TRACEPASS), "serve", "--config", str(config), "--log-level", "warning", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=preexec_fn,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -62,7 +62,11 @@ def test_label_sets_bounded_per_family() -> None:
             for s in family.samples:
                 if s.name == "tracepass_conversations_total":
                     label_sets.add(
-                        (s.labels["agent_name"], s.labels["agent_version"], s.labels["reference_set"])
+                        (
+                            s.labels["agent_name"],
+                            s.labels["agent_version"],
+                            s.labels["reference_set"],
+                        )
                     )
                     total += s.value
                 if s.name == "tracepass_label_overflow_total":
@@ -72,7 +76,7 @@ def test_label_sets_bounded_per_family() -> None:
         assert len(label_sets) <= 2 * LIMIT + 1, len(label_sets)
         assert total == SIDE * SIDE  # nothing lost: folded, not dropped
         assert overflow.get("combination", 0) == SIDE * SIDE - sum(
-            1 for key in em.aggregator.keys() if "other" not in key
+            1 for key in em.aggregator if "other" not in key
         )
         assert len(em.aggregator.keys()) == len(label_sets)
         assert len(text) < 2_000_000, len(text)

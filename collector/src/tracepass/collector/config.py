@@ -36,12 +36,19 @@ class ReceiverConfig(_Section):
     # Concurrent export requests being ingested before answering 429 / RESOURCE_EXHAUSTED.
     max_inflight_requests: int = Field(default=64, gt=0)
     retry_after_s: float = Field(default=1.0, gt=0)
-    # Slow-client defences (OTLP/HTTP; a gRPC message has the body deadline too): open
-    # connections beyond the limit get a 503; a connection must deliver complete request
-    # headers within header_timeout_s, and a body within body_timeout_s (else 408).
-    max_connections: int = Field(default=1024, gt=0)
+    # Slow-client defences: open connections per port (HTTP and gRPC each) beyond the
+    # limit are refused (HTTP: 503); null fits the default (1024) under the process's
+    # file limit (receiver/fd_budget.py). An HTTP connection must deliver complete
+    # request headers within header_timeout_s (gRPC: its handshake), and a body or gRPC
+    # message within body_timeout_s (else 408 / DEADLINE_EXCEEDED).
+    max_connections: int | None = Field(default=None, gt=0)
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
+    # gRPC: concurrent calls per connection (HTTP/2 MAX_CONCURRENT_STREAMS), and how
+    # long a connection without calls stays open (an HTTP keep-alive connection gets
+    # header_timeout_s).
+    grpc_max_concurrent_streams: int = Field(default=16, gt=0)
+    grpc_idle_timeout_s: float = Field(default=120.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
     # Record every accepted export request to size-rotated files here (`serve --record`).

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from typing import TypeVar, cast
 
 from opentelemetry.metrics import Counter
 
@@ -29,6 +30,7 @@ OTHER = "other"
 COMBINATION = "combination"  # the `label` value counting folded label sets
 MISSING = "unknown"
 _log = logging.getLogger(__name__)
+_Labels = TypeVar("_Labels", bound=tuple[str, ...])
 
 
 class LabelLimiter:
@@ -76,14 +78,14 @@ class LabelLimiter:
             )
         return OTHER
 
-    def combination(self, values: tuple[str, ...], *, count: bool = True) -> tuple[str, ...]:
+    def combination(self, values: _Labels, *, count: bool = True) -> _Labels:
         """`values` (already bounded one by one, in label order: agent_name, agent_version,
         reference_set) if that label set is admitted or fits the limit; else its fold."""
         if values in self._combinations:
             return values  # admitted sets stay admitted: no lock needed to read
         with self._lock:
             folded = values
-            for candidate in _folds(values):
+            for candidate in cast(list[_Labels], _folds(values)):
                 if candidate in self._combinations:
                     folded = candidate
                     break
@@ -113,7 +115,7 @@ class LabelLimiter:
 def _folds(values: tuple[str, ...]) -> list[tuple[str, ...]]:
     """`values`, then with its labels replaced by `other` one more at a time: the
     second label first (agent_version), then the third, then the first, … ."""
-    order = list(range(1, len(values))) + [0]
+    order = [*list(range(1, len(values))), 0]
     out = [values]
     current = list(values)
     for i in order:
