@@ -247,7 +247,12 @@ class Pipeline:
             await asyncio.to_thread(self.store.close)
 
     def ready(self) -> bool:
-        return self._ready
+        return self._ready and self.unready_reason() is None
+
+    def unready_reason(self) -> str | None:
+        """Why the pipeline cannot take data although started (`/readyz` shows it)."""
+        identity = self.store.identity if self.store is not None else None
+        return identity.problem() if identity is not None else None
 
     # ------------------------------------------------------------------ ingest (SpanSink)
 
@@ -272,6 +277,9 @@ class Pipeline:
     def _check_capacity(self) -> None:
         if not self._ready:
             raise Overloaded("collector is starting or stopping", retry_after_s=1.0)
+        unready = self.unready_reason()
+        if unready is not None:  # acknowledging now would lose the data (file_identity.py)
+            raise Overloaded(unready, retry_after_s=5.0)
         backlog = self._chains.inflight + self.assembler.ready_count
         if backlog >= self.max_pending_evaluations:
             raise Overloaded(

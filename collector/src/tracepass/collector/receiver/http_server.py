@@ -234,7 +234,11 @@ class HttpReceiver:
         if self._core.draining:
             return web.json_response({"status": "shutting down"}, status=503)
         if not self._core.sink.ready():
-            return web.json_response({"status": "not ready"}, status=503)
+            # A sink may say why (e.g. the state file was deleted: state/file_identity.py).
+            reason = getattr(self._core.sink, "unready_reason", None)
+            detail = reason() if callable(reason) else None
+            body = {"status": "not ready"} | ({"reason": detail} if detail else {})
+            return web.json_response(body, status=503)
         return web.json_response({"status": "ready"})
 
     def _authorized(self, handler: Handler) -> Handler:

@@ -51,6 +51,10 @@ class RecordingSink:
     def ready(self) -> bool:
         return self.inner.ready()
 
+    def unready_reason(self) -> str | None:
+        reason = getattr(self.inner, "unready_reason", None)
+        return reason() if callable(reason) else None
+
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         body = request.SerializeToString()  # as received: before the sink may trim it
         result = await self.inner.ingest(request)

@@ -57,6 +57,7 @@ from tracepass.collector.state.codec import (
     encode_result,
     encode_routing,
 )
+from tracepass.collector.state.file_identity import FileIdentity
 from tracepass.collector.state.index import (
     INDEX_COLUMNS,
     INDEX_SCHEMA,
@@ -284,6 +285,7 @@ class StateStore:
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
         self._lock_fd: int | None = None
+        self.identity: FileIdentity | None = None  # set by open(): see file_identity.py
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -325,6 +327,7 @@ class StateStore:
             self._unlock()
             raise
         self._reader = self._connect()
+        self.identity = FileIdentity(self.path)
         # Journal entries written by earlier processes end here; later ones are this
         # process's own (`window_journal` callers replay only the former).
         row = self._reader.execute("SELECT max(seq) FROM window_log").fetchone()
