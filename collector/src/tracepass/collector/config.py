@@ -54,6 +54,11 @@ class ReceiverConfig(_Section):
     # Record every accepted export request to size-rotated files here (`serve --record`).
     record_dir: Path | None = None
     record_max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # Bounds on the whole recording (null: none): the oldest files are deleted once all
+    # of them together exceed record_max_bytes, or once their last write is older than
+    # record_max_age_s (the file being written is rotated at that age first).
+    record_max_bytes: int | None = Field(default=None, gt=0)
+    record_max_age_s: float | None = Field(default=None, gt=0)
 
 
 class AssemblyConfig(_Section):

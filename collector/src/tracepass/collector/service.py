@@ -226,6 +226,8 @@ class CollectorService:
                 self.pipeline,
                 cfg.receiver.record_dir,
                 max_file_bytes=cfg.receiver.record_max_file_bytes,
+                max_bytes=cfg.receiver.record_max_bytes,
+                max_age_s=cfg.receiver.record_max_age_s,
             )
             sink = self._recorder
         self.receivers = ReceiverServers(
