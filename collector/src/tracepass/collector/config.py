@@ -178,6 +178,9 @@ class LimitsConfig(_Section):
     # conversations kept for late spans are freed, a full garbage collection runs).
     max_memory_mb: float | None = Field(default=None, gt=0)
     soft_limit_ratio: float = Field(default=0.8, gt=0, lt=1)
+    # A read API / web UI query runs off the event loop and is interrupted after this
+    # long (504): a slow query must not hold the collector.
+    query_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class UIConfig(_Section):

@@ -206,7 +206,11 @@ class CollectorService:
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
         self.read_model = ReadModel(
-            self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+            self.pipeline.store,
+            self.snapshot,
+            rolling_config(cfg.metrics),
+            clock=self.clock,
+            query_timeout_s=cfg.limits.query_timeout_s,
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         if cfg.ui.enabled:

@@ -59,6 +59,7 @@ from tracepass.collector.state.codec import (
 )
 from tracepass.collector.state.file_identity import FileIdentity
 from tracepass.collector.state.index import (
+    FILTER_INDEXES,
     INDEX_COLUMNS,
     INDEX_SCHEMA,
     ResultFilter,
@@ -374,6 +375,7 @@ class StateStore:
                     f"{self.path}: state schema version {row[0]}, this tracepass reads "
                     f"version {SCHEMA_VERSION}; move the file away to start fresh"
                 )
+            conn.executescript(FILTER_INDEXES)  # files of any version (index.py)
             conn.close()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
@@ -787,6 +789,11 @@ class StateStore:
                 (after, upto),
             )
         ]
+
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The read connection (None until open): the API installs its query time limit
+        on it (`api/query_guard.py`)."""
+        return self._reader
 
     def list_results(
         self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
