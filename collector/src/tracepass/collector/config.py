@@ -71,6 +71,11 @@ class AssemblyConfig(_Section):
     max_open_conversations: int = Field(default=10_000, gt=0)
     max_buffered_spans: int = Field(default=1_000_000, gt=0)
     max_spans_per_conversation: int = Field(default=10_000, gt=0)
+    # GenAI log events held while their spans have not arrived (buffers of events
+    # only): their own budget, never made room for by evicting a conversation; beyond
+    # it the oldest are dropped (tracepass_log_events_dropped{reason="orphan_budget"}),
+    # and one logs request holding more such events than this is refused (503).
+    max_orphan_events: int = Field(default=10_000, gt=0)
     # Extra span/resource attribute keys that carry a conversation id, tried after the
     # built-in ones (gen_ai.conversation.id, session.id, traceloop association properties).
     conversation_id_keys: list[str] = Field(default_factory=list)
