@@ -153,10 +153,10 @@ class Prometheus:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=120)
                 raise AssertionError("Prometheus did not stop on SIGTERM") from None
         return self.proc.returncode
 
@@ -217,7 +217,7 @@ def prometheus(
             wait_until(started, 60, "Prometheus to start")
         except AssertionError:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=120)
             raise
         if proc.poll() is None:
             break
@@ -344,7 +344,7 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
         run_agent(s.http, "run", "--conversations", "1", "--version", "junk", "--prefix", "junk-")
         done = subprocess.run(
             [sys.executable, "-c", UNMATCHED_AGENT, s.http],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         # Four conversations of another version of the policy agent, three of them

@@ -74,7 +74,7 @@ class Serve:
         self.port = int(info["http_port"])
         self.grpc_port = int(info["grpc_port"])
         self.metrics_url = str(info["metrics_url"])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while self.request("GET", "/readyz")[0] != 200:
             assert time.monotonic() < deadline, "collector never became ready"
             time.sleep(0.05)
@@ -117,4 +117,4 @@ class Serve:
                 self.proc.kill()
             else:
                 self.proc.terminate()
-        self.proc.wait(timeout=30)
+        self.proc.wait(timeout=120)
