@@ -47,7 +47,7 @@ class ReceiverConfig(_Section):
     # gRPC: concurrent calls per connection (HTTP/2 MAX_CONCURRENT_STREAMS), and how
     # long a connection without calls stays open (an HTTP keep-alive connection gets
     # header_timeout_s).
-    grpc_max_concurrent_streams: int = Field(default=16, gt=0)
+    grpc_max_concurrent_streams: int = Field(default=100, gt=0)
     grpc_idle_timeout_s: float = Field(default=120.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
