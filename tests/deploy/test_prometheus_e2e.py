@@ -68,10 +68,11 @@ SERVE_CONFIG: dict[str, Any] = {
         "decay_half_life_s": 10,
         "ks": [1, 3, 5],
         "min_conversations": 5,
-        # Three values per label: the versions "1.0", "2.0" (the policy agent, both
-        # recorded first: the test waits for them) and "0.9" fit, a fourth overflows;
-        # agent names and reference sets (with the policy's) fit.
-        "label_limit": 3,
+        # Five values per label and five label sets: the sets of versions "1.0", "2.0"
+        # (the policy agent, both recorded first: the test waits for them), "0.9",
+        # "junk" and the unmatched conversation fit; the policy agent's "0.1" set
+        # overflows (label="combination"), alone in the all-`other` set (n=4: no alert).
+        "label_limit": 5,
     },
 }
 PANEL_VALUES = {
