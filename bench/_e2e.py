@@ -116,7 +116,8 @@ def add_conversation(
     fail_p: float | None = None,
 ) -> None:
     """Append one conversation's spans (one trace per turn, the end marker in its own
-    trace). `shape` 16: 16 spans; 9: 1-3 tools per turn and no end marker (`turn_tools`).
+    trace). `shape` 16: 16 spans; 9: 1-3 tools per turn (`turn_tools`) and no end marker
+    unless `end_marker=True`.
     Failures: with `fail_p` None every 5th conversation passes a wrong argument (a failing
     outcome), so both outcome labels are exported; with `fail_p` each turn independently
     has a wrong tool argument and a wrong answer with probability `fail_p`
