@@ -80,14 +80,22 @@ def _sender(port: int, rate_rps: float, n: int, out: Any, ready: Any, go: Any) -
         ok = refused = other = 0
         late = 0.0
         t0 = time.perf_counter()
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as s:
+        # At most 8 connections (a client's exporter pool): requests beyond wait for one.
+        connector = aiohttp.TCPConnector(limit=8)
+        timeout = aiohttp.ClientTimeout(total=300)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as s:
             pending: set[asyncio.Task[None]] = set()
 
             async def send(body: bytes) -> None:
                 nonlocal ok, refused, other
                 while True:
-                    async with s.post(url, data=body, headers=headers) as resp:
-                        await resp.read()
+                    try:
+                        async with s.post(url, data=body, headers=headers) as resp:
+                            await resp.read()
+                    except aiohttp.ClientError:  # connection closed by the server: retried
+                        refused += 1
+                        await asyncio.sleep(0.05)
+                        continue
                     if resp.status == 200:
                         ok += 1
                         return
@@ -189,7 +197,7 @@ def main() -> None:
             server.stop()
     tail = [rss for t, rss in samples if t >= samples[-1][0] * 2 / 3]
     print(
-        f"requests: {ok:,} ok, {refused:,} answered 503/429 (retried), {other} failed; "
+        f"requests: {ok:,} ok, {refused:,} answered 503/429 or reset (retried), {other} failed; "
         f"the sender fell behind its schedule by at most {late:.1f} s"
     )
     print(f"server CPU over the run: {cpu:.1f} s ({cpu / samples[-1][0]:.0%} of a core)")
