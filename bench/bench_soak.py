@@ -108,10 +108,10 @@ def _sender(port: int, rate_rps: float, n: int, out: Any, ready: Any, go: Any) -
 
             for k in range(n):
                 delay = t0 + k / rate_rps - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                else:
-                    late = max(late, -delay)
+                late = max(late, -delay)
+                await asyncio.sleep(max(0.0, delay))  # always yield: the sends must run
+                while len(pending) >= 64:  # far behind: wait instead of piling up requests
+                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 task = asyncio.create_task(send(json_request(k * CONVERSATIONS_PER_REQUEST)))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
