@@ -216,6 +216,7 @@ class EvaluationMetrics:
             ("tracepass_window_successes", self._obs_counts("c"), "Passing conversations (c) in a rolling window"),
             ("tracepass_cusum", self._obs_cusum, "Bernoulli CUSUM statistic of the success rate"),
             ("tracepass_readiness", self._obs_readiness, "1 for the current readiness tier"),
+            ("tracepass_window_entries", self._obs_window_entries, "Entries the rolling windows hold (alive or superseded), all keys"),
         ):  # fmt: skip
             m.create_observable_gauge(name, callbacks=[fn], description=desc)
 
@@ -498,6 +499,14 @@ class EvaluationMetrics:
         for ks in self.snapshot(in_collection=True):
             if ks.cusum_observations:
                 yield Observation(ks.cusum, dict(zip(LABELS, ks.key, strict=True)))
+
+    def _obs_window_entries(self, _: CallbackOptions) -> Iterable[Observation]:
+        """What the rolling windows hold in memory (one entry per evaluated conversation
+        and key, kept for the longest window): with `tracepass_retained_spans`, what
+        grows with traffic."""
+        with self._lock:  # the aggregator is written under it (`record`)
+            entries = len(self.aggregator)
+        yield Observation(float(entries))
 
     def _obs_readiness(self, _: CallbackOptions) -> Iterable[Observation]:
         for ks in self.snapshot(in_collection=True):
