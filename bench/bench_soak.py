@@ -67,7 +67,7 @@ def json_request(first: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _sender(port: int, rate_rps: float, n: int, out: Any, ready: Any, go: Any) -> None:
+def _sender(port: int, rate_rps: float, n: int, out: Any, ready: Any, go: Any, stop: Any) -> None:
     """Child process: send `n` requests at `rate_rps`, each built just before it leaves."""
     import aiohttp
 
@@ -107,6 +107,8 @@ def _sender(port: int, rate_rps: float, n: int, out: Any, ready: Any, go: Any) -
                     return
 
             for k in range(n):
+                if stop.is_set():  # the run is over: what was not sent is not sent
+                    break
                 delay = t0 + k / rate_rps - time.perf_counter()
                 late = max(late, -delay)
                 await asyncio.sleep(max(0.0, delay))  # always yield: the sends must run
@@ -155,8 +157,10 @@ def main() -> None:
             rss0 = proc_rss_bytes(server.pid)
             cpu0 = server.cpu_s()
             ctx = mp.get_context("spawn")
-            out, ready, go = ctx.Queue(), ctx.Event(), ctx.Event()
-            child = ctx.Process(target=_sender, args=(server.http_port, rps, n, out, ready, go))
+            out, ready, go, stop = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Event()
+            child = ctx.Process(
+                target=_sender, args=(server.http_port, rps, n, out, ready, go, stop)
+            )
             child.start()
             if not ready.wait(120):
                 child.kill()
@@ -190,6 +194,7 @@ def main() -> None:
                 )
                 if not child.is_alive() or t >= args.minutes * 60:
                     break
+            stop.set()
             ok, refused, other, late = out.get(timeout=600)
             child.join()
             cpu = server.cpu_s() - cpu0
@@ -198,7 +203,8 @@ def main() -> None:
     tail = [rss for t, rss in samples if t >= samples[-1][0] * 2 / 3]
     print(
         f"requests: {ok:,} ok, {refused:,} answered 503/429 or reset (retried), {other} failed; "
-        f"the sender fell behind its schedule by at most {late:.1f} s"
+        f"the sender fell behind its schedule by at most {late:.1f} s (of {n:,} requests "
+        "planned, the rest were not sent)"
     )
     print(f"server CPU over the run: {cpu:.1f} s ({cpu / samples[-1][0]:.0%} of a core)")
     print(
