@@ -41,8 +41,9 @@ GAUGES = (
 )
 
 
-def json_request(first: int) -> bytes:
-    """One OTLP/JSON request of `CONVERSATIONS_PER_REQUEST` ~10-span conversations."""
+def _conversation_template(task: int) -> tuple[str, list[str]]:
+    """One conversation of `task` as OTLP/JSON span objects (comma-separated) with the
+    conversation id "@C@", and the hex ids in it (replaced per conversation)."""
     from google.protobuf import json_format
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -51,20 +52,42 @@ def json_request(first: int) -> bytes:
     from _e2e import add_conversation
 
     req = ExportTraceServiceRequest()
-    rs = req.resource_spans.add()
-    rs.resource.attributes.add(key="service.name").value.string_value = "soak-agent"
-    spans = rs.scope_spans.add().spans
-    t0 = time.time_ns()
+    spans = req.resource_spans.add().scope_spans.add().spans
+    add_conversation(spans, "@C@", task, shape=9, end_marker=True, t0_ns=time.time_ns())
+    ids: list[str] = []
+    docs = []
+    for span in json_format.MessageToDict(req)["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("traceId", "spanId", "parentSpanId"):  # OTLP/JSON: hex, not base64
+            if key in span:
+                span[key] = base64.b64decode(span[key]).hex()
+                if span[key] not in ids:
+                    ids.append(span[key])
+        docs.append(json.dumps(span, separators=(",", ":")))
+    return ",".join(docs), ids
+
+
+_TEMPLATES: dict[int, tuple[str, list[str]]] = {}
+
+
+def json_request(first: int) -> bytes:
+    """One OTLP/JSON request of `CONVERSATIONS_PER_REQUEST` ~10-span conversations
+    (s-<first> ...). Built from a per-task template by replacing the conversation id and
+    the ids' leading hex digits with the conversation number (unique ids per
+    conversation): the load generator must keep up with the rate on a busy machine."""
+    parts = []
     for c in range(first, first + CONVERSATIONS_PER_REQUEST):
-        add_conversation(spans, f"s-{c}", c % TASKS, shape=9, end_marker=True, t0_ns=t0)
-    doc = json_format.MessageToDict(req)
-    for rs_doc in doc["resourceSpans"]:
-        for ss in rs_doc["scopeSpans"]:
-            for span in ss["spans"]:  # OTLP/JSON spells ids in hex, not base64
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return json.dumps(doc, separators=(",", ":")).encode()
+        task = c % TASKS
+        if task not in _TEMPLATES:
+            _TEMPLATES[task] = _conversation_template(task)
+        text, ids = _TEMPLATES[task]
+        text = text.replace('"@C@"', f'"s-{c}"')
+        for old in ids:
+            text = text.replace(old, f"{c:08x}{old[8:]}")
+        parts.append(text)
+    return (
+        '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":'
+        '{"stringValue":"soak-agent"}}]},"scopeSpans":[{"spans":[' + ",".join(parts) + "]}]}]}"
+    ).encode()
 
 
 def _sender(port: int, rate_rps: float, n: int, out: Any, ready: Any, go: Any, stop: Any) -> None:
