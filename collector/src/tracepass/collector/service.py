@@ -188,6 +188,8 @@ class CollectorService:
             end_grace_s=self.end_grace_s,
             sampler=sampler,
         )
+        if self.pipeline.store is not None:
+            self.pipeline.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         # Loads references (a broken file fails here) and recovers durable state.
         await self.pipeline.start()
         aggregator = self._restore_aggregator(rolling_config(cfg.metrics))
@@ -209,6 +211,7 @@ class CollectorService:
             self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        routes += self._issue24_routes(cfg)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 

@@ -57,6 +57,11 @@ from tracepass.collector.state.codec import (
     encode_result,
     encode_routing,
 )
+from tracepass.collector.state.failure_index import (
+    FAILURE_INDEX_SCHEMA,
+    FailureModeIndex,
+    stored_signatures,
+)
 from tracepass.collector.state.index import (
     INDEX_COLUMNS,
     INDEX_SCHEMA,
@@ -284,6 +289,9 @@ class StateStore:
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
         self._lock_fd: int | None = None
+        # Failure signatures per failing result (`failure_index.py`); its bound
+        # (`failure_modes.max_per_version`) may be set before `open()`.
+        self.failure_modes = FailureModeIndex()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -344,6 +352,7 @@ class StateStore:
             if str(mode).lower() != "wal":
                 raise StateError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
             conn.executescript(_SCHEMA)
+            conn.executescript(FAILURE_INDEX_SCHEMA)
             columns = {row[1] for row in conn.execute("PRAGMA table_info(requests)")}
             if "signal" not in columns:
                 conn.execute(
@@ -713,6 +722,11 @@ class StateStore:
                 "results WHERE purged=1 AND evaluated_at < ?)",
                 (evaluated_before,),
             )
+            self.failure_modes.delete(
+                conn,
+                "SELECT conv_key FROM results WHERE purged=1 AND evaluated_at < ?",
+                (evaluated_before,),
+            )
             return conn.execute(
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
             ).rowcount
@@ -743,6 +757,7 @@ class StateStore:
         # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
         # thread's transactions short.
         indexed = index_values(stored)
+        signatures = stored_signatures(stored)
 
         def op(conn: sqlite3.Connection) -> int:
             # The result and its window-journal entry commit together or not at all: an
@@ -752,6 +767,7 @@ class StateStore:
             ).rowcount
             if changed:
                 write_violations(conn, key, stored, closed_at)
+                self.failure_modes.write(conn, key, stored, signatures, closed_at)
             if journal is None:
                 return 0
             cur = conn.execute(
@@ -791,6 +807,12 @@ class StateStore:
         """One page of stored results matching `where`, newest first (`index.py`)."""
         assert self._reader is not None, "open() first"
         return list_results(self._reader, where, limit=limit, cursor=cursor)
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the read-only query `fn` on the reader connection (blocking): the seam
+        for index modules' own queries (`failure_index.py`)."""
+        assert self._reader is not None, "open() first"
+        return fn(self._reader)
 
     def reference_counts(
         self,
