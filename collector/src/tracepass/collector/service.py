@@ -211,7 +211,7 @@ class CollectorService:
             self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
-        routes += self._issue24_routes(cfg)
+        routes += self._triage_routes(cfg)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 

@@ -82,7 +82,9 @@ def argument_path(key: str, expected: Any, actual: Any) -> str:
         elif (
             isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual)
         ):
-            index = next((i for i, (e, a) in enumerate(zip(expected, actual)) if e != a), None)
+            index = next(
+                (i for i, (e, a) in enumerate(zip(expected, actual, strict=True)) if e != a), None
+            )
             if index is None:
                 break
             parts.append(str(index))

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result
-from tracepass.evaluator.models import ConversationResult, Outcome
 from tracepass.evaluator.explain import failed_turns, failure_analysis, violation_rules
+from tracepass.evaluator.models import ConversationResult, Outcome
 
 __all__ = [
     "INDEX_COLUMNS",
