@@ -55,9 +55,7 @@ def candidate_yaml(candidate: Candidate, *, source: str = "conversations") -> st
         "# Review it, edit what is wrong, then approve; this file is never rewritten.",
     ]
     if candidate.agent_versions:
-        versions = ", ".join(
-            f"{comment_text(v)} x{n}" for v, n in candidate.agent_versions.items()
-        )
+        versions = ", ".join(f"{comment_text(v)} x{n}" for v, n in candidate.agent_versions.items())
         lines.append(f"# agent versions: {versions}")
     ids = ", ".join(comment_text(c) for c in candidate.conversation_ids)
     lines.append(f"# conversations: {ids}")

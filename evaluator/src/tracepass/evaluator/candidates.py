@@ -54,8 +54,40 @@ MAX_EXAMPLES = 20
 MAX_TERMS = 5
 _TERM = re.compile(r"[^\W_][\w.,:/°%€$£-]*[^\W_%°€$£]|[^\W_]", re.UNICODE)
 _STOPWORDS = frozenset(
-    "a an and are as at be by for from has have in is it its of on or that the this to "
-    "was were will with you your i we our".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",
+        "you",
+        "your",
+        "i",
+        "we",
+        "our",
+    ]
 )
 
 
@@ -103,11 +135,13 @@ def observe(conversation: Conversation, result: ConversationResult | None) -> Ob
     """The observation of one conversation; it votes unless its result shows a broken
     policy rule, a failed learned check or a conversation judge's no."""
     votes = True
-    if result is not None:
-        if result.violations or any(t.violations for t in result.turns):
-            votes = False
-        elif result.policy_outcome == Outcome.FAIL or judge_failures(result):
-            votes = False
+    if result is not None and (
+        result.violations
+        or any(t.violations for t in result.turns)
+        or result.policy_outcome == Outcome.FAIL
+        or judge_failures(result)
+    ):
+        votes = False
     return Observation(
         conversation_id=conversation.id,
         agent_version=conversation.agent_version,
@@ -331,7 +365,7 @@ class CandidateMiner:
         groups: dict[tuple[tuple[str, ...], ...], list[Observation]] = {}
         for o in voters:
             groups.setdefault(o.behaviour, []).append(o)
-        behaviour, group = max(groups.items(), key=lambda kv: (len(kv[1]), kv[0]))
+        _, group = max(groups.items(), key=lambda kv: (len(kv[1]), kv[0]))
         if len(group) < self.min_conversations or len(group) / len(voters) < self.min_agreement:
             return None
         return _build(key, group, len(voters), self.min_agreement)

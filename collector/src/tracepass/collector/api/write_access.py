@@ -113,14 +113,25 @@ class WriteAccess:
         value = request.cookies.get(SESSION_COOKIE)
         return value if value and len(value) <= 128 else None
 
-    def ensure_session(self, request: web.Request, response: web.StreamResponse) -> str:
-        """The CSRF token a UI page embeds in its forms; sets the session cookie on
-        `response` when the browser has none yet."""
+    def page_session(self, request: web.Request) -> tuple[str, str | None]:
+        """(the CSRF token a UI page embeds in its forms, the new session to set with
+        `set_session` on the page's response, or None when the browser has one)."""
         session = self.session_of(request)
-        if session is None:
-            session = secrets.token_urlsafe(24)
+        if session is not None:
+            return self.csrf_for_session(session), None
+        session = secrets.token_urlsafe(24)
+        return self.csrf_for_session(session), session
+
+    @staticmethod
+    def set_session(response: web.StreamResponse, session: str | None) -> None:
+        if session is not None:
             response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="Strict", path="/")
-        return self.csrf_for_session(session)
+
+    def ensure_session(self, request: web.Request, response: web.StreamResponse) -> str:
+        """`page_session` + `set_session` for a response built before its body."""
+        token, session = self.page_session(request)
+        self.set_session(response, session)
+        return token
 
     # ------------------------------------------------------------------ checks
 
