@@ -86,6 +86,9 @@ class ReferenceCandidates:
         self._single: dict[str, Candidate] = {}
         self.rejected: set[str] = set()
         self.approved: dict[str, Path] = {}
+        # Approved candidates stay findable (a second approval answers "already
+        # approved"), although their task is no longer mined.
+        self._kept: dict[str, Candidate] = {}
 
     # ------------------------------------------------------------------ feeding
 
@@ -120,8 +123,9 @@ class ReferenceCandidates:
         return out
 
     def find(self, candidate_id: str) -> Candidate | None:
-        if candidate_id in self._single:
-            return self._single[candidate_id]
+        known = self._single.get(candidate_id) or self._kept.get(candidate_id)
+        if known is not None:
+            return known
         return next((c for c in self.miner.candidates() if c.id == candidate_id), None)
 
     def listing(self) -> dict[str, Any]:
@@ -172,6 +176,7 @@ class ReferenceCandidates:
         except ApprovalError as exc:
             return exc.status, {"error": str(exc)}
         self.approved[candidate.id] = written.path
+        self._kept[candidate.id] = candidate
         self.rejected.discard(candidate.id)
         self.miner.close(normalize_query(candidate.query))
         log.info("reference candidate %s approved: %s", candidate.id, written.path)
