@@ -122,11 +122,13 @@ def test_candidates_approval_and_failure_modes(tmp_path: Path) -> None:
         assert fx["left_out"] == {"convert_currency": ["request_id"]}
         assert fx["agreement"] == 1.0
         assert fx["agent_versions"] == {"1.0": 75}
-        assert "amount: 100" in fx["yaml"] and "source: EUR" in fx["yaml"]
+        assert "amount: 100" in fx["yaml"]
+        assert "source: EUR" in fx["yaml"]
         assert "argument_match: subset" in fx["yaml"]
         assert "tool_sequence_matters: true" in by_query["Find me a cheap hotel in Porto"]["yaml"]
         weather = by_query["What's the weather in Bergen?"]
-        assert "city: Bergen" in weather["yaml"] and "unit: celsius" in weather["yaml"]
+        assert "city: Bergen" in weather["yaml"]
+        assert "unit: celsius" in weather["yaml"]
         assert "Bergen" in weather["yaml"].split("keywords:")[1]
 
         # ---------------------------------------------------------- write access
@@ -150,9 +152,12 @@ def test_candidates_approval_and_failure_modes(tmp_path: Path) -> None:
         status, body = _post(approve, headers=auth)
         assert status == 201, body
         written = Path(body["path"])
-        assert written.parent == refs and body["reference_ids"] == [weather["id"]]
+        assert written.parent == refs
+        assert body["reference_ids"] == [weather["id"]]
         status, again = _post(approve, headers=auth)
-        assert status == 200 and again["created"] is False and again["path"] == str(written)
+        assert status == 200
+        assert again["created"] is False
+        assert again["path"] == str(written)
         assert sorted(p.name for p in refs.iterdir()) == sorted(["flights.yaml", written.name])
         done = subprocess.run(
             [TRACEPASS, "references", "validate", str(written)],
