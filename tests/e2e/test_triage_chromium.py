@@ -110,8 +110,9 @@ class Cdp:
         await self.until_loaded()
 
 
-async def _browser(chromium: str, profile: Path) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen(
+def _browser(chromium: str, profile: Path) -> subprocess.Popen[bytes]:
+    """Headless Chromium with the DevTools protocol on an ephemeral port."""
+    return subprocess.Popen(
         [
             chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -119,6 +120,10 @@ async def _browser(chromium: str, profile: Path) -> tuple[subprocess.Popen[bytes
         ],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+async def _page_socket(profile: Path) -> str:
+    """The websocket URL of the browser's page (its port is in DevToolsActivePort)."""
     active = profile / "DevToolsActivePort"
     for _ in range(1200):
         if active.exists() and len(active.read_text().splitlines()) >= 2:
@@ -130,7 +135,7 @@ async def _browser(chromium: str, profile: Path) -> tuple[subprocess.Popen[bytes
             async with session.get(f"http://127.0.0.1:{port}/json/list") as r:
                 pages = [t for t in await r.json() if t.get("type") == "page"]
             if pages:
-                return proc, str(pages[0]["webSocketDebuggerUrl"])
+                return str(pages[0]["webSocketDebuggerUrl"])
             await asyncio.sleep(0.1)
     raise AssertionError("no Chromium page target")
 
@@ -197,7 +202,12 @@ def test_failure_modes_page_and_one_click_reference(tmp_path: Path) -> None:
         )
         assert sorted(ids) == [f"b-flight-side-{i}" for i in range(4)]
 
-        asyncio.run(_click_through(chromium, tmp_path, s.http, refs))
+        browser = _browser(chromium, tmp_path / "cdp")
+        try:
+            asyncio.run(_click_through(tmp_path / "cdp", s.http, refs))
+        finally:
+            browser.terminate()
+            browser.wait(timeout=30)
         s.terminate()
 
     # Without a write token: no button on the conversation page, write routes off.
@@ -228,8 +238,8 @@ def _post_status(url: str) -> int:
         return int(exc.code)
 
 
-async def _click_through(chromium: str, tmp_path: Path, base: str, refs: Path) -> None:
-    proc, ws_url = await _browser(chromium, tmp_path / "cdp")
+async def _click_through(profile: Path, base: str, refs: Path) -> None:
+    ws_url = await _page_socket(profile)
     runner = None
     try:
         async with (
@@ -284,5 +294,3 @@ async def _click_through(chromium: str, tmp_path: Path, base: str, refs: Path) -
     finally:
         if runner is not None:
             await runner.cleanup()
-        proc.terminate()
-        proc.wait(timeout=30)
