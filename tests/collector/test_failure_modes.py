@@ -153,8 +153,8 @@ def test_modes_counts_shares_examples_and_new(store: StateStore) -> None:
     for i in range(3):
         convs.append((_conversation(f"e{i}", "1.1", date="07-03"), T0 + 100 + i))
     for i in range(5):
-        convs.append((_conversation(f"s{i}", "1.1", side="window"), T0 + 110 + i))
-    convs.append((_conversation("x0", "1.1", book=False, complete=False), T0 + 120))
+        convs.append((_conversation(f"s{i}", "1.1", side="window"), T0 + 200 + i))
+    convs.append((_conversation("x0", "1.1", book=False, complete=False), T0 + 210))
     _put(store, convs)
 
     body = failure_modes(store, {"agent_name": "travel", "agent_version": "1.1"})
@@ -183,10 +183,11 @@ def test_modes_counts_shares_examples_and_new(store: StateStore) -> None:
         "wrong_argument:search_flights.date": 4,
         "missing_tool:book": 2,
     }
-    # An explicit baseline and a time range.
+    # An explicit baseline and a time range (whole minutes: T0 + 170 selects the
+    # minute starting at T0 + 160, holding s0-s4 and x0).
     vs = failure_modes(
         store,
-        {"agent_version": "1.1", "baseline_version": "1.1", "since": str(T0 + 105), "limit": "1"},
+        {"agent_version": "1.1", "baseline_version": "1.1", "since": str(T0 + 170), "limit": "1"},
     )
     assert vs["failure_modes"] == [
         {**vs["failure_modes"][0], "signature": "wrong_argument:book.seat.side", "new": False}
@@ -232,5 +233,13 @@ def test_reevaluation_replaces_rows_and_the_bound_keeps_other(tmp_path: Path) ->
             "missing_tool:book": 1,
             "other": 2,
         }
+        before = failure_modes(store, {"agent_version": "2"})
     finally:
         store.close()
+    # The counters are rebuilt from the table when the file opens again.
+    again = StateStore(tmp_path / "s.sqlite")
+    again.open()
+    try:
+        assert failure_modes(again, {"agent_version": "2"}) == before
+    finally:
+        again.close()

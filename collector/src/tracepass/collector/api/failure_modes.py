@@ -6,7 +6,8 @@ Each mode: its signature, count, share of the scope's failing conversations, fir
 last seen, a trend (counts in eight equal slices of the scope's first..last failure),
 three example conversations (latest first) and `new`: not seen in the baseline version
 (`baseline_version`, else the version of the same agent first seen failing just before
-`agent_version`; with no baseline, nothing is new).
+`agent_version`; with no baseline, nothing is new). Times select whole minutes (the
+index's counters, `state/failure_index.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aiohttp import web
 
 from tracepass.collector.api.params import ParamError, format_time, parse_time
 from tracepass.collector.state import StateStore
-from tracepass.collector.state.failure_index import FailureModeIndex, ModeScope
+from tracepass.collector.state.failure_index import ModeScope
 
 __all__ = [
     "DEFAULT_MODES",
@@ -73,19 +74,13 @@ def failure_modes(
     baseline = _opt(params, "baseline_version")
     index = store.failure_modes
 
-    def read(conn: Any) -> tuple[int, list[Any], str | None, set[str] | None]:
-        total, modes = index.modes(conn, scope, limit=limit)
-        base = baseline
-        if base is None and scope.agent_version is not None:
-            base = FailureModeIndex.previous_version(conn, scope.agent_name, scope.agent_version)
-        seen = None
-        if base is not None:
-            seen = FailureModeIndex.signatures_of_version(
-                conn, ModeScope(scope.agent_name, base, scope.reference_set)
-            )
-        return total, modes, base, seen
-
-    total, modes, base, seen = store.read(read)
+    total, modes = store.read(lambda conn: index.modes(conn, scope, limit=limit))
+    base = baseline
+    if base is None and scope.agent_version is not None:
+        base = index.previous_version(scope.agent_name, scope.agent_version)
+    seen = None
+    if base is not None:
+        seen = index.signatures_of_version(ModeScope(scope.agent_name, base, scope.reference_set))
     return {
         "agent_name": scope.agent_name,
         "agent_version": scope.agent_version,
@@ -112,7 +107,7 @@ def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
     """(agent, version) pairs with failures, newest first (the UI's sections)."""
     if store is None:
         raise LookupError("this collector keeps no state file (state.path)")
-    return store.read(FailureModeIndex.versions)
+    return store.failure_modes.versions()
 
 
 def failure_mode_routes(

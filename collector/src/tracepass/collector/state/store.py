@@ -333,6 +333,7 @@ class StateStore:
             self._unlock()
             raise
         self._reader = self._connect()
+        self.failure_modes.load(self._reader)
         # Journal entries written by earlier processes end here; later ones are this
         # process's own (`window_journal` callers replay only the former).
         row = self._reader.execute("SELECT max(seq) FROM window_log").fetchone()
@@ -722,7 +723,7 @@ class StateStore:
                 "results WHERE purged=1 AND evaluated_at < ?)",
                 (evaluated_before,),
             )
-            self.failure_modes.delete(
+            gone[:] = self.failure_modes.delete(
                 conn,
                 "SELECT conv_key FROM results WHERE purged=1 AND evaluated_at < ?",
                 (evaluated_before,),
@@ -731,7 +732,10 @@ class StateStore:
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
             ).rowcount
 
-        return await self.run(op)
+        gone: list[Any] = []  # failure-mode rows deleted, counted down once committed
+        deleted = await self.run(op)
+        self.failure_modes.applied((gone, []))
+        return deleted
 
     # ---------------------------------------------------------------- results
 
@@ -758,6 +762,9 @@ class StateStore:
         # thread's transactions short.
         indexed = index_values(stored)
         signatures = stored_signatures(stored)
+        # The failure-mode rows the op replaced: counted once the commit succeeded (an
+        # op may run twice, so it only records them).
+        modes: list[Any] = [((), ())]
 
         def op(conn: sqlite3.Connection) -> int:
             # The result and its window-journal entry commit together or not at all: an
@@ -767,7 +774,7 @@ class StateStore:
             ).rowcount
             if changed:
                 write_violations(conn, key, stored, closed_at)
-                self.failure_modes.write(conn, key, stored, signatures, closed_at)
+                modes[0] = self.failure_modes.write(conn, key, stored, signatures, closed_at)
             if journal is None:
                 return 0
             cur = conn.execute(
@@ -777,7 +784,9 @@ class StateStore:
             )
             return int(cur.lastrowid or 0)
 
-        return await self.run(op)
+        seq = await self.run(op)
+        self.failure_modes.applied(modes[0])
+        return seq
 
     def get_result(self, key: str) -> StoredResult | None:
         """The latest stored evaluation of `key`, in either stored format."""
