@@ -109,9 +109,7 @@ def fill(store: StateStore, n: int) -> None:
             for i, row in enumerate(rows, start=at):
                 k = i % len(variants)
                 changes.append(
-                    store.failure_modes.write(
-                        conn, row[0], variants[k][1], signatures[k], row[2], replacing=False
-                    )
+                    store.failure_modes.write(conn, row[0], variants[k][1], signatures[k], row[2])
                 )
             return changes
 

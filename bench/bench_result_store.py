@@ -65,10 +65,12 @@ def workload(n_requests: int, tmp: Path) -> list[StoredResult]:
 # CPU seconds spent inside the failure-mode code of the last `store_all` with it on:
 # deriving signatures (loop), writing rows (writer thread), counting them (loop).
 SPENT = {"signatures": 0.0, "write": 0.0, "count": 0.0}
+CALLS = {"signatures": 0, "write": 0, "count": 0}
 
 
 def _timed(name: str, fn: Any) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        CALLS[name] += 1
         c0 = time.thread_time()
         try:
             return fn(*args, **kwargs)
@@ -76,6 +78,23 @@ def _timed(name: str, fn: Any) -> Any:
             SPENT[name] += time.thread_time() - c0
 
     return wrapper
+
+
+def timer_overhead(n: int = 20000) -> float:
+    """CPU seconds the timing wrapper itself adds to one call (measured on a no-op in
+    the same run), subtracted from SPENT per call."""
+    noop = _timed("calibration", lambda: None)
+    SPENT["calibration"], CALLS["calibration"] = 0.0, 0
+    c0 = time.thread_time()
+    for _ in range(n):
+        noop()
+    wrapped = time.thread_time() - c0
+    c0 = time.thread_time()
+    for _ in range(n):
+        (lambda: None)()
+    plain = time.thread_time() - c0
+    del SPENT["calibration"], CALLS["calibration"]
+    return max(wrapped - plain, 0.0) / n
 
 
 async def store_all(
@@ -91,6 +110,7 @@ async def store_all(
     else:
         for k in SPENT:
             SPENT[k] = 0.0
+            CALLS[k] = 0
         store_module.stored_signatures = _timed("signatures", signatures)
         index = store.failure_modes
         index.write = _timed("write", index.write)  # type: ignore[method-assign]
@@ -156,8 +176,11 @@ def main() -> None:
                 store_all(off, tmp / f"state-off-{r}.sqlite", failure_modes=False)
             )
             loop_s, writer_s = asyncio.run(store_all(copies, tmp / f"state-{r}.sqlite"))
-            inside.append(sum(SPENT.values()) / max(failing, 1) * 1e6)
-            parts.append({k: v / max(failing, 1) * 1e6 for k, v in SPENT.items()})
+            # The part the timer added: the one inside `SPENT` (half of a no-op wrapped call).
+            over = timer_overhead() / 2
+            spent = {k: max(v - CALLS[k] * over, 0.0) for k, v in SPENT.items()}
+            inside.append(sum(spent.values()) / max(failing, 1) * 1e6)
+            parts.append({k: v / max(failing, 1) * 1e6 for k, v in spent.items()})
             rows.append((loop_s / n * 1e6, writer_s / n * 1e6, baseline(stored) / n * 1e6))
             without.append((loop_off + writer_off) / n * 1e6)
     loop_us = statistics.median(r[0] for r in rows)

@@ -243,3 +243,19 @@ def test_reevaluation_replaces_rows_and_the_bound_keeps_other(tmp_path: Path) ->
         assert failure_modes(again, {"agent_version": "2"}) == before
     finally:
         again.close()
+
+
+def test_purged_results_leave_the_counts(store: StateStore) -> None:
+    _put(store, [(_conversation(f"d{i}", "3", date="x"), T0 + i) for i in range(3)])
+    assert failure_modes(store, {"agent_version": "3"})["failing_conversations"] == 3
+
+    async def purge() -> None:
+        await store.purge(T0 + 1000)
+        await store.purge_results(T0 + 1000)
+
+    asyncio.run(purge())
+    body = failure_modes(store, {"agent_version": "3"})
+    assert body["failing_conversations"] == 0
+    assert body["failure_modes"] == []
+    listed = store.read(lambda c: c.execute("SELECT count(*) FROM result_failure_modes").fetchone())
+    assert listed == (0,)

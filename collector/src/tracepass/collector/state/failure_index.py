@@ -21,6 +21,7 @@ bounded by `failure_signatures.bound`.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
@@ -61,16 +62,17 @@ CREATE TABLE IF NOT EXISTS result_failure_modes (
     outcome TEXT,
     PRIMARY KEY (signature, closed_at, conv_key)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS result_failure_modes_scope
-    ON result_failure_modes (agent_name, agent_version, signature, closed_at, reference_set);
-CREATE INDEX IF NOT EXISTS result_failure_modes_conv ON result_failure_modes (conv_key);
 """
+# Only the primary key's b-tree: each secondary index cost about as much per stored
+# row as the table itself. A key's rows are found from its results row (`PRIOR`: its
+# closed_at and the signatures in its summary), scopes from the counters.
+PRIOR = "SELECT closed_at, summary FROM results WHERE conv_key=?"
 # The table is clustered by (signature, closed_at, conv_key): the `failure_mode=` list
 # filter pages through it in completion order without an index of its own. A key's
 # rows are deleted before new ones are written, so (signature, conv_key) stays unique.
 _INSERT = "INSERT OR IGNORE INTO result_failure_modes VALUES (?,?,?,?,?,?,?)"
 _REPLACE = (
-    "DELETE FROM result_failure_modes WHERE conv_key=? "
+    "DELETE FROM result_failure_modes WHERE signature=? AND closed_at=? AND conv_key=? "
     "RETURNING signature, closed_at, agent_name, agent_version, reference_set"
 )
 
@@ -255,6 +257,17 @@ class ModeCounters:
         with self._lock:
             return {s for modes in self._scopes(whole) for s in modes if s}
 
+    def signatures_exact(self, agent: str, version: str) -> set[str]:
+        """Signatures of the scopes whose agent and version are exactly these."""
+        with self._lock:
+            return {
+                s
+                for (a, v, _), modes in self._by_scope.items()
+                if a == agent and v == version
+                for s in modes
+                if s
+            }
+
     def first_seen(self) -> dict[tuple[str, str], float]:
         """(agent, version) → earliest failure counted."""
         with self._lock:
@@ -282,14 +295,15 @@ class FailureModeIndex:
         stored: StoredResult,
         signatures: Sequence[str],
         closed_at: float,
-        replacing: bool = True,
+        prior: Sequence[Any] | None = None,
     ) -> tuple[list[Row], list[Row]]:
         """Replace the rows of `key` by `signatures` (inside the writer's transaction);
-        returns (rows removed, rows added) for `counters` once the commit succeeded."""
+        `prior`: the (closed_at, summary) of its results row before this write (`PRIOR`;
+        None: it had none). Returns (rows removed, rows added) for `counters` once the
+        commit succeeded."""
         removed: list[Row] = []
-        if replacing:
-            # One statement, one index probe when the key has no rows (the usual case).
-            removed = conn.execute(_REPLACE, (key,)).fetchall()
+        if prior is not None:
+            removed = self._remove(conn, key, prior)
         result = stored.result
         if not signatures or result is None:
             return removed, []
@@ -316,20 +330,29 @@ class FailureModeIndex:
         conn.executemany(_INSERT, rows)
         return removed, added
 
+    @staticmethod
+    def _remove(conn: sqlite3.Connection, key: str, prior: Sequence[Any]) -> list[Row]:
+        closed_at, summary = prior
+        try:
+            modes = json.loads(summary).get("modes") if summary else None
+        except ValueError:
+            modes = None
+        if not modes:
+            return []
+        removed: list[Row] = []
+        for signature in {MARKER, OTHER, *modes}:
+            removed.extend(conn.execute(_REPLACE, (signature, closed_at, key)).fetchall())
+        return removed
+
     def _known_of(self, conn: sqlite3.Connection, agent: str, version: str) -> set[str]:
+        """The signatures stored for a version, from the counters (once per version)."""
         known = self._known.get((agent, version))
         if known is None:
-            known = {
-                s
-                for (s,) in conn.execute(
-                    "SELECT DISTINCT signature FROM result_failure_modes "
-                    "WHERE coalesce(agent_name,'')=? AND coalesce(agent_version,'')=? "
-                    "AND signature != ''",
-                    (agent, version),
-                )
-            }
-            # OTHER never counts against the bound.
-            known.discard(OTHER)
+            known = self.counters.signatures(ModeScope(agent or None, version or None))
+            if not agent or not version:
+                # The counters say "" for a missing name; a None filter means "any".
+                known = self.counters.signatures_exact(agent, version)
+            known.discard(OTHER)  # never counts against the bound
             self._known[(agent, version)] = known
         return known
 
@@ -341,20 +364,17 @@ class FailureModeIndex:
         if added:
             self.counters.add(added)
 
-    @staticmethod
-    def delete(conn: sqlite3.Connection, keys_sql: str, args: Sequence[Any]) -> list[Row]:
-        """Delete the rows of the conversations `keys_sql` (a SELECT of conv_keys) names;
-        returns them (subtract them from `counters` once committed)."""
-        gone = [
-            (str(s), float(at), a, v, r)
-            for s, at, a, v, r in conn.execute(
-                "SELECT signature, closed_at, agent_name, agent_version, reference_set FROM "
-                f"result_failure_modes WHERE conv_key IN ({keys_sql})",
-                args,
-            )
-        ]
-        if gone:
-            conn.execute(f"DELETE FROM result_failure_modes WHERE conv_key IN ({keys_sql})", args)
+    def delete(self, conn: sqlite3.Connection, where_sql: str, args: Sequence[Any]) -> list[Row]:
+        """Delete the rows of the results `where_sql` selects (a WHERE clause over
+        `results`, run before those rows go); returns them (subtract them from
+        `counters` once committed)."""
+        gone: list[Row] = []
+        for key, closed_at, summary in conn.execute(
+            f"SELECT conv_key, closed_at, summary FROM results WHERE {where_sql} "
+            "AND summary LIKE '%\"modes\"%'",
+            args,
+        ).fetchall():
+            gone.extend(self._remove(conn, key, (closed_at, summary)))
         return gone
 
     # ------------------------------------------------------------------ reading

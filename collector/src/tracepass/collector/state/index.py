@@ -24,6 +24,7 @@ from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result
 from tracepass.evaluator.explain import failed_turns, failure_analysis, violation_rules
+from tracepass.evaluator.failure_signatures import is_failing
 from tracepass.evaluator.models import ConversationResult, Outcome
 
 __all__ = [
@@ -85,10 +86,14 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
     """The INDEX_COLUMNS values of one stored evaluation, in column order."""
     result = stored.result
     conv = stored.conversation
-    summary = {
+    summary: dict[str, Any] = {
         "reasons": [] if result is None else _reasons(result, conv.complete),
         "trace_ids": list(conv.trace_ids),
     }
+    if result is not None and is_failing(result):
+        # Where this result's failure-mode rows are (`failure_index.py`): a later
+        # revision deletes them by primary key, without an index on conv_key.
+        summary["modes"] = list(failure_analysis(result, conv.complete).signatures)
     text = _encode_summary(summary)
     if result is None:
         return (conv.agent_name, conv.agent_version, None, None, None, len(conv.turns), 0, text)

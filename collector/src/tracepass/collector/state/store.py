@@ -59,6 +59,7 @@ from tracepass.collector.state.codec import (
 )
 from tracepass.collector.state.failure_index import (
     FAILURE_INDEX_SCHEMA,
+    PRIOR,
     FailureModeIndex,
     stored_signatures,
 )
@@ -724,9 +725,7 @@ class StateStore:
                 (evaluated_before,),
             )
             gone[:] = self.failure_modes.delete(
-                conn,
-                "SELECT conv_key FROM results WHERE purged=1 AND evaluated_at < ?",
-                (evaluated_before,),
+                conn, "purged=1 AND evaluated_at < ?", (evaluated_before,)
             )
             return conn.execute(
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
@@ -769,12 +768,13 @@ class StateStore:
         def op(conn: sqlite3.Connection) -> int:
             # The result and its window-journal entry commit together or not at all: an
             # op is all or nothing (`_apply`).
+            prior = conn.execute(PRIOR, (key,)).fetchone()
             changed = conn.execute(
                 _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
             ).rowcount
             if changed:
                 write_violations(conn, key, stored, closed_at)
-                modes[0] = self.failure_modes.write(conn, key, stored, signatures, closed_at)
+                modes[0] = self.failure_modes.write(conn, key, stored, signatures, closed_at, prior)
             if journal is None:
                 return 0
             cur = conn.execute(
