@@ -44,14 +44,24 @@ class Written:
     created: bool  # False: the file already existed (approved before)
 
 
+def _status(exc: OSError) -> int:
+    return 507 if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else 500
+
+
 def _validate(name: str, text: str, shown: Path) -> ReferenceSet:
-    with tempfile.TemporaryDirectory(prefix="tracepass-approve-") as scratch:
-        path = Path(scratch) / name
-        path.write_text(text, encoding="utf-8")
-        try:
-            return load_dataset(path).reference_set
-        except ReferenceLoadError as exc:
-            raise ApprovalError(400, str(exc).replace(str(path), str(shown))) from None
+    try:
+        with tempfile.TemporaryDirectory(prefix="tracepass-approve-") as scratch:
+            path = Path(scratch) / name
+            path.write_text(text, encoding="utf-8")
+            try:
+                return load_dataset(path).reference_set
+            except ReferenceLoadError as exc:
+                raise ApprovalError(400, str(exc).replace(str(path), str(shown))) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ApprovalError(
+            _status(exc), f"cannot check {shown} (scratch space): {reason}; nothing was written"
+        ) from None
 
 
 def write_reference(
