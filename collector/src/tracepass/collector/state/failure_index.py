@@ -3,11 +3,12 @@ in the same transaction as the result, plus per-minute counts of those rows kept
 memory, so "the top failure modes of v1.1" sums a few hundred counters instead of
 scanning rows or decoding stored results.
 
-Each failing result also gets one marker row with the empty signature: its count in a
-scope is the number of failing conversations (the denominator of a mode's share).
+The counters also count failing conversations, under the empty signature (`MARKER`:
+the denominator of a mode's share). That count has no rows of its own: at open it is
+read from the results whose summary lists failure modes (`index.py` writes them there).
 
 The counters (`ModeCounters`: scope → signature → minute → count, first, last) are
-built from the table when the state file opens (one grouped scan) and updated after
+built from the tables when the state file opens (grouped scans) and updated after
 each commit that wrote or deleted rows (never inside the transaction: the writer may run
 an op twice). `since`/`until` therefore apply at minute granularity; counts are exact
 for whole minutes, first/last seen exact except after a re-evaluation removed a row
@@ -45,7 +46,7 @@ __all__ = [
     "stored_signatures",
 ]
 
-MARKER = ""  # the per-failing-conversation row's signature
+MARKER = ""  # the counters' key for "failing conversations" (never a stored row)
 MINUTE = 60.0  # the counters' time granularity (seconds)
 HOUR = 3600.0  # the trend's granularity over a whole range
 # (signature, closed_at, agent_name, agent_version, reference_set) of one stored row.
@@ -180,16 +181,24 @@ class ModeCounters:
                     del modes[signature]
 
     def load(self, conn: sqlite3.Connection) -> None:
-        """Rebuild from the table (at open)."""
+        """Rebuild from the tables (at open): the modes from their rows, the failing
+        conversations from the results that list modes."""
         with self._lock:
             self._by_scope.clear()
             self._first.clear()
-            for agent, version, rset, signature, n, first, last in conn.execute(
+            rows = conn.execute(
                 "SELECT agent_name, agent_version, reference_set, signature, "
                 "count(*), min(closed_at), max(closed_at) "
                 "FROM result_failure_modes GROUP BY 1, 2, 3, 4, CAST(closed_at / ? AS INTEGER)",
                 (MINUTE,),
-            ):
+            ).fetchall()
+            rows += conn.execute(
+                "SELECT agent_name, agent_version, reference_set, '', "
+                "count(*), min(closed_at), max(closed_at) FROM results "
+                """WHERE summary LIKE '%"modes"%' GROUP BY 1, 2, 3, CAST(closed_at / ? AS INTEGER)""",
+                (MINUTE,),
+            ).fetchall()
+            for agent, version, rset, signature, n, first, last in rows:
                 scope = self._scope(agent, version, rset)
                 self._add_one(str(signature), float(first), scope, int(n), float(last))
 
@@ -326,7 +335,7 @@ class FailureModeIndex:
                 kept.add(signature)
                 added.append((signature, closed_at, agent, version, rset))
         outcome = result.outcome.value
-        rows = [(r[0], key, closed_at, agent, version, rset, outcome) for r in added]
+        rows = [(r[0], key, closed_at, agent, version, rset, outcome) for r in added[1:]]
         conn.executemany(_INSERT, rows)
         return removed, added
 
@@ -340,8 +349,11 @@ class FailureModeIndex:
         if not modes:
             return []
         removed: list[Row] = []
-        for signature in {MARKER, OTHER, *modes}:
+        for signature in {OTHER, *modes}:
             removed.extend(conn.execute(_REPLACE, (signature, closed_at, key)).fetchall())
+        if removed:  # the failing conversation itself, counted under MARKER
+            _, at, agent, version, rset = removed[0]
+            removed.append((MARKER, at, agent, version, rset))
         return removed
 
     def _known_of(self, conn: sqlite3.Connection, agent: str, version: str) -> set[str]:
