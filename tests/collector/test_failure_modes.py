@@ -125,6 +125,23 @@ def test_argument_paths_and_signatures_are_bounded() -> None:
     assert "\n" not in bound("wrong_argument:a\nb")
 
 
+def test_conversation_judges_hook() -> None:
+    """Conversation judges' verdicts (the result's `judgements`) that say no."""
+    from types import SimpleNamespace
+
+    from tracepass.evaluator.failure_signatures import judge_failures
+
+    result: Any = SimpleNamespace(
+        judgements=(
+            SimpleNamespace(name="tone", passed=False),
+            SimpleNamespace(name="helpful", passed=True),
+            {"name": "safety", "passed": False},
+            SimpleNamespace(name="budget", passed=None),
+        )
+    )
+    assert judge_failures(result) == ["tone", "safety"]
+
+
 @given(st.text(max_size=400))
 def test_bound_is_one_short_line(text: str) -> None:
     out = bound(text)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tracepass.evaluator.argmatch import MATCHERS, ArgumentMatchError, match_arguments
+from tracepass.evaluator.failure_signatures import is_failing, result_signatures
 from tracepass.evaluator.models import (
     ConversationResult,
     ExpectedTool,
@@ -293,9 +294,7 @@ def failure_analysis(result: ConversationResult, complete: bool | None = None) -
 
 
 def _analyse(result: ConversationResult, complete: bool | None) -> FailureAnalysis:
-    from tracepass.evaluator.failure_signatures import result_signatures
-
-    if result.outcome == Outcome.PASS and result.policy_outcome != Outcome.FAIL:
+    if result.outcome == Outcome.PASS and not is_failing(result):
         return FailureAnalysis((), ())
     out: list[str] = []
     if result.outcome == Outcome.UNSCORED:

@@ -55,9 +55,14 @@ LEARNED_CHECKS = frozenset(
 
 
 def is_failing(result: ConversationResult) -> bool:
-    """Whether `result` gets signatures: a failing, errored or incomplete outcome, or a
-    policy verdict of fail on a conversation no reference scored."""
-    return result.outcome in FAILING_OUTCOMES or result.policy_outcome == Outcome.FAIL
+    """Whether `result` gets signatures: a failing, errored or incomplete outcome, a
+    policy verdict of fail on a conversation no reference scored, or a conversation
+    judge's no."""
+    return (
+        result.outcome in FAILING_OUTCOMES
+        or result.policy_outcome == Outcome.FAIL
+        or bool(getattr(result, "judgements", None) and judge_failures(result))
+    )
 
 
 def bound(signature: str) -> str:
