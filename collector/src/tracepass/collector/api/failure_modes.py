@@ -5,8 +5,8 @@ the state store keeps as results are stored (`state/failure_index.py`).
 Each mode: its signature, count, share of the scope's failing conversations, first and
 last seen, a trend (counts in eight equal slices of the scope's first..last failure),
 three example conversations (latest first) and `new`: not seen in the baseline version
-(`baseline_version`, else the version of the same agent first seen failing just before
-`agent_version`; with no baseline, nothing is new). Times select whole minutes (the
+(`baseline_version`, else the version of the same agent whose first stored result came
+just before `agent_version`'s; with no baseline, nothing is new). Times select whole minutes (the
 index's counters, `state/failure_index.py`).
 """
 
@@ -104,7 +104,7 @@ def failure_modes(
 
 
 def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
-    """(agent, version) pairs with failures, newest first (the UI's sections)."""
+    """(agent, version) pairs with stored results, newest first (the UI's sections)."""
     if store is None:
         raise LookupError("this collector keeps no state file (state.path)")
     return store.failure_modes.versions()

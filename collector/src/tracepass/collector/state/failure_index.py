@@ -198,6 +198,12 @@ class ModeCounters:
                 """WHERE summary LIKE '%"modes"%' GROUP BY 1, 2, 3, CAST(closed_at / ? AS INTEGER)""",
                 (MINUTE,),
             ).fetchall()
+            for agent, version, first in conn.execute(
+                "SELECT agent_name, agent_version, min(closed_at) FROM results "
+                "WHERE outcome IS NOT NULL GROUP BY 1, 2"
+            ):
+                key = (agent or "", version or "")
+                self._first[key] = min(self._first.get(key, math.inf), float(first))
             for agent, version, rset, signature, n, first, last in rows:
                 scope = self._scope(agent, version, rset)
                 self._add_one(str(signature), float(first), scope, int(n), float(last))
@@ -277,8 +283,18 @@ class ModeCounters:
                 if s
             }
 
+    def note_version(self, agent: str | None, version: str | None, at: float) -> None:
+        """A result of (agent, version) completed at `at`, failing or not: versions are
+        ordered by their first result, so a version without failures is still the
+        baseline of the next one."""
+        key = (agent or "", version or "")
+        first = self._first.get(key)
+        if first is None or at < first:
+            with self._lock:
+                self._first[key] = min(self._first.get(key, math.inf), at)
+
     def first_seen(self) -> dict[tuple[str, str], float]:
-        """(agent, version) → earliest failure counted."""
+        """(agent, version) → earliest result (failing or not) counted."""
         with self._lock:
             return dict(self._first)
 
@@ -368,8 +384,17 @@ class FailureModeIndex:
             self._known[(agent, version)] = known
         return known
 
-    def applied(self, change: tuple[list[Row], list[Row]]) -> None:
-        """Count a committed `write`'s rows (on the event loop, after the commit)."""
+    def applied(
+        self,
+        change: tuple[list[Row], list[Row]],
+        agent: str | None = None,
+        version: str | None = None,
+        closed_at: float | None = None,
+    ) -> None:
+        """Count a committed `write`'s rows (on the event loop, after the commit), and
+        note the result's version (`closed_at` given: every stored result)."""
+        if closed_at is not None:
+            self.counters.note_version(agent, version, closed_at)
         removed, added = change
         if removed:
             self.counters.add(removed, -1)
@@ -455,7 +480,7 @@ class FailureModeIndex:
         return self.counters.signatures(scope)
 
     def previous_version(self, agent: str | None, version: str) -> str | None:
-        """The version of `agent` first seen failing just before `version` (None: none)."""
+        """The version of `agent` first seen just before `version` (None: none)."""
         firsts = {v: t for (a, v), t in self.counters.first_seen().items() if a == (agent or "")}
         mine = firsts.get(version)
         if mine is None:
@@ -464,7 +489,7 @@ class FailureModeIndex:
         return max(earlier)[1] if earlier else None
 
     def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
-        """(agent, version) pairs with failures, newest first."""
+        """(agent, version) pairs with stored results, newest first."""
         firsts = self.counters.first_seen()
         pairs = [p for p in firsts if agent is None or p[0] == agent]
         return sorted(pairs, key=lambda p: firsts[p], reverse=True)

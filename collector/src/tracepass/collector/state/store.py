@@ -785,7 +785,7 @@ class StateStore:
             return int(cur.lastrowid or 0)
 
         seq = await self.run(op)
-        self.failure_modes.applied(modes[0])
+        self.failure_modes.applied(modes[0], indexed[0], indexed[1], closed_at)
         return seq
 
     def get_result(self, key: str) -> StoredResult | None:
