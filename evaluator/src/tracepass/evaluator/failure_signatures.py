@@ -54,6 +54,12 @@ LEARNED_CHECKS = frozenset(
 )
 
 
+_JUDGE_FIELD_NAMES = ("judges", "judgements", "conversation_judges")
+# The fields the result model has (looked up once: `getattr` of a field a pydantic model
+# lacks raises inside, several microseconds on every stored result).
+_JUDGE_FIELDS = tuple(f for f in _JUDGE_FIELD_NAMES if f in ConversationResult.model_fields)
+
+
 def is_failing(result: ConversationResult) -> bool:
     """Whether `result` gets signatures: a failing, errored or incomplete outcome, a
     policy verdict of fail on a conversation no reference scored, or a conversation
@@ -61,7 +67,7 @@ def is_failing(result: ConversationResult) -> bool:
     return (
         result.outcome in FAILING_OUTCOMES
         or result.policy_outcome == Outcome.FAIL
-        or bool(getattr(result, "judgements", None) and judge_failures(result))
+        or bool(_JUDGE_FIELDS and judge_failures(result))
     )
 
 
@@ -142,7 +148,8 @@ def judge_failures(result: ConversationResult) -> list[str]:
     any `judges`/`judgements` entries the result carries with `passed` False (objects or
     mappings with a `name`/`judge`); none today when the result type has no such field."""
     names: list[str] = []
-    for field in ("judges", "judgements", "conversation_judges"):
+    fields = _JUDGE_FIELDS if isinstance(result, ConversationResult) else _JUDGE_FIELD_NAMES
+    for field in fields:
         entries: Any = getattr(result, field, None)
         if isinstance(entries, Mapping):
             entries = list(entries.values())
