@@ -33,6 +33,7 @@ from typing import Any
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
+from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
@@ -205,13 +206,18 @@ class CollectorService:
             exemplars=self.telemetry.exemplars,
         )
         self._replay_window_journal()
+        register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
         if judge is not None:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
             judge.on_call = self.metrics.record_judge_call
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
         self.read_model = ReadModel(
-            self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+            self.pipeline.store,
+            self.snapshot,
+            rolling_config(cfg.metrics),
+            clock=self.clock,
+            query_timeout_s=cfg.limits.query_timeout_s,
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
@@ -223,6 +229,7 @@ class CollectorService:
                 self.pipeline.latest_result,
                 cfg.ui,
                 write=self.triage.write if self.triage is not None else None,
+                headline_k=cfg.metrics.headline_k,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -237,6 +244,8 @@ class CollectorService:
                 self.pipeline,
                 cfg.receiver.record_dir,
                 max_file_bytes=cfg.receiver.record_max_file_bytes,
+                max_bytes=cfg.receiver.record_max_bytes,
+                max_age_s=cfg.receiver.record_max_age_s,
             )
             sink = self._recorder
         self.receivers = ReceiverServers(
@@ -332,7 +341,8 @@ class CollectorService:
         fed = self.triage.warm_up()
         if fed:
             log.info("reference candidates: %d unreferenced stored results read", fed)
-        return self.triage.read_routes()
+        assert self.read_model is not None
+        return self.triage.read_routes(self.read_model)
 
     async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         # State recovery can complete conversations before the metrics exist.
