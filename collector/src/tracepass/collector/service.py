@@ -33,6 +33,7 @@ from typing import Any
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.budget import register_budget_gauge
+from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
@@ -142,6 +143,7 @@ class CollectorService:
         self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
+        register_schema_check_counter(meter)
         judge = None
         budget = None
         if ev.judge is not None:

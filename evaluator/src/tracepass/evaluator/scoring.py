@@ -37,7 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
-from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
+from tracepass.evaluator.checks import (
+    DEFAULT_REPEATED_CALL_LIMIT,
+    learned_violations,
+    needs_schema_validation,
+)
 from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
 from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
@@ -689,7 +693,14 @@ class Evaluator:
         reference_set: str | None = None,
         policy: Policy | None = None,
     ) -> ConversationResult:
-        done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
+        if needs_schema_validation(conversation):
+            # Schemas declared by spans cost what their sender chooses (bounded by
+            # schema_guard's time limit): validated on a worker thread, never the loop.
+            done = await asyncio.to_thread(
+                self._evaluate_without_loop, conversation, reference, reference_set, policy
+            )
+        else:
+            done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
         if isinstance(done, ConversationResult):
             return done
         return await self.complete(conversation, done, reference_set=reference_set)
@@ -724,6 +735,8 @@ class Evaluator:
         answers = (
             None if done.policy is None else await self._grade_policy(done.policy, conversation)
         )
+        if needs_schema_validation(conversation):  # the learned checks, off the loop
+            return await asyncio.to_thread(self._finish, conversation, base, done.policy, answers)
         return self._finish(conversation, base, done.policy, answers)
 
     def evaluate(
