@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -527,6 +528,8 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # read after recovery (pipeline names the path)
+        return f"the state file is damaged ({exc}); restore it or move it away (state.path)"
     if isinstance(exc, BindError):
         flag = _FLAG_OF_SETTING.get(exc.setting)
         where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"
