@@ -99,6 +99,9 @@ class EvaluationSettings(_Section):
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
     judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+    # `command` graders run programs as the collector's user: off unless set here (a
+    # reference file alone cannot turn them on). docs/graders.md.
+    allow_command_graders: bool = False
 
 
 class SamplingRuleConfig(_Section):

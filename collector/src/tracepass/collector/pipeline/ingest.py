@@ -105,6 +105,7 @@ class Pipeline:
         result_cache_size: int = 10_000,
         sampler: ConversationSampler | None = None,
         journal_entry: Callable[[ConversationResult], str] | None = None,
+        allow_command_graders: bool = False,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         self.state_config = state
@@ -129,6 +130,7 @@ class Pipeline:
             fuzzy=self.matching_config.fuzzy,
             fuzzy_threshold=self.matching_config.fuzzy_threshold,
             meter=meter,
+            allow_command_graders=allow_command_graders,
         )
         self._normalizer = normalizer
         self._logs_normalizer: LogsNormalizer | None = None
@@ -190,6 +192,7 @@ class Pipeline:
             state=config.state,
             matching=config.matching,
             references=config.references,
+            allow_command_graders=config.evaluation.allow_command_graders,
             **kwargs,
         )
 
