@@ -135,7 +135,10 @@ class MetricsConfig(_Section):
     prometheus_host: str | None = None
     prometheus_port: int = Field(default=9464, ge=0, le=65535)
     # When set, /metrics answers 401 unless `Authorization: Bearer <token>` is sent.
+    # None: receiver.bearer_token's (any token set protects /metrics); "": open.
     bearer_token: str | None = None
+    # Exemplars carry trace ids only; true adds the conversation id (user data).
+    exemplar_conversation_ids: bool = False
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
@@ -178,6 +181,10 @@ class UIConfig(_Section):
     # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
     # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
     trace_url_template: str | None = None
+    # `Host` names the UI answers (DNS-rebinding guard; others get 421). None: the
+    # loopback names and receiver.host (with 0.0.0.0, the machine's own names); ["*"]:
+    # any (docs/ui.md, "Security").
+    allowed_hosts: list[str] | None = None
 
     @field_validator("trace_url_template")
     @classmethod

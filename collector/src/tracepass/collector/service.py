@@ -141,7 +141,11 @@ class CollectorService:
 
         cfg = self.config
         ev = cfg.evaluation
-        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
+        self.telemetry = build_telemetry(
+            cfg.metrics,
+            default_host=cfg.receiver.host,
+            fallback_bearer_token=cfg.receiver.bearer_token,
+        )
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
         register_schema_check_counter(meter)
@@ -215,7 +219,9 @@ class CollectorService:
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
-            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
+            routes += ui_routes(
+                self.read_model, self.pipeline.latest_result, cfg.ui, bind_host=cfg.receiver.host
+            )
         memory = None
         if cfg.limits.max_memory_mb is not None:
             memory = MemoryGuard(

@@ -21,6 +21,12 @@ from aiohttp import web
 
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui.security import (
+    allowed_hosts,
+    conversation_path,
+    reveal_invisible,
+    secured,
+)
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
@@ -47,6 +53,7 @@ def _env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("tracepass.collector.api.ui", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=reveal_invisible,
     )
     env.globals["fmt"] = _fmt
     return env
@@ -282,7 +289,7 @@ class UiPages:
         except LookupError as exc:
             return self._error(str(exc), 503)
         rows = [
-            {**c, "url": f"{UI_PREFIX}/conversations/{quote(c['conversation_id'], safe='')}"}
+            {**c, "url": conversation_path(UI_PREFIX, c["conversation_id"])}
             for c in body["conversations"]
         ]
         next_url = None
@@ -311,7 +318,9 @@ class UiPages:
     # ------------------------------------------------------------------ one conversation
 
     async def conversation(self, request: web.Request) -> web.StreamResponse:
-        conversation_id = request.match_info["conversation_id"]
+        conversation_id = request.match_info.get("conversation_id") or request.query.get("id")
+        if not conversation_id:
+            return self._error("id: missing (/ui/conversation?id=…)", 400)
         stored = self.results(conversation_id)
         if stored is None:
             return self._error(f"conversation {conversation_id!r} not found", 404)
@@ -406,17 +415,23 @@ class UiPages:
         return {"known_agents": names, "known_versions": versions}
 
 
-def ui_routes(model: ReadModel, results: ResultLookup, config: UIConfig) -> list[GetRoute]:
-    """The UI's GET routes (mounted behind the receiver's bearer-token check)."""
+def ui_routes(
+    model: ReadModel, results: ResultLookup, config: UIConfig, *, bind_host: str = "127.0.0.1"
+) -> list[GetRoute]:
+    """The UI's GET routes (mounted behind the receiver's bearer-token check), each
+    behind the Host check and with the security headers (`security.py`)."""
     pages = UiPages(model, results, config)
+    hosts = allowed_hosts(config.allowed_hosts, bind_host)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
 
-    return [
+    routes: list[GetRoute] = [
         (UI_PREFIX, root),
         (f"{UI_PREFIX}/", pages.overview),
         (f"{UI_PREFIX}/conversations", pages.conversations),
         (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.conversation),
+        (f"{UI_PREFIX}/conversation", pages.conversation),  # ?id= (ids like `..`)
         (f"{UI_PREFIX}/regressions", pages.regressions),
     ]
+    return [(path, secured(handler, hosts)) for path, handler in routes]
