@@ -51,9 +51,7 @@ def test_failing_series_carry_exemplars_into_prometheus(tmp_path: Path) -> None:
         exemplars = wait_until(failing_exemplars, 90, "exemplars in Prometheus")
         status, body = http_get(f"{s.http}/api/v1/conversations?outcome=fail&limit=500")
         assert status == 200
-        failing_traces = {
-            t for c in json.loads(body)["conversations"] for t in c["trace_ids"]
-        }
+        failing_traces = {t for c in json.loads(body)["conversations"] for t in c["trace_ids"]}
         for e in exemplars:
             labels = e["labels"]
             # Trace ids only (conversation ids are user data): metrics.exemplar_conversation_ids.
