@@ -279,3 +279,20 @@ def test_recovery_after_kill9_does_not_fetch(tmp_path: Path, listener: SilentLis
     finally:
         serve.stop()
     assert listener.accepted == 0
+
+
+def test_json_nested_beyond_the_bound_is_kept_as_text() -> None:
+    """Found by the schema fuzz: a tool schema or arguments nested ~300 deep were decoded,
+    and the conversation's result then could not be stored (pydantic stops serializing at
+    about 255 levels): an evaluation error, the result lost. Such JSON is kept as text."""
+    from tracepass.collector.normalize.arguments import coerce_arguments, coerce_result
+    from tracepass.collector.normalize.jsonvalue import MAX_JSON_DEPTH, NOT_JSON, loads
+
+    deep = '{"x":' * 300 + "1" + "}" * 300
+    assert loads(deep) is NOT_JSON
+    assert loads("[" * 300 + "]" * 300) is NOT_JSON
+    assert coerce_arguments(deep) == {"_raw": deep}
+    assert coerce_result(deep) == deep
+    fits = '{"x":' * (MAX_JSON_DEPTH - 1) + "1" + "}" * (MAX_JSON_DEPTH - 1)
+    assert loads(fits) is not NOT_JSON
+    assert coerce_arguments(fits)["x"]["x"] is not None
