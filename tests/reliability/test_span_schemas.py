@@ -296,3 +296,55 @@ def test_json_nested_beyond_the_bound_is_kept_as_text() -> None:
     fits = '{"x":' * (MAX_JSON_DEPTH - 1) + "1" + "}" * (MAX_JSON_DEPTH - 1)
     assert loads(fits) is not NOT_JSON
     assert coerce_arguments(fits)["x"]["x"] is not None
+
+
+async def test_slow_validation_leaves_the_event_loop() -> None:
+    """A schema that needs the whole time limit is validated on a worker thread: the loop
+    keeps running meanwhile (a ticker advances), and the check ends unknown."""
+    import asyncio
+
+    from tracepass.collector.pipeline import assemble_offline
+    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
+    defs: dict[str, Any] = {"a0": {"type": "string"}}
+    for i in range(1, 41):
+        defs[f"a{i}"] = {"anyOf": [{"$ref": f"#/$defs/a{i - 1}"}] * 2}
+    schema = {"$defs": defs, "properties": {"x": {"$ref": "#/$defs/a40"}}}
+    spans = [
+        make_span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, span_id=1),
+        make_span(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.tool.definitions": json.dumps([{"name": "t", "parameters": schema}]),
+            },
+            span_id=2,
+            parent=1,
+        ),
+        make_span(
+            "execute_tool t",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "t",
+                "gen_ai.tool.call.arguments": '{"x": 1}',
+            },
+            span_id=3,
+            parent=1,
+        ),
+    ]
+    (conversation,) = assemble_offline([make_request(*spans)])  # type: ignore[arg-type]
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    before = unknown_counts()["time_limit"]
+    result = await Evaluator(EvaluationConfig()).aevaluate(conversation, None)
+    task.cancel()
+    assert result.violations == ()
+    assert unknown_counts()["time_limit"] == before + 1
+    assert ticks > 0  # the loop ran while the schema was validated

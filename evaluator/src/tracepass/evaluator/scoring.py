@@ -60,6 +60,7 @@ from tracepass.evaluator.models import (
     construct_unchecked,
 )
 from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
+from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
 from tracepass.evaluator.toolcorrectness import (
     CompiledTurn,
     compile_turn,
@@ -694,11 +695,17 @@ class Evaluator:
         policy: Policy | None = None,
     ) -> ConversationResult:
         if needs_schema_validation(conversation):
-            # Schemas declared by spans cost what their sender chooses (bounded by
-            # schema_guard's time limit): validated on a worker thread, never the loop.
-            done = await asyncio.to_thread(
-                self._evaluate_without_loop, conversation, reference, reference_set, policy
-            )
+            # Schemas declared by spans cost what their sender chooses: the loop gives
+            # them schema_guard.INLINE_BUDGET_S, then a worker thread the full time limit.
+            try:
+                with inline_attempt():
+                    done = self._evaluate_without_loop(
+                        conversation, reference, reference_set, policy
+                    )
+            except LeaveTheLoop:
+                done = await asyncio.to_thread(
+                    self._evaluate_without_loop, conversation, reference, reference_set, policy
+                )
         else:
             done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
         if isinstance(done, ConversationResult):
@@ -735,8 +742,14 @@ class Evaluator:
         answers = (
             None if done.policy is None else await self._grade_policy(done.policy, conversation)
         )
-        if needs_schema_validation(conversation):  # the learned checks, off the loop
-            return await asyncio.to_thread(self._finish, conversation, base, done.policy, answers)
+        if needs_schema_validation(conversation):  # the learned checks: as in `aevaluate`
+            try:
+                with inline_attempt():
+                    return self._finish(conversation, base, done.policy, answers)
+            except LeaveTheLoop:
+                return await asyncio.to_thread(
+                    self._finish, conversation, base, done.policy, answers
+                )
         return self._finish(conversation, base, done.policy, answers)
 
     def evaluate(
