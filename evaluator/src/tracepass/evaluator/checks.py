@@ -13,7 +13,8 @@ reference and no configuration (docs/metrics.md, "Learned checks").
 
 Schemas come from, in order of precedence: the policy's `tools`, the model-call spans'
 tool definitions, the tool span's own recorded schema (`@tool`). A schema that is not
-valid JSON Schema is skipped (it says nothing about the agent) and logged once.
+valid JSON Schema is skipped (it says nothing about the agent) and logged (at most once
+a minute).
 
 Schemas are untrusted (a span declares them): they are validated by `schema_guard`
 (nothing fetched, bounded size and depth, RE2 patterns, linear `uniqueItems`, one time
@@ -88,18 +89,18 @@ def _compile(schema: Mapping[str, Any], key: str) -> Any:
     exceeds."""
     bound = schema_bound_problem(schema)
     if bound is not None:
-        log.warning("tool schema left unchecked (%s): %s", bound, key[:200])
+        _log_limited(bound.reason, "tool schema left unchecked (%s): %s", bound, key[:200])
         return bound
     try:
         validators.validator_for(schema).check_schema(schema)
     except jsonschema_errors.SchemaError as exc:
         where = "".join(f"[{p!r}]" for p in exc.path)
         problem = f"invalid JSON Schema{(' at ' + where) if where else ''}: {exc.message}"
-        log.warning("tool schema skipped (%s): %s", problem, key[:200])
+        _log_limited("invalid", "tool schema skipped (%s): %s", problem, key[:200])
         return None
     except RecursionError:
         unknown = SchemaUnknown("recursion", "the schema nests beyond the stack")
-        log.warning("tool schema left unchecked (%s): %s", unknown, key[:200])
+        _log_limited("recursion", "tool schema left unchecked (%s): %s", unknown, key[:200])
         return unknown
     return guarded_validator(schema)
 
@@ -138,8 +139,8 @@ def check_arguments(
     validator = _validator(schema)
     if validator is None:
         return None
-    if isinstance(validator, SchemaUnknown):
-        raise validator
+    if isinstance(validator, SchemaUnknown):  # a fresh one: the cached one keeps no traceback
+        raise SchemaUnknown(validator.reason, validator.detail)
     if set(arguments) == {"_raw"}:
         raw = arguments["_raw"]
         return "$", f"arguments are not a JSON object: {str(raw)[:200]!r}"
@@ -169,13 +170,18 @@ _last_logged: dict[str, float] = {}
 _LOG_INTERVAL_S = 60.0
 
 
+def _log_limited(kind: str, message: str, *args: Any) -> None:
+    """Log at most once a minute per kind: each hostile span may bring a new schema."""
+    now = time.monotonic()
+    if now - _last_logged.get(kind, -_LOG_INTERVAL_S) >= _LOG_INTERVAL_S:
+        _last_logged[kind] = now
+        log.warning(message, *args)
+
+
 def _count(unknown: SchemaUnknown) -> None:
     """Count an unknown check; log it at most once a minute per reason."""
     count_unknown(unknown.reason)
-    now = time.monotonic()
-    if now - _last_logged.get(unknown.reason, -_LOG_INTERVAL_S) >= _LOG_INTERVAL_S:
-        _last_logged[unknown.reason] = now
-        log.warning("arguments_schema check unknown (%s)", unknown)
+    _log_limited("unknown:" + unknown.reason, "arguments_schema check unknown (%s)", unknown)
 
 
 def needs_schema_validation(conversation: Conversation) -> bool:
