@@ -6,6 +6,7 @@ tool arguments come from agents and users.
     /ui/                      agents × versions × reference sets, pass^k, trend chart
     /ui/conversations         the failing conversations, with the list API's filters
     /ui/conversations/{id}    turns, trajectory vs reference, verdicts, violations
+    /ui/conversation?id=      the same, for ids like `..` (ui/security.py)
     /ui/regressions           per-reference pass@1 of a version against a baseline
 """
 
