@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
+from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
@@ -143,9 +145,14 @@ class CollectorService:
 
         cfg = self.config
         ev = cfg.evaluation
-        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
+        self.telemetry = build_telemetry(
+            cfg.metrics,
+            default_host=cfg.receiver.host,
+            fallback_bearer_token=cfg.receiver.bearer_token,
+        )
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
+        register_schema_check_counter(meter)
         judge = None
         budget = None
         if ev.judge is not None:
@@ -230,6 +237,7 @@ class CollectorService:
                 cfg.ui,
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
+                bind_host=cfg.receiver.host,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -561,6 +569,8 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # read after recovery (pipeline names the path)
+        return f"the state file is damaged ({exc}); restore it or move it away (state.path)"
     if isinstance(exc, BindError):
         flag = _FLAG_OF_SETTING.get(exc.setting)
         where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"
