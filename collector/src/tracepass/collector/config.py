@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tracepass.evaluator.models import ConversationJudgeSpec
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
 
@@ -87,6 +88,9 @@ class JudgeBudgetConfig(_Section):
     # `skipped_budget` (no trial), never a failure.
     calls_per_minute: float | None = Field(default=None, gt=0)
     calls_per_day: int | None = Field(default=None, ge=0)
+    # The judge's spend in USD per UTC day (its calls' reported tokens, priced): once
+    # reached, judge-needing conversations are `skipped_budget` until midnight UTC.
+    usd_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class EvaluationSettings(_Section):
@@ -99,6 +103,20 @@ class EvaluationSettings(_Section):
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
     judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+    # Judges of whole conversations (docs/judges.md); they need `judge`.
+    conversation_judges: list[ConversationJudgeSpec] = Field(default_factory=list)
+
+    @field_validator("conversation_judges")
+    @classmethod
+    def _judges_usable(cls, value: list[ConversationJudgeSpec]) -> list[ConversationJudgeSpec]:
+        # Unique names, and each rubric fits its token budget (refused here, at load).
+        from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+
+        try:
+            compile_all(value)
+        except ConversationJudgeError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class SamplingRuleConfig(_Section):

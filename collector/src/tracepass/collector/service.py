@@ -76,10 +76,33 @@ def load_judge(
     except JudgeSpecError as exc:
         raise ConfigError(f"evaluation.judge {exc}") from exc
     from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge_spend import default_price
 
     return LLMJudge(
-        model, pass_threshold=threshold, concurrency=concurrency, cache=cache, budget=budget
+        model,
+        pass_threshold=threshold,
+        concurrency=concurrency,
+        cache=cache,
+        budget=budget,
+        price=default_price(),
     )
+
+
+def conversation_judge_specs(ev: Any) -> list[Any]:
+    """`evaluation.conversation_judges`, checked: each rubric fits its token budget, and
+    the judges have a model (`evaluation.judge`). Errors are `ConfigError`s."""
+    from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+
+    specs = list(ev.conversation_judges)
+    if specs and ev.judge is None:
+        raise ConfigError(
+            "evaluation.conversation_judges needs evaluation.judge (the chat model that judges)"
+        )
+    try:
+        compile_all(specs)
+    except ConversationJudgeError as exc:
+        raise ConfigError(f"evaluation.conversation_judges: {exc}") from exc
+    return specs
 
 
 class CollectorService:
@@ -150,8 +173,14 @@ class CollectorService:
 
                 self._judge_cache = JudgeCache(ev.judge_cache)
             limits = ev.judge_budget
-            if limits.calls_per_minute is not None or limits.calls_per_day is not None:
-                budget = JudgeBudget(limits.calls_per_minute, limits.calls_per_day)
+            if (
+                limits.calls_per_minute is not None
+                or limits.calls_per_day is not None
+                or limits.usd_per_day is not None
+            ):
+                budget = JudgeBudget(
+                    limits.calls_per_minute, limits.calls_per_day, usd_per_day=limits.usd_per_day
+                )
                 register_budget_gauge(meter, budget)
             judge = load_judge(
                 ev.judge,
@@ -176,6 +205,7 @@ class CollectorService:
                 default_grader=ev.default_grader,
             ),
             judge=judge,
+            conversation_judges=conversation_judge_specs(ev),
         )
         self.pipeline = Pipeline.from_config(
             cfg,
@@ -201,8 +231,10 @@ class CollectorService:
         )
         self._replay_window_journal()
         if judge is not None:
-            # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
+            # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total;
+            # their tokens and cost: tracepass_judge_tokens_total, tracepass_judge_cost_usd_total.
             judge.on_call = self.metrics.record_judge_call
+            judge.on_spend = self.metrics.record_judge_spend
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
         self.read_model = ReadModel(
@@ -368,7 +400,7 @@ class CollectorService:
         metrics = self.metrics
         if store is None or metrics is None:
             return
-        from tracepass.collector.export.window_entry import decode_entry
+        from tracepass.collector.export.window_entry import decode_entries
 
         upto = store.journal_upto(AGGREGATOR_BLOB)
         self._journal_applied = upto
@@ -380,9 +412,11 @@ class CollectorService:
                     result = ConversationResult.model_validate_json(entry.text)
                     added = metrics.replay(result, revision=entry.revision, now=entry.evaluated_at)
                 elif entry.format == JOURNAL_WINDOW:
-                    added = metrics.replay_entry(
-                        decode_entry(entry.text), revision=entry.revision, now=entry.evaluated_at
-                    )
+                    added = False
+                    for window in decode_entries(entry.text):  # + judge series' entries
+                        added |= metrics.replay_entry(
+                            window, revision=entry.revision, now=entry.evaluated_at
+                        )
                 else:
                     raise ValueError(f"unknown journal entry format {entry.format}")
             except ValueError as exc:

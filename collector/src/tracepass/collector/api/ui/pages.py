@@ -21,6 +21,7 @@ from aiohttp import web
 
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.views import judgement_json
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
@@ -327,6 +328,7 @@ class UiPages:
             "result": None,
             "turns": [],
             "violations": [],
+            "judgements": [],
             "reasons": [],
             "raw_turns": [
                 {"index": i + 1, "query": t.query, "answer": t.answer}
@@ -346,6 +348,7 @@ class UiPages:
                 },
                 turns=[_turn(t) for t in result.turns],
                 violations=_violations(result),
+                judgements=[judgement_json(j) for j in result.judgements],
                 reasons=failure_reasons(result, limit=20),
                 list_url=self._list_url(
                     agent_name=result.agent_name,
