@@ -22,7 +22,7 @@ from tracepass.collector.export.window_entry import WindowEntry, window_entry
 from tracepass.evaluator.conversation_judges import judge_reference_set
 from tracepass.evaluator.models import ConversationResult
 
-__all__ = ["judgement_entries", "journal_entries"]
+__all__ = ["journal_entries", "judgement_entries"]
 
 _TAG = json.JSONEncoder(separators=(",", ":")).encode
 

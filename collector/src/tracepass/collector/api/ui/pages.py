@@ -21,8 +21,8 @@ from aiohttp import web
 
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.api.views import judgement_json
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
+from tracepass.collector.api.views import judgement_json
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
