@@ -66,17 +66,23 @@ class BoundPorts:
 
 
 def load_judge(
-    spec: str, *, threshold: float, concurrency: int, cache: Any, budget: Any = None
+    spec: str,
+    *,
+    threshold: float,
+    concurrency: int,
+    cache: Any,
+    budget: Any = None,
+    price: Any = None,
 ) -> Any:
     """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
-    or a zero-argument factory), paying its calls from `budget` if given. Errors are
-    `ConfigError`s naming `evaluation.judge`."""
+    or a zero-argument factory), paying its calls from `budget` if given and pricing them
+    with `price` (a `pricing.PriceBook`). Errors are `ConfigError`s naming
+    `evaluation.judge`."""
     try:
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
         raise ConfigError(f"evaluation.judge {exc}") from exc
     from tracepass.evaluator.judge import LLMJudge
-    from tracepass.evaluator.judge_spend import default_price
 
     return LLMJudge(
         model,
@@ -84,8 +90,18 @@ def load_judge(
         concurrency=concurrency,
         cache=cache,
         budget=budget,
-        price=default_price(),
+        price=price,
     )
+
+
+def judge_price_book(config: CollectorConfig) -> Any:
+    """The prices of the judge's own calls: the config's `pricing.models` (when this
+    build's config has that section) over the `genai-prices` library."""
+    from tracepass.evaluator.pricing import PriceBook
+
+    pricing = getattr(config, "pricing", None)
+    models = getattr(pricing, "models", None)
+    return PriceBook(models if isinstance(models, dict) else None)
 
 
 def conversation_judge_specs(ev: Any) -> list[Any]:
@@ -188,6 +204,7 @@ class CollectorService:
                 concurrency=ev.judge_concurrency,
                 cache=self._judge_cache,
                 budget=budget,
+                price=judge_price_book(cfg),
             )
         sampler = ConversationSampler(
             cfg.sampling,

@@ -462,6 +462,10 @@ class LLMJudge:
         """Count one model call's tokens and cost, and charge the cost to the budget."""
         if self.on_spend is None and self.budget is None:
             return
+        if self.price is None:  # the library's prices (no config overrides)
+            from tracepass.evaluator.pricing import PriceBook
+
+            self.price = PriceBook()
         fallback = self.model_id.partition(":")[2] or None
         spend = spend_of(message, fallback, self.price)
         if self.budget is not None and spend.cost_usd is not None:

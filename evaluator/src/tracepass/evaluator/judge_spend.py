@@ -3,33 +3,35 @@
 The judge is the collector's only paid call, and its owners ask what it costs as much as
 what the agent costs. Every model call the judge makes (retries included; cache hits are
 free) yields a `JudgeSpend`: the tokens the provider reported on the `AIMessage` and the
-price of those tokens in USD, from the project's one price table
-(`tracepass.evaluator.pricing`, written for issue 23's cost figures). A count the
-provider did not report is None, never 0; a model the price table does not know gets no
-cost (None), never a guessed one: `tracepass_judge_unpriced_calls_total` counts those.
+price of those tokens in USD from the project's one price table (`pricing.PriceBook`:
+the config's `pricing.models`, then `genai-prices`). A count the provider did not report
+is None, never 0; a call that cannot be priced (unknown model, missing counts) has no
+cost, never a guessed one, and says why (`unpriced_reason`):
+`tracepass_judge_unpriced_calls_total{reason}` counts those.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JudgeSpend", "PriceFn", "default_price", "spend_of"]
+from tracepass.evaluator.pricing import PriceBook, TokenUsage
+
+__all__ = ["JudgeSpend", "PriceFn", "spend_of"]
 
 log = logging.getLogger(__name__)
 
-# (model, usage) -> USD, or None when the model or a needed count is unknown. `usage`
-# carries input_tokens, output_tokens, cached_input_tokens, reasoning_tokens (int|None).
-PriceFn = Callable[[str | None, Mapping[str, int | None]], float | None]
+PriceFn = PriceBook  # what prices the judge's calls
 
 
 @dataclass(frozen=True, slots=True)
 class JudgeSpend:
     """One judge model call's usage. `cost_usd` None: unpriced, and `unpriced_reason` says
-    why: no_usage, no_price_table, missing_tokens, lookup_failed or unknown_model."""
+    why: no_usage (the reply carried no usage_metadata), no_price_table, lookup_failed,
+    or the price book's reasons (missing_model, missing_tokens, invalid_usage,
+    unknown_model)."""
 
     model: str | None
     input_tokens: int | None
@@ -39,18 +41,16 @@ class JudgeSpend:
     cost_usd: float | None
     unpriced_reason: str | None = None
 
-    def usage(self) -> dict[str, int | None]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_input_tokens": self.cached_input_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-        }
+    def usage(self) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens, self.output_tokens, self.cached_input_tokens, self.reasoning_tokens
+        )
 
 
 def _count(value: Any) -> int | None:
-    """A token count as the provider gave it: a non-negative int, else unknown."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """A token count as the provider gave it: an int (a negative one is kept, and the
+    price book refuses it as invalid_usage), else unknown."""
+    if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value
 
@@ -88,16 +88,14 @@ def spend_of(message: Any, fallback_model: str | None, price: PriceFn | None) ->
     )
     if price is None:
         return _unpriced(spend, "no_price_table")
-    if spend.input_tokens is None or spend.output_tokens is None:
-        return _unpriced(spend, "missing_tokens")
     try:
-        cost = price(model, spend.usage())
+        priced = price.price(model, spend.usage())
     except Exception as exc:  # a price lookup must never break judging
         log.warning("judge call price lookup failed for %r: %s", model, exc)
         return _unpriced(spend, "lookup_failed")
-    if cost is None:
-        return _unpriced(spend, "unknown_model")
-    return JudgeSpend(**{**_fields(spend), "cost_usd": float(cost)})
+    if priced.cost_usd is None:
+        return _unpriced(spend, priced.reason or "unknown_model")
+    return JudgeSpend(**{**_fields(spend), "cost_usd": float(priced.cost_usd)})
 
 
 def _fields(spend: JudgeSpend) -> dict[str, Any]:
@@ -106,14 +104,3 @@ def _fields(spend: JudgeSpend) -> dict[str, Any]:
 
 def _unpriced(spend: JudgeSpend, reason: str) -> JudgeSpend:
     return JudgeSpend(**{**_fields(spend), "cost_usd": None, "unpriced_reason": reason})
-
-
-def default_price() -> PriceFn | None:
-    """The project's price table (`tracepass.evaluator.pricing.cost_usd`) when this
-    build has it; None otherwise (every judge call is then unpriced and counted)."""
-    try:
-        module = importlib.import_module("tracepass.evaluator.pricing")
-    except ImportError:
-        return None
-    fn = getattr(module, "cost_usd", None)
-    return fn if callable(fn) else None

@@ -9,6 +9,11 @@ the series itself (every conversation of the agent version is a trial of one tas
 for policies: docs/statistics.md). `error` and `skipped_budget` judgements are counted
 but are no evidence either way (not in n).
 
+The rolling windows know each entry by a conversation id, across every series (a
+revision may move a conversation to another series); a judgement's entry is therefore
+known as `<conversation id>|judge:<name>`, so it never replaces the conversation's own
+entry, and a later revision's judgement replaces the earlier one of the same judge.
+
 The window journal holds these entries next to the result's own (`journal_entries`), so
 crash recovery rebuilds the judge series too.
 """
@@ -27,6 +32,11 @@ __all__ = ["journal_entries", "judgement_entries"]
 _TAG = json.JSONEncoder(separators=(",", ":")).encode
 
 
+def trial_id(conversation_id: str, series: str) -> str:
+    """The windows' id of a judgement's trial (distinct from the conversation's own)."""
+    return conversation_id + "|" + series
+
+
 def judgement_entries(result: ConversationResult) -> list[WindowEntry]:
     """One window entry per judgement of `result` (its tag: `[outcome, {}]`, no turns)."""
     out = []
@@ -34,7 +44,7 @@ def judgement_entries(result: ConversationResult) -> list[WindowEntry]:
         series = judge_reference_set(j.name)
         out.append(
             WindowEntry(
-                result.conversation_id,
+                trial_id(result.conversation_id, series),
                 result.agent_name,
                 result.agent_version,
                 series,
