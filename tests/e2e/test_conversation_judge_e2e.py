@@ -59,7 +59,8 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
     per_call = PriceBook().cost_usd(
         scripted.MODEL, TokenUsage(scripted.INPUT_TOKENS, scripted.OUTPUT_TOKENS)
     )
-    assert per_call is not None and per_call > 0
+    assert per_call is not None
+    assert per_call > 0
     # Five calls fit, the sixth crosses the cap: the seventh is refused.
     usd_per_day = 5.5 * per_call
     log = tmp_path / "judge.log"
@@ -88,7 +89,8 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
             (prompt,) = [p for p in prompts if f"What is the weather in Town{n}?" in p]
             view = views[n]
             assert len(view["turns"]) == 3
-            assert prompt.count("<conversation>\n") == 1 and prompt.count("\n</conversation>") == 1
+            assert prompt.count("<conversation>\n") == 1
+            assert prompt.count("\n</conversation>") == 1
             for turn in view["turns"]:
                 assert turn["query"] in prompt
                 assert turn["answer"] in prompt
@@ -96,7 +98,7 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
                 assert f"Tool call 1: {call['name']}" in prompt
                 assert "arguments: " + json.dumps(call["arguments"], ensure_ascii=False) in prompt
                 assert "result: " + json.dumps(call["result"], ensure_ascii=False) in prompt
-            assert '"city": "Town%d"' % n in prompt
+            assert f'"city": "Town{n}"' in prompt
 
         # The API: the contract's judgement fields.
         (j,) = views[0]["judgements"]
@@ -113,7 +115,8 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
         assert status == 200
         html = page.decode()
         assert 'id="judgements"' in html
-        assert "goal_completion" in html and "tracepass-goal_completion-v1" in html
+        assert "goal_completion" in html
+        assert "tracepass-goal_completion-v1" in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
         assert "<script>alert(1)" not in html
 
@@ -148,11 +151,13 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
             _run_agent(s, n, 1)
             wait_until(lambda n=n: _view(s, f"judged-{n}"), 120, f"conversation {n}")
         sixth, seventh = _view(s, "judged-5"), _view(s, "judged-6")
-        assert sixth is not None and seventh is not None
+        assert sixth is not None
+        assert seventh is not None
         assert sixth["judgements"][0]["outcome"] == "pass"
         (refused,) = seventh["judgements"]
         assert refused["outcome"] == "skipped_budget"
-        assert refused["passed"] is None and refused["score"] is None
+        assert refused["passed"] is None
+        assert refused["score"] is None
         assert len(_prompts(log)) == 6
         samples = scrape(s.metrics_url)
         assert (
