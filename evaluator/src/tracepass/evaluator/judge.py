@@ -560,9 +560,12 @@ class LLMJudge:
                     raise
                 # the request we waited on was cancelled, not us: judge ourselves
             else:
-                if shared.error is None:
+                if shared.error is None and shared.score is not None:
                     self._emit("cached")
-                    return shared.model_copy(update={"cached": True})
+                    # passed by this request's threshold (two judges may share a prompt)
+                    return shared.model_copy(
+                        update={"cached": True, "passed": shared.score >= threshold}
+                    )
                 return shared
         future: asyncio.Future[JudgeVerdict] = loop.create_future()
         inflight[key] = future
