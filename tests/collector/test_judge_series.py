@@ -185,7 +185,7 @@ def test_judges_without_a_model_do_not_start(tmp_path: Path) -> None:
         ),
     )
     service = CollectorService(config)
-    with pytest.raises(ConfigError, match="needs evaluation.judge"):
+    with pytest.raises(ConfigError, match=r"needs evaluation\.judge"):
         asyncio.run(service.start())
 
 
