@@ -67,9 +67,10 @@ def load_agent(examples: Path) -> ModuleType:
 
 def load_scripted_judge(examples: Path) -> str | None:
     """Import the examples' scripted judge model and return its `module:attr` spec for
-    `evaluation.judge`, or None when this examples folder has none (an older copy)."""
+    `evaluation.judge`, or None when this examples folder has none (an older copy) or
+    langchain-core (the `tracepass-evaluator[judge]` extra) is not installed."""
     path = examples / JUDGE_FILE
-    if not path.is_file():
+    if not path.is_file() or importlib.util.find_spec("langchain_core") is None:
         return None
     load_module(path, JUDGE_MODULE)
     return f"{JUDGE_MODULE}:model"
