@@ -213,6 +213,7 @@ class CollectorService:
             budget=budget,
             default_grader=ev.default_grader,
             common_labels=self._common_labels,
+            judges_every_conversation=bool(ev.conversation_judges),
         )
         evaluator = Evaluator(
             EvaluationConfig(
