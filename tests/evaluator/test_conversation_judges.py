@@ -362,3 +362,50 @@ def test_a_rubric_that_does_not_fit_the_budget_is_refused() -> None:
         ConversationJudges([spec(), spec()], None)
     with pytest.raises(ValidationError):
         ConversationJudgeSpec(name="bad name", rubric="x")
+
+
+def test_render_shows_sub_agent_steps_and_each_calls_agent() -> None:
+    from tracepass.evaluator.models import AgentStep
+
+    turn = Turn(
+        query="Book a flight to Rome",
+        answer="Booked AZ609.",
+        tool_calls=(
+            ToolCall(
+                name="search_flights",
+                arguments={"to": "Rome"},
+                result=["AZ609"],
+                agent="search-agent",
+            ),
+            ToolCall(
+                name="book_flight", arguments={"id": "AZ609"}, result="ok", agent="booking-agent"
+            ),
+        ),
+        steps=(
+            AgentStep(
+                agent="search-agent", query="find flights to Rome", answer="AZ609", tool_calls=(0,)
+            ),
+            AgentStep(
+                agent="booking-agent",
+                kind="handoff",
+                query="book AZ609",
+                answer="ok",
+                tool_calls=(1,),
+                steps=(AgentStep(agent="payments", error="card declined"),),
+            ),
+        ),
+    )
+    text = render_full(Conversation(id="m", agent_name="triage", turns=(turn,)))
+    for needle in (
+        "Agent step 1: sub-agent search-agent",
+        "  asked: find flights to Rome",
+        "  made tool calls: 1 (search_flights)",
+        "  returned: AZ609",
+        "Agent step 2: hand-off to booking-agent",
+        "  made tool calls: 2 (book_flight)",
+        "  Agent step 1: sub-agent payments",
+        "    error: card declined",
+        "Tool call 1: search_flights (by agent search-agent)",
+        "Tool call 2: book_flight (by agent booking-agent)",
+    ):
+        assert needle in text, needle

@@ -16,11 +16,11 @@ some scripts; docs/judges.md says to leave a margin below the model's context wi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.evaluator.models import Conversation, ToolCall, Turn
+from tracepass.evaluator.models import AgentStep, Conversation, ToolCall, Turn
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -67,8 +67,7 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 
 def _call_lines(i: int, call: ToolCall) -> Iterable[str]:
-    agent = getattr(call, "agent", None)
-    by = f" (by agent {agent})" if isinstance(agent, str) and agent else ""
+    by = f" (by agent {call.agent})" if call.agent else ""
     yield f"Tool call {i}: {call.name}{by}"
     yield "  arguments: " + _indent(_json(call.arguments))
     if call.result is not None:
@@ -79,42 +78,35 @@ def _call_lines(i: int, call: ToolCall) -> Iterable[str]:
         yield "  result: (none recorded)"
 
 
-def _field(obj: Any, *names: str) -> Any:
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is None and isinstance(obj, dict):
-            value = obj.get(name)
-        if value is not None:
-            return value
-    return None
-
-
-def _step_lines(steps: Any) -> Iterable[str]:
-    """Sub-agent steps, when the turn carries them (multi-agent assembly): which agent
-    ran, what it was asked, the tools it called and what it returned."""
-    if not isinstance(steps, list | tuple):
-        return
+def _step_lines(
+    steps: Sequence[AgentStep], calls: Sequence[ToolCall], depth: int = 0
+) -> Iterable[str]:
+    """Sub-agent steps of a turn (multi-agent assembly), nested as they ran: which agent
+    ran (a nested run or a hand-off), what it was asked, the turn's tool calls it made
+    (by their number below), what it returned and its error."""
+    pad = "  " * depth
     for n, step in enumerate(steps, 1):
-        agent = _field(step, "agent_name", "agent", "name") or "(unnamed agent)"
-        yield f"Agent step {n}: {agent}"
-        asked = _field(step, "input", "query", "task")
-        if asked is not None:
-            yield "  asked: " + _indent(_json(asked))
-        for i, call in enumerate(_field(step, "tool_calls") or (), 1):
-            name = _field(call, "name") or "?"
-            yield f"  tool call {i}: {name} " + _indent(_json(_field(call, "arguments") or {}))
-        returned = _field(step, "output", "answer", "result")
-        if returned is not None:
-            yield "  returned: " + _indent(_json(returned))
-        error = _field(step, "error")
-        if error is not None:
-            yield "  error: " + _indent(_json(error))
+        how = "hand-off to" if step.kind == "handoff" else "sub-agent"
+        yield f"{pad}Agent step {n}: {how} {step.agent or '(unnamed agent)'}"
+        if step.query is not None:
+            yield f"{pad}  asked: " + _indent(step.query)
+        if step.tool_calls:
+            made = ", ".join(
+                f"{i + 1} ({calls[i].name})" if 0 <= i < len(calls) else str(i + 1)
+                for i in step.tool_calls
+            )
+            yield f"{pad}  made tool calls: {made}"
+        if step.answer is not None:
+            yield f"{pad}  returned: " + _indent(step.answer)
+        if step.error is not None:
+            yield f"{pad}  error: " + _indent(step.error)
+        yield from _step_lines(step.steps, calls, depth + 1)
 
 
 def _turn_lines(i: int, n: int, turn: Turn) -> Iterable[str]:
     yield f"=== Turn {i} of {n} ==="
     yield "User: " + _indent(turn.query if turn.query is not None else "(no query recorded)")
-    yield from _step_lines(getattr(turn, "steps", None))
+    yield from _step_lines(turn.steps, turn.tool_calls)
     for k, call in enumerate(turn.tool_calls, 1):
         yield from _call_lines(k, call)
     yield "Agent answer: " + _indent(

@@ -33,7 +33,7 @@ from tracepass.evaluator.explain import (
     natural_key,
     trajectory_rows,
 )
-from tracepass.evaluator.models import TurnResult
+from tracepass.evaluator.models import AgentStep, ToolCall, TurnResult
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]
 
@@ -154,6 +154,26 @@ def _turn(turn: TurnResult) -> dict[str, Any]:
         "calls": [_call_row(r) for r in trajectory_rows(turn.tool_calls, turn.expected_tools)],
         "violations": _violations(turn),
     }
+
+
+def _steps(steps: Sequence[AgentStep], calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """A turn's agent steps for the page, nested as in the turn; each step's tools as
+    `#n name` (n: the call's row in the turn's trajectory, from 1)."""
+    return [
+        {
+            "agent": s.agent,
+            "kind": s.kind,
+            "query": s.query,
+            "answer": s.answer,
+            "error": s.error,
+            "span_id": s.span_id or "",
+            "tools": [
+                f"#{i + 1} {calls[i].name}" if i < len(calls) else f"#{i + 1}" for i in s.tool_calls
+            ],
+            "steps": _steps(s.steps, calls),
+        }
+        for s in steps
+    ]
 
 
 class UiPages:
@@ -334,6 +354,8 @@ class UiPages:
                 {"index": i + 1, "query": t.query, "answer": t.answer}
                 for i, t in enumerate(conv.turns)
             ],
+            # Multi-agent turns: who did what, by turn (empty lists for single agents).
+            "agent_steps": [_steps(t.steps, t.tool_calls) for t in conv.turns],
         }
         if result is not None:
             context.update(
