@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tracepass.evaluator.pricing import ModelPrice, PriceBook
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
 
@@ -184,6 +185,17 @@ class UIConfig(_Section):
         return value
 
 
+class PricingConfig(_Section):
+    """Model prices in USD per million tokens, over the genai-prices library's
+    (docs/cost-latency.md): `models: {name: {input_per_mtok, output_per_mtok,
+    cached_input_per_mtok?, reasoning_per_mtok?}}`."""
+
+    models: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    def book(self) -> PriceBook:
+        return PriceBook(self.models)
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -195,6 +207,7 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+    pricing: PricingConfig = PricingConfig()
 
 
 class ConfigError(ValueError):

@@ -20,9 +20,12 @@ from tracepass.collector.normalize.registry import (
     TOOL_RESPONSES_ATTR,
 )
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
+from tracepass.evaluator.pricing import PriceBook
+from tracepass.evaluator.usage import combine_latency, combine_usage
 
 from .arguments import Responses, requested_calls, responses_of, tool_calls
 from .events import join_log_events
+from .timeline import DEFAULT_PRICES, turn_figures
 
 SpanKey = tuple[str, str]
 
@@ -152,7 +155,9 @@ def _carries_responses(root: SpanRecord, members: list[SpanRecord]) -> bool:
     return True
 
 
-def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
+def _build_turn(
+    root: SpanRecord, members: list[SpanRecord], prices: PriceBook = DEFAULT_PRICES
+) -> Turn:
     members.sort(key=_BY_START)
     # One pass instead of a list comprehension per kind.
     tools: list[SpanRecord] = []
@@ -202,6 +207,7 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     # below: every value comes from typed records or validated models, and validating
     # them again per evaluated conversation was a tenth of the live evaluation path.
     # tests/collector/test_build_unchecked.py checks it against validated construction.
+    spans, usage, latency = turn_figures(root, members, prices)
     return construct_unchecked(
         Turn,
         {
@@ -216,6 +222,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             "end_ns": root.end_ns,
             "offered_tools": _offered_tools(root, models),
             "tool_schemas": _tool_schemas(tools),
+            "spans": spans,
+            "usage": usage,
+            "latency": latency,
         },
     )
 
@@ -231,7 +240,11 @@ def _trace_root(records: list[SpanRecord], index: Mapping[SpanKey, SpanRecord]) 
 
 
 def build_conversation(
-    conversation_id: str, records: Iterable[SpanRecord], *, complete: bool = True
+    conversation_id: str,
+    records: Iterable[SpanRecord],
+    *,
+    complete: bool = True,
+    prices: PriceBook = DEFAULT_PRICES,
 ) -> Conversation:
     """Turns = top-level TURN records (agent spans with no agent ancestor), or the trace
     root for traces without any that hold tool or model calls (a trace of neither is no
@@ -268,7 +281,7 @@ def build_conversation(
                 continue
             root = _trace_root(trace_records, index)
             turn_roots.append(root)
-            turns.append(_build_turn(root, list(trace_records)))
+            turns.append(_build_turn(root, list(trace_records), prices))
             continue
         # Keyed by the turn's span id (one trace here).
         members: dict[str, list[SpanRecord]] = defaultdict(list)
@@ -293,7 +306,7 @@ def build_conversation(
                 members[key].append(rec)
         for key, root in roots.items():
             turn_roots.append(root)
-            turns.append(_build_turn(root, members[key]))
+            turns.append(_build_turn(root, members[key], prices))
 
     order = sorted(range(len(turns)), key=lambda i: (turn_roots[i].start_ns, turn_roots[i].span_id))
     turns = [turns[i] for i in order]
@@ -326,5 +339,10 @@ def build_conversation(
             "trace_ids": tuple(trace_ids),
             "complete": complete,
             "attributes": {"service.name": service} if service else {},
+            "usage": combine_usage([t.usage for t in turns if t.usage is not None]),
+            "latency": combine_latency(
+                [t.latency for t in turns if t.latency is not None],
+                [s for t in turns for s in t.spans],
+            ),
         },
     )

@@ -213,6 +213,9 @@ def import_fair_forge(
                         "end_ns": None,
                         "offered_tools": None,
                         "tool_schemas": {},
+                        "spans": (),
+                        "usage": None,
+                        "latency": None,
                     },
                 )
             )
@@ -249,6 +252,8 @@ def import_fair_forge(
                     "trace_ids": (),
                     "complete": True,
                     "attributes": attrs,
+                    "usage": None,
+                    "latency": None,
                 },
             )
         )
