@@ -24,6 +24,7 @@ Whatever is missing is None in the figure and explained in its `missing` map
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
@@ -39,12 +40,15 @@ __all__ = [
     "Latency",
     "TimelineSpan",
     "Usage",
+    "VersionFigures",
     "combine_latency",
     "combine_usage",
     "latency_of",
+    "nearest_rank",
     "price_spans",
     "span_duration_s",
     "usage_of",
+    "version_figures",
 ]
 
 KIND_TURN: Final = "turn"
@@ -263,4 +267,46 @@ def combine_latency(parts: Sequence[Latency], spans: Sequence[TimelineSpan]) -> 
         slowest_step=None if slowest is None else slowest.slowest_step,
         slowest_step_s=None if slowest is None else slowest.slowest_step_s,
         missing=missing,
+    )
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile (0 < q <= 1) by nearest rank: the smallest value with at least
+    q of the values at or below it (an observed value, never interpolated); None when
+    there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class VersionFigures(_Frozen):
+    """Cost and latency of one agent version's conversations (API, compare, reports)."""
+
+    conversations: int
+    # Conversations whose cost is known; `mean`/`p95`/`total` are over those only.
+    priced: int
+    cost_usd_mean: float | None = None
+    cost_usd_p95: float | None = None
+    cost_usd_total: float | None = None
+    duration_s_p50: float | None = None
+    duration_s_p95: float | None = None
+
+
+def version_figures(
+    costs: Sequence[float | None], durations: Sequence[float | None]
+) -> VersionFigures:
+    """Figures over the conversations' costs and durations (None: unknown, left out)."""
+    known_costs = [c for c in costs if c is not None]
+    known_durations = [d for d in durations if d is not None]
+    total = float(sum(known_costs)) if known_costs else None
+    return VersionFigures(
+        conversations=max(len(costs), len(durations)),
+        priced=len(known_costs),
+        cost_usd_mean=None if total is None else total / len(known_costs),
+        cost_usd_p95=nearest_rank(known_costs, 0.95),
+        cost_usd_total=total,
+        duration_s_p50=nearest_rank(known_durations, 0.5),
+        duration_s_p95=nearest_rank(known_durations, 0.95),
     )

@@ -4,6 +4,7 @@ error type naming the bad parameter (answered as 400 by the API, shown by the UI
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +37,8 @@ FILTER_PARAMS = (
     "violation",
     "since",
     "until",
+    "min_cost_usd",
+    "min_duration_s",
 )
 
 
@@ -88,6 +91,19 @@ def _opt(params: Mapping[str, str], name: str) -> str | None:
     return value if value else None
 
 
+def _min_number(params: Mapping[str, str], name: str) -> float | None:
+    text = _opt(params, name)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParamError(name, f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ParamError(name, f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.time) -> ListQuery:
     """The filters of `GET /api/v1/conversations` (empty values mean "any"). `outcome`
     may list several values separated by commas (`fail,error`)."""
@@ -125,6 +141,8 @@ def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.
             violation=_opt(params, "violation"),
             since=None if since is None else parse_time("since", since, now),
             until=None if until is None else parse_time("until", until, now),
+            min_cost_usd=_min_number(params, "min_cost_usd"),
+            min_duration_s=_min_number(params, "min_duration_s"),
         ),
         limit=limit,
         cursor=cursor,
