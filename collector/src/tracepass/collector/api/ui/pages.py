@@ -21,6 +21,7 @@ from aiohttp import web
 
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui.timeline import timeline_of
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
@@ -32,7 +33,7 @@ from tracepass.evaluator.explain import (
     natural_key,
     trajectory_rows,
 )
-from tracepass.evaluator.models import TurnResult
+from tracepass.evaluator.models import Conversation, TurnResult
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]
 
@@ -49,6 +50,9 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.globals["fmt"] = _fmt
+    env.globals["usd"] = _usd
+    env.globals["secs"] = _secs
+    env.globals["count"] = _count
     return env
 
 
@@ -58,6 +62,23 @@ def _fmt(value: Any, digits: int = 2) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _usd(value: float | None) -> str:
+    """A cost as the API's number, rounded for reading ($ and 6 significant digits)."""
+    if value is None:
+        return "unknown"
+    return f"${value:.6g}" if value < 1000 else f"${value:,.2f}"
+
+
+def _secs(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
 
 
 def _value(v: Any) -> str:
@@ -155,6 +176,19 @@ def _turn(turn: TurnResult) -> dict[str, Any]:
     }
 
 
+def _figures(conv: Conversation) -> dict[str, Any]:
+    """The conversation page's cost and latency summary and its timeline."""
+    usage, latency = conv.usage, conv.latency
+    missing = {**(latency.missing if latency else {}), **(usage.missing if usage else {})}
+    return {
+        "usage": usage,
+        "latency": latency,
+        "duration_s": None if latency is None else latency.duration_s,
+        "missing": sorted(missing.items()),
+        "timeline": timeline_of(conv),
+    }
+
+
 class UiPages:
     def __init__(self, model: ReadModel, results: ResultLookup, config: UIConfig) -> None:
         self.model = model
@@ -230,6 +264,9 @@ class UiPages:
                     )
                 )
         chart = self._trend(window)
+        costs = self._version_costs(window)
+        for row in rows:
+            row["figures"] = costs.get((row["agent_name"], row["agent_version"]))
         return self._page(
             "overview.html.j2",
             title="agents",
@@ -241,6 +278,17 @@ class UiPages:
             min_conversations=data["min_conversations"],
             chart=chart,
         )
+
+    def _version_costs(self, window: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        """(agent, version) → cost per conversation and latency p95 in the window (the
+        `versions` of /api/v1/references/summary); empty without a state file."""
+        if self.model.store is None:
+            return {}
+        since = self.model.clock() - self.model.window_seconds(window)
+        return {
+            (v["agent_name"], v["agent_version"]): v
+            for v in self.model.version_summary(since, window, None, None)
+        }
 
     def _trend(self, window: str) -> TrendChart | None:
         store = self.model.store
@@ -332,6 +380,7 @@ class UiPages:
                 {"index": i + 1, "query": t.query, "answer": t.answer}
                 for i, t in enumerate(conv.turns)
             ],
+            **_figures(conv),
         }
         if result is not None:
             context.update(
