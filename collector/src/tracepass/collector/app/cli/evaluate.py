@@ -162,6 +162,15 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
+    pricing: Annotated[
+        Path | None,
+        typer.Option(
+            "--pricing",
+            help="A config file whose pricing.models prices the models (else the "
+            "genai-prices library's prices only).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Score conversations against references, with optional CI gates.
 
@@ -206,7 +215,9 @@ def evaluate(
         source = ", ".join(map(str, dataset))
     else:
         sets = sources.reference_sets(references or [])
-        conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
+        conversations = sources.conversations_from_otlp(
+            files, conversation_id_key or (), sources.price_book(pricing)
+        )
         source = ", ".join(map(str, files))
     if sample_rate < 1.0:
         # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
@@ -272,6 +283,9 @@ def evaluate(
         unscored=unscored,
         as_models=True,
     )
+    from tracepass.evaluator.offline.cost_report import cost_latency_by_version
+
+    document["cost_latency"] = cost_latency_by_version(conversations)
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
         document["gates"] = [o.as_json() for o in outcomes]
