@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.metrics import Meter, NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -290,6 +291,31 @@ def usage_reading(requests: int, repeats: int) -> None:
                 rates.setdefault(f"ingest {label}", []).append(c)
             finally:
                 normalize_pkg.read_usage = real
+    # Building the conversations (evaluation path, not ingest): the figures (timeline
+    # spans, usage, latency, prices) on and off.
+    import tracepass.collector.assembly.build as build_mod
+
+    real_figures = build_mod.turn_figures
+    by_conv: dict[str, list[Any]] = {}
+    for r in reqs:
+        for rec in normalize_request(r)[0]:
+            by_conv.setdefault(rec.conversation_id or "", []).append(rec)
+    convs = list(by_conv.items())
+    for _ in range(repeats):
+        for label, figures in (
+            ("off", lambda root, members, book: ((), None, None)),
+            ("on", real_figures),
+        ):
+            build_mod.turn_figures = figures  # type: ignore[assignment]
+            try:
+                t0 = time.process_time()
+                for key, recs in convs:
+                    build_mod.build_conversation(key, recs)
+                rates.setdefault(f"build {label}", []).append(
+                    (time.process_time() - t0) / len(convs) * 1e6
+                )
+            finally:
+                build_mod.turn_figures = real_figures
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"-- token usage reading (CPU time, median of {repeats}, {n} spans, 1/4 model calls)")
     for stage in ("normalize", "ingest"):
@@ -298,6 +324,12 @@ def usage_reading(requests: int, repeats: int) -> None:
             f"  {stage + ' (usage off / on)':<40}: {off:>9,.0f} / {on:>9,.0f} spans/s"
             f"  -> reading usage costs {1 - on / off:+.1%}"
         )
+    off, on = med["build off"], med["build on"]
+    print(
+        f"  {'build a conversation (figures off / on)':<40}: {off:>8.1f} / {on:>8.1f} us"
+        f"  -> +{on - off:.1f} us per conversation ({len(convs)} conversations of 8 spans,"
+        " 2 model calls priced by the library)"
+    )
 
 
 def _show(label: str, rate: float, base: float, spread: tuple[float, float]) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,10 +65,31 @@ TOKEN_FIELDS: Final = (
 # Counts whose absence on some calls makes the total unknown (see the module doc).
 _REQUIRED_ON_EVERY_CALL: Final = frozenset({"input_tokens", "output_tokens"})
 _NS: Final = 1e9
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+_construct: Any = None
+_FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
+
+
+def _unchecked(cls: type[_M], values: dict[str, Any]) -> _M:
+    """`models.construct_unchecked` (every field given, values already valid): these
+    figures are built once per turn on the evaluation path, from typed records.
+    Imported on first use: `models` imports this module."""
+    global _construct
+    if _construct is None:
+        from tracepass.evaluator.models import construct_unchecked
+
+        _construct = construct_unchecked
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(cls.model_fields)
+    # In field order (the JSON's key order), every field given (a KeyError otherwise).
+    return _construct(cls, {name: values[name] for name in names})  # type: ignore[no-any-return]
 
 
 class TimelineSpan(_Frozen):
@@ -117,9 +138,10 @@ class Latency(_Frozen):
 
 def span_duration_s(span: TimelineSpan) -> float | None:
     """The span's duration, None when its times are unusable (`missing["duration"]`)."""
-    if "duration" in span.missing or span.end_ns < span.start_ns or span.start_ns <= 0:
+    start, end = span.start_ns, span.end_ns
+    if end < start or start <= 0 or (span.missing and "duration" in span.missing):
         return None
-    return (span.end_ns - span.start_ns) / _NS
+    return (end - start) / _NS
 
 
 def _token_usage(span: TimelineSpan) -> TokenUsage:
@@ -161,62 +183,112 @@ def _count_note(n: int, total: int, what: str) -> str:
 
 def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
     """Tokens, model calls and cost of the (priced) spans of a turn or conversation."""
-    calls = [s for s in spans if s.kind == KIND_MODEL]
-    n = len(calls)
+    n = 0
+    sums = [0, 0, 0, 0]
+    carried = [0, 0, 0, 0]
+    bad: list[tuple[int, str] | None] = [None, None, None, None]
+    n_bad = [0, 0, 0, 0]
+    cost = 0.0
+    unpriced = 0
+    unpriced_reason = ""
+    for s in spans:
+        if s.kind != KIND_MODEL:
+            continue
+        n += 1
+        counts = (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.reasoning_tokens)
+        for i in range(4):
+            value = counts[i]
+            if value is not None:
+                sums[i] += value
+                carried[i] += 1
+        missing_here = s.missing
+        if missing_here:
+            for i, name in enumerate(TOKEN_FIELDS):
+                why = missing_here.get(name)
+                if why is not None:
+                    n_bad[i] += 1
+                    if bad[i] is None:
+                        bad[i] = (i, why)
+        if s.cost_usd is None:
+            unpriced += 1
+            if not unpriced_reason:
+                unpriced_reason = (missing_here or {}).get("cost_usd", "not priced")
+        else:
+            cost += s.cost_usd
     values: dict[str, Any] = {"model_calls": n}
     missing: dict[str, str] = {}
     if n == 0:
         for name in TOKEN_FIELDS:
             values[name] = None
-        return Usage(**values, cost_usd=None, missing={"cost_usd": "no model-call spans"})
-    for name in TOKEN_FIELDS:
-        carried = [getattr(s, name) for s in calls if getattr(s, name) is not None]
-        bad = [s.missing[name] for s in calls if name in s.missing]
-        if bad:
+        values["cost_usd"] = None
+        values["missing"] = {"cost_usd": "no model-call spans"}
+        return _unchecked(Usage, values)
+    for i, name in enumerate(TOKEN_FIELDS):
+        first_bad = bad[i]
+        if first_bad is not None:
             values[name] = None
-            missing[name] = f"{_count_note(len(bad), n, 'unusable')}: {bad[0]}"
-        elif not carried:
+            missing[name] = f"{_count_note(n_bad[i], n, 'unusable')}: {first_bad[1]}"
+        elif not carried[i]:
             values[name] = None
-        elif len(carried) < n and name in _REQUIRED_ON_EVERY_CALL:
+        elif carried[i] < n and name in _REQUIRED_ON_EVERY_CALL:
             values[name] = None
-            missing[name] = _count_note(n - len(carried), n, "carry no count")
+            missing[name] = _count_note(n - carried[i], n, "carry no count")
         else:
-            values[name] = sum(carried)
-    costs = [s.cost_usd for s in calls]
-    unpriced = [s.missing.get("cost_usd", "not priced") for s in calls if s.cost_usd is None]
+            values[name] = sums[i]
     if unpriced:
         values["cost_usd"] = None
-        missing["cost_usd"] = f"{_count_note(len(unpriced), n, 'unpriced')}: {unpriced[0]}"
+        missing["cost_usd"] = f"{_count_note(unpriced, n, 'unpriced')}: {unpriced_reason}"
     else:
-        values["cost_usd"] = float(sum(c for c in costs if c is not None))
-    return Usage(**values, missing=missing)
+        values["cost_usd"] = cost
+    values["missing"] = missing
+    return _unchecked(Usage, values)
 
 
 def latency_of(spans: Sequence[TimelineSpan], own_span_ids: Iterable[str] = ()) -> Latency:
     """Wall time, time in model calls and tools, and the slowest step of `spans`
     (`own_span_ids`: the turns' own spans, not counted as steps)."""
     own = set(own_span_ids)
-    timed = [(s, d) for s in spans if (d := span_duration_s(s)) is not None]
+    start = end = 0
+    model_s = tool_s = 0.0
+    slowest: TimelineSpan | None = None
+    slowest_s = -1.0
+    bad: TimelineSpan | None = None
+    n_bad = 0
+    timed = 0
+    for s in spans:
+        d = span_duration_s(s)
+        if d is None:
+            n_bad += 1
+            bad = bad or s
+            continue
+        if timed == 0 or s.start_ns < start:
+            start = s.start_ns
+        if timed == 0 or s.end_ns > end:
+            end = s.end_ns
+        timed += 1
+        kind = s.kind
+        if kind == KIND_MODEL:
+            model_s += d
+        elif kind == KIND_TOOL:
+            tool_s += d
+        if d > slowest_s and s.span_id not in own:
+            slowest, slowest_s = s, d
     missing: dict[str, str] = {}
-    bad = [s for s in spans if span_duration_s(s) is None]
-    if bad:
-        reason = bad[0].missing.get("duration", "unusable start/end times")
-        missing["duration"] = f"{len(bad)} of {len(spans)} spans left out: {reason}"
+    if bad is not None:
+        reason = bad.missing.get("duration", "unusable start/end times")
+        missing["duration"] = f"{n_bad} of {len(spans)} spans left out: {reason}"
     if not timed:
-        return Latency(missing=missing or {"duration": "no spans with usable times"})
-    start = min(s.start_ns for s, _ in timed)
-    end = max(s.end_ns for s, _ in timed)
-    model_s = sum(d for s, d in timed if s.kind == KIND_MODEL)
-    tool_s = sum(d for s, d in timed if s.kind == KIND_TOOL)
-    steps = [(s, d) for s, d in timed if s.span_id not in own]
-    slowest = max(steps, key=lambda sd: sd[1]) if steps else None
-    return Latency(
-        duration_s=(end - start) / _NS,
-        model_s=model_s,
-        tool_s=tool_s,
-        slowest_step=None if slowest is None else f"{slowest[0].kind}: {slowest[0].name}",
-        slowest_step_s=None if slowest is None else slowest[1],
-        missing=missing,
+        missing = missing or {"duration": "no spans with usable times"}
+    return _unchecked(
+        Latency,
+        {
+            "duration_s": (end - start) / _NS if timed else None,
+            "model_s": model_s if timed else None,
+            "tool_s": tool_s if timed else None,
+            "slowest_step": None if slowest is None else f"{slowest.kind}: {slowest.name}",
+            "slowest_step_s": None if slowest is None else slowest_s,
+            "missing": missing,
+        },
     )
 
 
@@ -242,31 +314,47 @@ def combine_usage(parts: Sequence[Usage]) -> Usage:
             missing[name] = f"{len(with_calls) - len(carried)} turns' model calls carry no count"
         else:
             values[name] = sum(carried) if name != "cost_usd" else float(sum(carried))
-    return Usage(**values, missing=missing)
+    values["missing"] = missing
+    return _unchecked(Usage, values)
 
 
 def combine_latency(parts: Sequence[Latency], spans: Sequence[TimelineSpan]) -> Latency:
     """A conversation's latency from its turns' and their stored spans (for the wall
     time: first span start to last span end over every turn)."""
-    timed = [s for s in spans if span_duration_s(s) is not None]
+    start = end = 0
+    timed = False
+    for s in spans:
+        if span_duration_s(s) is None:
+            continue
+        if not timed or s.start_ns < start:
+            start = s.start_ns
+        if not timed or s.end_ns > end:
+            end = s.end_ns
+        timed = True
     if not timed:
         return Latency(missing={"duration": "no spans with usable times"})
     missing: dict[str, str] = {}
+    model_s = tool_s = 0.0
+    slowest: Latency | None = None
     for p in parts:
         for name, why in p.missing.items():
             missing.setdefault(name, why)
-    slowest = max(
-        (p for p in parts if p.slowest_step_s is not None),
-        key=lambda p: p.slowest_step_s or 0.0,
-        default=None,
-    )
-    return Latency(
-        duration_s=(max(s.end_ns for s in timed) - min(s.start_ns for s in timed)) / _NS,
-        model_s=sum(p.model_s or 0.0 for p in parts),
-        tool_s=sum(p.tool_s or 0.0 for p in parts),
-        slowest_step=None if slowest is None else slowest.slowest_step,
-        slowest_step_s=None if slowest is None else slowest.slowest_step_s,
-        missing=missing,
+        model_s += p.model_s or 0.0
+        tool_s += p.tool_s or 0.0
+        if p.slowest_step_s is not None and (
+            slowest is None or p.slowest_step_s > (slowest.slowest_step_s or 0.0)
+        ):
+            slowest = p
+    return _unchecked(
+        Latency,
+        {
+            "duration_s": (end - start) / _NS,
+            "model_s": model_s,
+            "tool_s": tool_s,
+            "slowest_step": None if slowest is None else slowest.slowest_step,
+            "slowest_step_s": None if slowest is None else slowest.slowest_step_s,
+            "missing": missing,
+        },
     )
 
 

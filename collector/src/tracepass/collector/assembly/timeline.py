@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.usage import model_of, timing_problem
+from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, model_of, timing_problem
 from tracepass.evaluator.models import construct_unchecked
 from tracepass.evaluator.pricing import MISSING_MODEL, PriceBook, TokenUsage
 from tracepass.evaluator.usage import (
@@ -49,9 +49,9 @@ _KINDS: Final = {
 def _entry(rec: SpanRecord, book: PriceBook) -> TimelineSpan:
     kind = _KINDS.get(rec.kind, KIND_OTHER)
     missing: dict[str, str] = {}
-    problem = timing_problem(rec.start_ns, rec.end_ns)
-    if problem is not None:
-        missing["duration"] = problem
+    start, end = rec.start_ns, rec.end_ns
+    if start <= 0 or end < start or end - start > MAX_SPAN_DURATION_NS:
+        missing["duration"] = timing_problem(start, end) or "unusable start/end times"
     model: str | None = None
     provider: str | None = None
     counts: list[int | None] = [None, None, None, None]
