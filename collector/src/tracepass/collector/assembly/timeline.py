@@ -6,9 +6,9 @@ the figures' rules live in `tracepass.evaluator.usage`, the prices in
 are built unchecked (every field given) like the turns themselves: their values come
 from typed records.
 
-Every span counts towards the figures, but a turn stores at most `MAX_TIMELINE_SPANS`
-entries for the timeline: its own span, model and tool calls and failed spans first,
-then other spans (framework internals) in start order while room is left.
+Every span counts towards the figures, but a turn stores for the timeline only its own
+span, agent steps, model and tool calls and failed spans (at most `MAX_TIMELINE_SPANS`):
+other spans are framework internals, and storing them tripled a stored conversation.
 """
 
 from __future__ import annotations
@@ -111,13 +111,12 @@ def turn_timeline(
 
 
 def _kept(spans: tuple[TimelineSpan, ...]) -> tuple[TimelineSpan, ...]:
-    if len(spans) <= MAX_TIMELINE_SPANS:
-        return spans
-    first = [s for s in spans if s.kind != KIND_OTHER or s.error is not None]
-    room = MAX_TIMELINE_SPANS - len(first)
-    rest = [s for s in spans if s.kind == KIND_OTHER and s.error is None][: max(room, 0)]
-    keep = {id(s) for s in (*first[:MAX_TIMELINE_SPANS], *rest)}
-    return tuple(s for s in spans if id(s) in keep)
+    """What the turn stores for the timeline: its own span, agent steps (nested turns),
+    model and tool calls, and failed spans, at most `MAX_TIMELINE_SPANS` in start
+    order. Other spans (framework internals: graph nodes, event-loop cycles) count in
+    the figures but are not stored: they were most of a stored conversation's bytes."""
+    kept = tuple(s for s in spans if s.kind != KIND_OTHER or s.error is not None)
+    return kept[:MAX_TIMELINE_SPANS]
 
 
 def turn_figures(

@@ -62,14 +62,16 @@ class Timeline:
 
 
 def _depths(spans: tuple[TimelineSpan, ...]) -> dict[str, int]:
+    """Nesting level of each stored span among the stored ones; a span whose parent was
+    not stored (a framework-internal step) sits right under the turn's own (the first)."""
     parents = {s.span_id: s.parent_span_id for s in spans}
     out: dict[str, int] = {}
-    for s in spans:
+    for i, s in enumerate(spans):
         depth, parent = 0, s.parent_span_id
         while parent in parents and depth < _MAX_DEPTH:
             depth += 1
             parent = parents[parent]
-        out[s.span_id] = depth
+        out[s.span_id] = max(depth, 1) if i else depth
     return out
 
 
