@@ -19,6 +19,7 @@ from tracepass.evaluator.usage import (
     price_spans,
     usage_of,
     version_figures,
+    wall_of,
 )
 
 S = 1_000_000_000
@@ -104,7 +105,9 @@ def test_combined_usage_and_latency() -> None:
     unknown = usage_of(price_spans([_model(3, model="x")], BOOK))
     assert combine_usage([a, unknown]).cost_usd is None
     spans = [_model(1), _model(4)]
-    lat = combine_latency([latency_of(spans[:1]), latency_of(spans[1:])], spans)
+    lat = combine_latency(
+        [latency_of(spans[:1]), latency_of(spans[1:])], [wall_of(spans[:1]), wall_of(spans[1:])]
+    )
     assert lat.duration_s == pytest.approx(3.5)
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "span_duration_s",
     "usage_of",
     "version_figures",
+    "wall_of",
 ]
 
 KIND_TURN: Final = "turn"
@@ -318,9 +319,8 @@ def combine_usage(parts: Sequence[Usage]) -> Usage:
     return _unchecked(Usage, values)
 
 
-def combine_latency(parts: Sequence[Latency], spans: Sequence[TimelineSpan]) -> Latency:
-    """A conversation's latency from its turns' and their stored spans (for the wall
-    time: first span start to last span end over every turn)."""
+def wall_of(spans: Iterable[TimelineSpan]) -> tuple[int, int] | None:
+    """(first start, last end) of the spans with usable times; None without any."""
     start = end = 0
     timed = False
     for s in spans:
@@ -331,8 +331,17 @@ def combine_latency(parts: Sequence[Latency], spans: Sequence[TimelineSpan]) -> 
         if not timed or s.end_ns > end:
             end = s.end_ns
         timed = True
-    if not timed:
+    return (start, end) if timed else None
+
+
+def combine_latency(parts: Sequence[Latency], walls: Sequence[tuple[int, int] | None]) -> Latency:
+    """A conversation's latency from its turns' and their walls (`wall_of` each turn's
+    spans): first span start to last span end over every turn."""
+    known = [w for w in walls if w is not None]
+    if not known:
         return Latency(missing={"duration": "no spans with usable times"})
+    start = min(w[0] for w in known)
+    end = max(w[1] for w in known)
     missing: dict[str, str] = {}
     model_s = tool_s = 0.0
     slowest: Latency | None = None

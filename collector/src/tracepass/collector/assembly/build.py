@@ -156,7 +156,10 @@ def _carries_responses(root: SpanRecord, members: list[SpanRecord]) -> bool:
 
 
 def _build_turn(
-    root: SpanRecord, members: list[SpanRecord], prices: PriceBook = DEFAULT_PRICES
+    root: SpanRecord,
+    members: list[SpanRecord],
+    prices: PriceBook = DEFAULT_PRICES,
+    walls: list[tuple[int, int] | None] | None = None,
 ) -> Turn:
     members.sort(key=_BY_START)
     # One pass instead of a list comprehension per kind.
@@ -207,7 +210,9 @@ def _build_turn(
     # below: every value comes from typed records or validated models, and validating
     # them again per evaluated conversation was a tenth of the live evaluation path.
     # tests/collector/test_build_unchecked.py checks it against validated construction.
-    spans, usage, latency = turn_figures(root, members, prices)
+    spans, usage, latency, wall = turn_figures(root, members, prices)
+    if walls is not None:
+        walls.append(wall)
     return construct_unchecked(
         Turn,
         {
@@ -273,6 +278,7 @@ def build_conversation(
 
     turns: list[Turn] = []
     turn_roots: list[SpanRecord] = []
+    walls: list[tuple[int, int] | None] = []  # per turn, for the conversation's wall time
     for trace_id, trace_records in by_trace.items():
         if trace_id not in turn_traces:
             if not any(r.kind in _AGENT_WORK for r in trace_records):
@@ -281,7 +287,7 @@ def build_conversation(
                 continue
             root = _trace_root(trace_records, index)
             turn_roots.append(root)
-            turns.append(_build_turn(root, list(trace_records), prices))
+            turns.append(_build_turn(root, list(trace_records), prices, walls))
             continue
         # Keyed by the turn's span id (one trace here).
         members: dict[str, list[SpanRecord]] = defaultdict(list)
@@ -306,7 +312,7 @@ def build_conversation(
                 members[key].append(rec)
         for key, root in roots.items():
             turn_roots.append(root)
-            turns.append(_build_turn(root, members[key], prices))
+            turns.append(_build_turn(root, members[key], prices, walls))
 
     order = sorted(range(len(turns)), key=lambda i: (turn_roots[i].start_ns, turn_roots[i].span_id))
     turns = [turns[i] for i in order]
@@ -340,9 +346,6 @@ def build_conversation(
             "complete": complete,
             "attributes": {"service.name": service} if service else {},
             "usage": combine_usage([t.usage for t in turns if t.usage is not None]),
-            "latency": combine_latency(
-                [t.latency for t in turns if t.latency is not None],
-                [s for t in turns for s in t.spans],
-            ),
+            "latency": combine_latency([t.latency for t in turns if t.latency is not None], walls),
         },
     )

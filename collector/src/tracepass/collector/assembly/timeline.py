@@ -30,6 +30,7 @@ from tracepass.evaluator.usage import (
     Usage,
     latency_of,
     usage_of,
+    wall_of,
 )
 
 __all__ = ["DEFAULT_PRICES", "MAX_TIMELINE_SPANS", "turn_figures", "turn_timeline"]
@@ -121,7 +122,8 @@ def _kept(spans: tuple[TimelineSpan, ...]) -> tuple[TimelineSpan, ...]:
 
 def turn_figures(
     root: SpanRecord, members: Sequence[SpanRecord], book: PriceBook
-) -> tuple[tuple[TimelineSpan, ...], Usage, Latency]:
-    """The turn's stored timeline entries, and its usage and latency over all its spans."""
+) -> tuple[tuple[TimelineSpan, ...], Usage, Latency, tuple[int, int] | None]:
+    """The turn's stored timeline entries, and its usage, latency and wall (first start,
+    last end) over all its spans."""
     spans = turn_timeline(root, members, book)
-    return _kept(spans), usage_of(spans), latency_of(spans, (root.span_id,))
+    return _kept(spans), usage_of(spans), latency_of(spans, (root.span_id,)), wall_of(spans)
