@@ -7,7 +7,7 @@ import datetime as dt
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from tracepass.collector.state.index import ResultFilter, decode_cursor
@@ -18,6 +18,7 @@ __all__ = [
     "MAX_LIMIT",
     "ListQuery",
     "ParamError",
+    "check_bounds",
     "format_time",
     "parse_list_query",
     "parse_time",
@@ -25,6 +26,8 @@ __all__ = [
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+MAX_PARAMS = 32
+MAX_VALUE_CHARS = 512
 _OUTCOMES = frozenset(o.value for o in Outcome)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -35,6 +38,7 @@ FILTER_PARAMS = (
     "reference_id",
     "reference_set",
     "violation",
+    "failure_mode",
     "since",
     "until",
     "min_cost_usd",
@@ -104,6 +108,17 @@ def _min_number(params: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+def check_bounds(params: Iterable[tuple[str, str]]) -> None:
+    """Refuse (400) a query string with more than MAX_PARAMS parameters (repeats
+    counted) or a value longer than MAX_VALUE_CHARS: nothing the API or the UI needs
+    comes close, and each extra value used to cost a query."""
+    for count, (name, value) in enumerate(params, start=1):
+        if count > MAX_PARAMS:
+            raise ParamError(name, f"more than {MAX_PARAMS} query parameters")
+        if len(value) > MAX_VALUE_CHARS:
+            raise ParamError(name, f"value longer than {MAX_VALUE_CHARS} characters")
+
+
 def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.time) -> ListQuery:
     """The filters of `GET /api/v1/conversations` (empty values mean "any"). `outcome`
     may list several values separated by commas (`fail,error`)."""
@@ -114,7 +129,8 @@ def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.
             continue
         if part not in _OUTCOMES:
             raise ParamError("outcome", f"{part!r} is not one of {', '.join(sorted(_OUTCOMES))}")
-        outcomes.append(part)
+        if part not in outcomes:  # `fail` 1,500 times is one query, not 1,500
+            outcomes.append(part)
     since = _opt(params, "since")
     until = _opt(params, "until")
     raw_limit = _opt(params, "limit")
@@ -139,6 +155,7 @@ def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.
             reference_id=_opt(params, "reference_id"),
             reference_set=_opt(params, "reference_set"),
             violation=_opt(params, "violation"),
+            failure_mode=_opt(params, "failure_mode"),
             since=None if since is None else parse_time("since", since, now),
             until=None if until is None else parse_time("until", until, now),
             min_cost_usd=_min_number(params, "min_cost_usd"),

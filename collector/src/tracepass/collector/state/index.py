@@ -23,9 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result
-from tracepass.evaluator.explain import failed_turns, failure_reasons, violation_rules
+from tracepass.evaluator.explain import failed_turns, failure_analysis, violation_rules
+from tracepass.evaluator.failure_signatures import is_failing
+from tracepass.evaluator.models import ConversationResult, Outcome
 
 __all__ = [
+    "FILTER_INDEXES",
     "INDEX_COLUMNS",
     "INDEX_SCHEMA",
     "ResultFilter",
@@ -80,6 +83,15 @@ CREATE INDEX IF NOT EXISTS result_violations_outcome
     ON result_violations (rule, outcome, closed_at, conv_key);
 CREATE INDEX IF NOT EXISTS result_violations_conv ON result_violations (conv_key);
 """
+# Every list filter has an index it can page through in order: a filter without one made
+# `reference_set=nope` scan every stored result once per outcome (73 s on 100k results,
+# issue 21). Created at every open (IF NOT EXISTS), so files of any version get them.
+FILTER_INDEXES = """
+CREATE INDEX IF NOT EXISTS results_reference_set
+    ON results (reference_set, outcome, closed_at, conv_key);
+CREATE INDEX IF NOT EXISTS results_reference_outcome
+    ON results (reference_id, outcome, closed_at, conv_key);
+"""
 # One encoder reused: json.dumps with options builds a new encoder per call (once per
 # stored result).
 _encode_summary = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -91,10 +103,14 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
     """The INDEX_COLUMNS values of one stored evaluation, in column order."""
     result = stored.result
     conv = stored.conversation
-    summary = {
-        "reasons": [] if result is None else failure_reasons(result),
+    summary: dict[str, Any] = {
+        "reasons": [] if result is None else _reasons(result, conv.complete),
         "trace_ids": list(conv.trace_ids),
     }
+    if result is not None and is_failing(result):
+        # Where this result's failure-mode rows are (`failure_index.py`): a later
+        # revision deletes them by primary key, without an index on conv_key.
+        summary["modes"] = list(failure_analysis(result, conv.complete).signatures)
     text = _encode_summary(summary)
     figures = cost_and_duration(stored)
     if result is None:
@@ -128,6 +144,14 @@ def cost_and_duration(stored: StoredResult) -> tuple[float | None, float | None]
     cost = None if conv.usage is None else conv.usage.cost_usd
     duration = None if conv.latency is None else conv.latency.duration_s
     return cost, duration
+
+
+def _reasons(result: ConversationResult, complete: bool) -> list[str]:
+    """The list's reasons (at most five): the analysis the failure-mode index and the
+    failure log share (`explain.failure_analysis`, computed once per result)."""
+    if result.outcome == Outcome.PASS:
+        return []
+    return list(failure_analysis(result, complete).reasons[:5])
 
 
 def write_violations(
@@ -183,6 +207,7 @@ class ResultFilter:
     reference_id: str | None = None
     reference_set: str | None = None
     violation: str | None = None
+    failure_mode: str | None = None
     since: float | None = None
     until: float | None = None
     # Conversations costing at least this many USD / lasting at least this many seconds
@@ -269,8 +294,10 @@ def list_results(
     or none with an agent filter, run as one query per outcome whose pages are merged:
     one `outcome IN (...)` query would have to sort everything that matches."""
     outcomes: Sequence[str | None] = where.outcomes
-    if not outcomes and (where.agent_name is not None or where.agent_version is not None):
-        outcomes = _ALL_OUTCOMES
+    if not outcomes and any(
+        value is not None for value in (where.agent_name, where.agent_version, where.reference_set)
+    ):
+        outcomes = _ALL_OUTCOMES  # their indexes continue with outcome, then time
     if len(outcomes) <= 1:
         rows = _query(conn, where, outcomes[0] if outcomes else None, bool(outcomes), limit, cursor)
     else:
@@ -296,7 +323,20 @@ def _query(
     through `result_violations`' (rule, closed_at, conv_key) index."""
     clauses: list[str] = []
     args: list[Any] = []
-    if where.violation is not None:
+    if where.failure_mode is not None:
+        # Like a violation filter, through the failure-mode rows' own index
+        # (`failure_index.py`); a violation filter on top is then an EXISTS probe.
+        source = "result_failure_modes f CROSS JOIN results r ON r.conv_key = f.conv_key"
+        t, k, o = "f.closed_at", "f.conv_key", "f.outcome"
+        clauses.append("f.signature = ?")
+        args.append(where.failure_mode)
+        if where.violation is not None:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM result_violations v WHERE v.rule = ? "
+                "AND v.conv_key = r.conv_key)"
+            )
+            args.append(where.violation)
+    elif where.violation is not None:
         # Time and order come from the violation rows (a copy of the results' closed_at);
         # CROSS JOIN keeps them the outer loop (SQLite's join-order hint), so the page is
         # read in index order instead of sorting every match of the other filters.

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracepass.collector.app.cli.common import fail, stderr_console, stdout_console
+from tracepass.collector.app.cli.common import fail, plain, stderr_console, stdout_console
 
 EPILOG = """\
 Examples:
@@ -137,6 +137,8 @@ def demo(
         f"demo {how}: {state.sent} conversations sent, {len(state.results)} evaluated",
         highlight=False,
     )
+    for line in outcome.triage:  # top failure modes, reference candidates
+        console.print(plain(line), highlight=False)
     if outcome.report is not None:
         console.print(f"report: {outcome.report}", highlight=False)
     else:
@@ -164,6 +166,7 @@ async def _run(options: Any) -> Any:
 
     console = _console()
     last_line = [0.0]
+    serving_said: list[bool] = []
 
     def on_listening(service: Any) -> None:
         info = listening_event(service, report=str(options.report))
@@ -191,6 +194,16 @@ async def _run(options: Any) -> Any:
                 if last_line[0] == 0.0:
                     for note in state.notes:  # e.g. a busy default port was replaced
                         print(f"note: {note}", file=sys.stderr, flush=True)
+                if state.serving:
+                    # One line, not a status line every 2 s while it waits for Ctrl-C.
+                    if not serving_said:
+                        serving_said.append(True)
+                        print(
+                            f"run complete: {len(state.results)} evaluated; serving the web "
+                            f"UI at {service.ui_url} until Ctrl-C",
+                            flush=True,
+                        )
+                    return
                 now = time.monotonic()
                 if now - last_line[0] >= 2.0:
                     last_line[0] = now

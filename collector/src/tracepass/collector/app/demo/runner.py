@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tracepass.collector.app.demo.triage import triage_lines
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
@@ -34,6 +35,7 @@ from tracepass.collector.config import (
     MetricsConfig,
     ReceiverConfig,
     StateConfig,
+    UIConfig,
     WindowConfig,
 )
 from tracepass.collector.pipeline import ResultInfo
@@ -49,6 +51,14 @@ KS = (1, 3, 5)
 # as README and docs state it.
 MIN_CONVERSATIONS: int = MetricsConfig.model_fields["min_conversations"].default
 ALL_SETS = "*"
+# The "run" window covers the run and a day of browsing it afterwards (--keep-serving):
+# the web UI opens on it, so its rows do not fall to n 0 when the run ends.
+RUN_WINDOW = "run"
+RUN_WINDOW_MIN_S = 86400.0
+
+
+def run_window_s(duration: float) -> float:
+    return max(RUN_WINDOW_MIN_S, 2 * duration)
 
 
 @dataclass
@@ -86,12 +96,14 @@ class DemoState:
     aggregator: RollingAggregator = field(init=False)
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
+    # The run is over and --keep-serving keeps the collector up until Ctrl-C.
+    serving: bool = False
 
     def __post_init__(self) -> None:
         d = self.options.duration
         self.aggregator = RollingAggregator(
             RollingConfig(
-                windows=(("1m", 60.0), ("run", max(600.0, 2 * d))),
+                windows=(("1m", 60.0), (RUN_WINDOW, run_window_s(d))),
                 decay_half_life_s=15.0,
                 decay_window_name="fast",
                 ks=KS,
@@ -129,6 +141,8 @@ class DemoOutcome:
     metrics_url: str | None
     report: Path | None
     report_error: str | None = None
+    # Top failure modes and reference candidates at the end (`triage.py`).
+    triage: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- config
@@ -180,13 +194,14 @@ def demo_config(
             prometheus_port=ports["metrics"],
             windows=[
                 WindowConfig(name="1m", seconds=60),
-                WindowConfig(name="run", seconds=max(600.0, 2 * duration)),
+                WindowConfig(name=RUN_WINDOW, seconds=run_window_s(duration)),
             ],
             decay_half_life_s=15.0,
             ks=list(KS),
             min_conversations=MIN_CONVERSATIONS,
             emit_evaluation_events=False,
         ),
+        ui=UIConfig(default_window=RUN_WINDOW),
     )
 
 
@@ -196,6 +211,8 @@ def demo_config(
 def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> None:
     """Play conversations at `rate` until the duration is over or `stop` is set."""
     opts = state.options
+    # Unreferenced but consistent traffic too, so a reference candidate appears.
+    scenarios = (*agent.SCENARIOS, *getattr(agent, "CANDIDATE_SCENARIOS", ()))
     interval = 1.0 / opts.rate
     next_at = time.monotonic()
     i = 0
@@ -203,7 +220,7 @@ def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> No
         regressed = state.elapsed >= opts.switch_at
         state.version = "1.1" if regressed else "1.0"
         rng = agent.conversation_rng(opts.seed, f"demo-{i}")
-        scenario = agent.SCENARIOS[rng.randrange(len(agent.SCENARIOS))]
+        scenario = scenarios[rng.randrange(len(scenarios))]
         agent.run_conversation(
             scenario,
             version=state.version,
@@ -240,6 +257,7 @@ async def run_demo(
 
     ports, notes = choose_ports(options)
     state = DemoState(options, notes=notes)
+    report: tuple[Path | None, str | None] | None = None  # written before serving on
     with tempfile.TemporaryDirectory(prefix="tracepass-demo-") as tmp:
         config = demo_config(examples / "references", Path(tmp), ports, options.duration)
         service = CollectorService(
@@ -283,7 +301,10 @@ async def run_demo(
             render(state, service)
             if options.keep_serving and not state.interrupted:
                 # The run is complete; Ctrl-C now only ends the serving, so the summary
-                # still says "finished".
+                # still says "finished". The report is written now (matplotlib's import
+                # alone takes seconds), so Ctrl-C later ends the demo promptly.
+                report = await asyncio.to_thread(_report, state, options)
+                state.serving = True
                 while not state.interrupted:
                     render(state, service)
                     await asyncio.sleep(0.5)
@@ -295,21 +316,34 @@ async def run_demo(
                 loop.remove_signal_handler(installed_sig)
             bound = service.ports
             metrics_url = service.metrics_url
+            triage: list[str] = []
+            try:
+                triage = triage_lines(service)
+            except Exception as exc:  # the summary is a bonus: never fail the demo on it
+                triage = [f"(failure modes not read: {exc})"]
             await service.stop()
 
-    outcome = DemoOutcome(
+    path, error = report if report is not None else _report(state, options)
+    return DemoOutcome(
         state=state,
         ports={"grpc": bound.grpc, "http": bound.http, "metrics": bound.metrics},
         metrics_url=metrics_url,
-        report=None,
+        report=path,
+        report_error=error,
+        triage=triage,
     )
+
+
+def _report(state: DemoState, options: DemoOptions) -> tuple[Path | None, str | None]:
+    """(the report written, or None and why not)."""
+    from tracepass.collector.app.report_extra import missing_report_extra
+
+    if (missing := missing_report_extra("the HTML report")) is not None:
+        return None, f"{missing} (report skipped)"
     try:
-        outcome.report = write_report(state, options.report)
-    except ImportError as exc:
-        outcome.report_error = f"HTML report skipped ({exc}); install tracepass-collector[report]"
+        return write_report(state, options.report), None
     except OSError as exc:
-        outcome.report_error = f"{options.report}: cannot write report: {exc.strerror or exc}"
-    return outcome
+        return None, f"{options.report}: cannot write report: {exc.strerror or exc}"
 
 
 def report_document(state: DemoState) -> dict[str, Any]:
