@@ -27,8 +27,7 @@ import gc
 import inspect
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from tracepass.collector.matching import Match, ReferenceSource
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.pipeline.components import ListenerComponent, ResultChain
 from tracepass.collector.pipeline.offline import (
     LogsNormalizer,
     Normalizer,
@@ -56,6 +56,7 @@ from tracepass.collector.pipeline.offline import (
     default_normalizer,
 )
 from tracepass.collector.pipeline.recovery import restore_conversations
+from tracepass.collector.pipeline.results import STORED_RESULTS_IN_MEMORY, ResultsWriter
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
@@ -70,15 +71,13 @@ from tracepass.collector.state import StateError, StateStore, StoredResult
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
-__all__ = ["Pipeline"]
+__all__ = ["STORED_RESULTS_IN_MEMORY", "Pipeline"]
 
 log = logging.getLogger(__name__)
 
 # Requests with more spans than this are normalized off the event loop and assembled in
 # slices of this many records, yielding in between.
 _LARGE_BATCH = 20_000
-# Evaluated results kept in memory when a state file holds them all (see __init__).
-STORED_RESULTS_IN_MEMORY = 256
 
 
 class Pipeline:
@@ -104,16 +103,14 @@ class Pipeline:
         result_cache_size: int = 10_000,
         sampler: ConversationSampler | None = None,
         journal_entry: Callable[[ConversationResult], str] | None = None,
+        store: StateStore | None = None,
+        results: ResultsWriter | None = None,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         self.state_config = state
         self.matching_config = matching or MatchingConfig()
         self.evaluator = evaluator
         self.clock = clock
-        self.listener = listener
-        # What the state file's window journal keeps of each result (the rolling
-        # windows' entry, supplied by whoever owns the windows); None: no journal.
-        self.journal_entry = journal_entry
         self.max_pending_evaluations = max_pending_evaluations
         self.max_state_backlog = max_state_backlog
         self.purge_interval_s = purge_interval_s
@@ -141,8 +138,13 @@ class Pipeline:
             end_grace_s=end_grace_s,
             turn_target=self._turn_target,
         )
+        # The span buffer: given (the service owns its lifecycle), or built from `state`
+        # and opened/closed by this pipeline.
+        self._owns_store = store is None and state is not None
         self.store: StateStore | None = (
-            StateStore(
+            store
+            if store is not None
+            else StateStore(
                 state.path,
                 durability=state.durability,
                 batch_max_delay_ms=state.batch_max_delay_ms,
@@ -153,21 +155,21 @@ class Pipeline:
         self._chains = EvaluationChains(
             self._evaluate, concurrency=evaluation_concurrency, on_error=self._count_error
         )
-        self._results: OrderedDict[str, StoredResult] = OrderedDict()
-        # Results whose storage failed (disk full) and is retried: the API must still
-        # find them, however many results were evaluated since.
-        self._unstored: dict[str, StoredResult] = {}
-        self._retries: set[asyncio.Task[None]] = set()
-        self._log = RateLimitedLog(log)
-        # With a state file every stored result is read back from it, so memory keeps
-        # only the newest few (the API's hot path). Why not 10,000 as without one: each
-        # is a conversation and its result as ~60 live objects that every full GC pass
-        # scans; 10,000 of them made full collections pause the loop for ~300 ms.
-        self._result_cache_size = (
-            result_cache_size
-            if self.store is None
-            else min(result_cache_size, STORED_RESULTS_IN_MEMORY)
+        # Every result goes down one chain (`components.py`): the results store first,
+        # then whatever the caller listens with. `listener` may be the whole chain built
+        # by the service (holding `results` already).
+        self._owns_results = results is None
+        self.results = results or ResultsWriter(
+            self.store, journal_entry=journal_entry, cache_size=result_cache_size
         )
+        if results is not None and listener is not None:
+            self.listener: ResultListener = listener
+        else:
+            chain = ResultChain([self.results])
+            if listener is not None:
+                chain.append(ListenerComponent(listener))
+            self.listener = chain
+        self._log = RateLimitedLog(log)
         self.sampler = sampler if sampler is not None and sampler.active else None
         self._conversation_id_keys = CONVERSATION_ID_KEYS + tuple(
             self.assembly_config.conversation_id_keys
@@ -175,7 +177,6 @@ class Pipeline:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._ready = False
-        self._stopping = False
 
     @classmethod
     def from_config(
@@ -202,7 +203,8 @@ class Pipeline:
         """Load references (a broken file fails startup), recover state, start ticking."""
         self.references.load()
         if self.store is not None:
-            await asyncio.to_thread(self.store.open)
+            if self._owns_store:
+                await asyncio.to_thread(self.store.open)
             await asyncio.to_thread(self._recover)
         if background:
             self._task = asyncio.create_task(self._loop(), name="tracepass-pipeline")
@@ -222,21 +224,16 @@ class Pipeline:
         """Stop taking spans, evaluate what is due, wait for running evaluations and
         persist what is still open (in `none` durability too) so a restart resumes it."""
         self._ready = False
-        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         await self.process_due()
-        if self._retries:
-            # Stop retrying: what could not be stored is re-evaluated from its stored
-            # spans at the next start (its result row never reached the file).
-            for task in list(self._retries):
-                task.cancel()
-            await asyncio.gather(*self._retries, return_exceptions=True)
+        if self._owns_results:
+            await self.results.shutdown()
         if self.store is not None:
-            if self.store.durability == "none":
+            if self.store.durability == "none" and self.store.is_open:
                 rows: list[tuple[str, SpanRecord]] = []
                 for key in self.assembler.open_keys():
                     snap = self.assembler.snapshot(key)
@@ -244,7 +241,8 @@ class Pipeline:
                         rows.extend((key, r) for r in snap[0])
                 if rows:
                     await self.store.write_spans(rows, self.clock())
-            await asyncio.to_thread(self.store.close)
+            if self._owns_store:
+                await asyncio.to_thread(self.store.close)
 
     def ready(self) -> bool:
         return self._ready
@@ -521,128 +519,55 @@ class Pipeline:
         now = self.clock()
         last_end = max((r.end_ns for r in item.records), default=0)
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
-        stored = StoredResult(conversation, result, item.revision)
-        self._remember(item.key, stored)
-        return self._finish(item, stored, now, lag, set_name, match)
+        return self._finish(item, result, conversation, now, lag, set_name, match)
 
     async def _finish(
         self,
         item: Completed,
-        stored: StoredResult,
+        result: ConversationResult,
+        conversation: Conversation,
         now: float,
         lag: float,
         set_name: str | None,
         match: Match | None,
     ) -> None:
-        """Persist the result (the group commit), then hand it to the listener. When it
-        cannot be stored (disk full) the listener still gets it (the windows must not
-        miss evaluations the API shows) and the write is retried in the background."""
-        result, conversation = stored.result, stored.conversation
-        assert result is not None
-        journal_seq: int | None = None
-        if self.store is not None:
-            write = self._result_writer(item, stored, now)
-            try:
-                journal_seq = await write()
-            except StateError as exc:
-                # Disk full or I/O trouble: the evaluation still reaches the windows and
-                # the API now, and its storage is retried in the background until the
-                # disk has room (a crash meanwhile re-evaluates it from the stored spans).
-                self._log.error(
-                    "put_result",
-                    "result of conversation %s not stored, retrying in the background: %s",
-                    item.key,
-                    exc,
-                )
-                self._unstored[item.key] = stored
-                self._retry_in_background(item.key, write)
-        if self.listener is not None:
-            info = ResultInfo(
-                revision=item.revision,
-                reason=item.reason,
-                lag_s=lag,
-                now=now,
-                complete=item.complete,
-                reference_set=set_name,
-                match_method=match.method if match is not None else None,
-                conversation=conversation,
-                journal_seq=journal_seq,
-            )
-            try:
-                ret = self.listener(result, info)
-                if inspect.isawaitable(ret):
-                    await ret
-            except Exception:
-                log.exception("result listener failed for conversation %s", item.key)
-
-    def _result_writer(
-        self, item: Completed, stored: StoredResult, now: float
-    ) -> Callable[[], Awaitable[int]]:
-        store = self.store
-        assert store is not None
-        journal = (
-            None
-            if self.journal_entry is None or stored.result is None
-            else self.journal_entry(stored.result)
+        """Hand the result down the chain (the results store first: its group commit)."""
+        info = ResultInfo(
+            revision=item.revision,
+            reason=item.reason,
+            lag_s=lag,
+            now=now,
+            complete=item.complete,
+            reference_set=set_name,
+            match_method=match.method if match is not None else None,
+            conversation=conversation,
+            closed_at=item.closed_at,
+            n_spans=len(item.records),
         )
-
-        def write() -> Awaitable[int]:
-            return store.put_result(
-                item.key,
-                revision=item.revision,
-                closed_at=item.closed_at,
-                n_spans=len(item.records),
-                stored=stored,
-                evaluated_at=now,
-                journal=journal,
-            )
-
-        return write
-
-    def _retry_in_background(self, key: str, write: Callable[[], Awaitable[int]]) -> None:
-        async def retry() -> None:
-            delay = 0.5
-            while not self._stopping:
-                await asyncio.sleep(delay)
-                try:
-                    await write()
-                except StateError:
-                    delay = min(delay * 2, 30.0)
-                    continue
-                self._log.info("stored_after_retry", "result of %s stored after a retry", key)
-                self._unstored.pop(key, None)
-                return
-
-        task = asyncio.create_task(retry(), name=f"tracepass-store-retry-{key}")
-        self._retries.add(task)
-        task.add_done_callback(self._retries.discard)
+        try:
+            ret = self.listener(result, info)
+            if inspect.isawaitable(ret):
+                await ret
+        except Exception:
+            log.exception("result listener failed for conversation %s", item.key)
 
     @property
     def unstored_results(self) -> int:
         """Evaluations whose storage is being retried (disk full)."""
-        return len(self._retries)
+        return self.results.retrying
 
     def shed_memory(self) -> None:
         """Called above `limits.max_memory_mb`: give up what costs nothing acknowledged
         (evaluated conversations kept for late spans, cached results), then collect."""
         self.assembler.shed_retained()
-        self._results.clear()  # the unstored ones stay: nothing else has them
+        self.results.forget_cached()
         gc.collect()
-
-    def _remember(self, key: str, stored: StoredResult) -> None:
-        self._results[key] = stored
-        self._results.move_to_end(key)
-        while len(self._results) > self._result_cache_size:
-            self._results.popitem(last=False)
 
     # ------------------------------------------------------------------ queries
 
     def latest_result(self, conversation_id: str) -> StoredResult | None:
         """The latest evaluation of a conversation (memory first, then the state file)."""
-        stored = self._results.get(conversation_id) or self._unstored.get(conversation_id)
-        if stored is None and self.store is not None and self._ready:
-            stored = self.store.get_result(conversation_id)
-        return stored
+        return self.results.latest(conversation_id, read_store=self._ready)
 
     def open_conversation(self, conversation_id: str) -> tuple[Conversation, int] | None:
         """A conversation still being assembled (or re-assembled after late spans) as

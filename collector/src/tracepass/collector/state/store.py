@@ -407,6 +407,10 @@ class StateStore:
         self._unlock()
 
     @property
+    def is_open(self) -> bool:
+        return self._thread is not None
+
+    @property
     def backlog(self) -> int:
         """Writes queued and not yet committed (the pipeline refuses work above a cap)."""
         return self._pending
