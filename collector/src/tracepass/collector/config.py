@@ -74,6 +74,18 @@ class StateConfig(_Section):
     # Evaluation results (served by /api/v1/conversations/{id}) are deleted this long after
     # their spans were purged; 0 keeps them forever. Metrics never read them back.
     results_retention_s: float = Field(default=7 * 86400.0, ge=0)
+    # Where evaluation results are stored and read back by the API and UI: null = this
+    # state file (one replica); `postgresql://user@host:port/db` = one PostgreSQL
+    # database shared by several replicas, so any replica shows all of them. Results
+    # wait in this state file's outbox while the database is unreachable.
+    results_url: str | None = None
+
+    @field_validator("results_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or null for the state file)")
+        return value
 
 
 class MatchingConfig(_Section):

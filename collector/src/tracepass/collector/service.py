@@ -133,6 +133,7 @@ class CollectorService:
         self.chain = ResultChain()
         self._recorded: Callable[[], int] = lambda: 0
         self._windows: Any = None  # the RollingWindows component
+        self._forwarder: Any = None  # the ResultsForwarder (state.results_url)
         self._judge_cache: Any = None
         self._recorder: RecordingSink | None = None
         self._started = False
@@ -186,8 +187,9 @@ class CollectorService:
             durability=cfg.state.durability,
             batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
-        results = ResultsWriter(self.store, journal_entry=journal_entry)
-        self.chain = self._build_chain(results)
+        shared = self._shared_results()
+        results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
+        self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
             cfg,
             build_evaluator(cfg, judge),
@@ -204,12 +206,21 @@ class CollectorService:
         # restore and replay here), then the pipeline (references: a broken file fails
         # here; recovery may complete conversations, whose results the chain takes),
         # and the receivers last, so no span is accepted before the pipeline can take it.
+        if self._forwarder is not None:
+            self.pipeline.readiness_checks.append(self._forwarder.readiness)
         await asyncio.to_thread(self.store.open)
         await self.chain.start()
         await self.pipeline.start()
         self.views = ConversationViews(self.pipeline)
+        rolling = rolling_config(cfg.metrics)
+        snapshots: Callable[[], Sequence[KeySnapshot]] = self.snapshot
+        if shared is not None:
+            # Every replica's agents, not only this one's windows (api/pooled.py).
+            from tracepass.collector.api.pooled import pooled_snapshots
+
+            snapshots = pooled_snapshots(shared, rolling, self.clock)
         self.read_model = ReadModel(
-            self.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+            shared if shared is not None else self.store, snapshots, rolling, clock=self.clock
         )
         await self._start_receivers(instruments)
         log.info(
@@ -243,7 +254,23 @@ class CollectorService:
         judge.on_call = self.metrics.record_judge_call
         return judge, budget
 
-    def _build_chain(self, results: ResultsWriter) -> ResultChain:
+    def _shared_results(self) -> Any:
+        """The PostgreSQL results store of `state.results_url` (None: the state file)."""
+        url = self.config.state.results_url
+        if url is None:
+            return None
+        from tracepass.collector.state.postgres import PostgresResults
+
+        return PostgresResults(url)
+
+    def _retention_cutoff(self) -> float | None:
+        """Results evaluated before this are deleted (None: kept forever)."""
+        keep = self.config.state.results_retention_s
+        if keep <= 0:
+            return None
+        return self.clock() - self.config.assembly.retention_s - keep
+
+    def _build_chain(self, results: ResultsWriter, meter: Any, shared: Any) -> ResultChain:
         """The result consumers in the order each result visits them: stored first (its
         journal number goes on), counted (a stale revision stops the events and the
         failure line), noted by the windows, then the events, the failure log line and
@@ -262,7 +289,19 @@ class CollectorService:
         self._windows = RollingWindows(
             self.store, metrics, persist_interval_s=self.persist_interval_s
         )
-        components: list[ResultComponent] = [results, counted, self._windows]
+        components: list[ResultComponent] = [results]
+        if shared is not None:
+            from tracepass.collector.pipeline.forwarding import ResultsForwarder
+
+            assert self.store is not None
+            self._forwarder = ResultsForwarder(
+                self.store,
+                shared,
+                meter=meter,
+                retention_cutoff=self._retention_cutoff,
+            )
+            components.append(self._forwarder)
+        components += [counted, self._windows]
         if self.config.metrics.emit_evaluation_events:
             events = EvaluationEvents(self.telemetry.event_logger())
             components.append(EventsComponent(events, metrics.common_labels))
@@ -406,6 +445,7 @@ def with_overrides(
     state: Any | None = None,
     durability: str | None = None,
     record_dir: Any | None = None,
+    results_url: str | None = None,
 ) -> CollectorConfig:
     """`config` with command-line flags applied (None = keep the file's value);
     re-validated, so a flag cannot smuggle in a value the file could not hold."""
@@ -426,6 +466,8 @@ def with_overrides(
         data["state"]["durability"] = durability
     if record_dir is not None:
         data["receiver"]["record_dir"] = record_dir
+    if results_url is not None:
+        data["state"]["results_url"] = results_url
     from pydantic import ValidationError
 
     try:

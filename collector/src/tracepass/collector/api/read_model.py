@@ -18,7 +18,7 @@ from tracepass.collector.api.params import (
     format_time,
     parse_list_query,
 )
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import ResultsStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
 from tracepass.evaluator import passk
 from tracepass.evaluator.explain import natural_key
@@ -66,7 +66,7 @@ class ReadModel:
 
     def __init__(
         self,
-        store: StateStore | None,
+        store: ResultsStore | None,
         snapshots: Snapshots,
         rolling: RollingConfig,
         *,
@@ -89,7 +89,7 @@ class ReadModel:
             "next_cursor": None if nxt is None else encode_cursor(*nxt),
         }
 
-    def _store(self) -> StateStore:
+    def _store(self) -> ResultsStore:
         if self.store is None:
             raise LookupError("this collector keeps no state file (state.path)")
         return self.store

@@ -158,6 +158,9 @@ class Pipeline:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._ready = False
+        # Components that can be degraded while the pipeline still takes spans (the
+        # results database): each says why, or None. `/readyz` shows what they say.
+        self.readiness_checks: list[Callable[[], str | None]] = []
 
     @classmethod
     def from_config(
@@ -247,6 +250,10 @@ class Pipeline:
 
     def ready(self) -> bool:
         return self._ready
+
+    def readiness_notes(self) -> list[str]:
+        """What is degraded though spans are still taken (shown by `/readyz`)."""
+        return [note for check in self.readiness_checks if (note := check()) is not None]
 
     # ------------------------------------------------------------------ ingest (SpanSink)
 

@@ -51,6 +51,10 @@ class RecordingSink:
     def ready(self) -> bool:
         return self.inner.ready()
 
+    def readiness_notes(self) -> list[str]:
+        notes = getattr(self.inner, "readiness_notes", None)
+        return list(notes()) if callable(notes) else []
+
     async def ingest(self, request: ExportTraceServiceRequest) -> IngestResult:
         body = request.SerializeToString()  # as received: before the sink may trim it
         result = await self.inner.ingest(request)

@@ -21,10 +21,12 @@ from typing import Protocol
 from tracepass.collector.state.codec import StoredResult
 from tracepass.collector.state.index import ResultFilter, ResultRow
 
-__all__ = ["ResultsStore", "TrendRow"]
+__all__ = ["AgentCountRow", "ResultsStore", "TrendRow"]
 
 # (agent name, agent version, slice index, trials, passes)
 TrendRow = tuple[str | None, str | None, int, int, int]
+# (agent name, agent version, reference set, reference id, trials, passes)
+AgentCountRow = tuple[str | None, str | None, str | None, str, int, int]
 
 
 class ResultsStore(Protocol):
@@ -54,4 +56,9 @@ class ResultsStore(Protocol):
 
     def outcome_trend(self, since: float, buckets: int) -> tuple[float, float, list[TrendRow]]:
         """(start, slice seconds, rows) of trials and passes per agent version."""
+        ...
+
+    def agent_counts(self, since: float) -> list[AgentCountRow]:
+        """Trials and passes per agent × version × reference set × reference of the
+        results completed since `since` (pooled pass@k: `api/pooled.py`)."""
         ...

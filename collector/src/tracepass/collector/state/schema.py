@@ -69,6 +69,17 @@ CREATE TABLE IF NOT EXISTS window_log (
     result TEXT NOT NULL,
     format INTEGER NOT NULL DEFAULT 1
 );
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    conv_key TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    closed_at REAL NOT NULL,
+    evaluated_at REAL NOT NULL,
+    n_spans INTEGER NOT NULL,
+    view TEXT NOT NULL,
+    indexed TEXT NOT NULL,
+    violations TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS merges (
     seq INTEGER PRIMARY KEY,
     old_key TEXT NOT NULL,

@@ -18,8 +18,11 @@ from tracepass.collector.state.index import (
     ResultRow,
     index_values,
     list_results,
+    violation_rows,
     write_violations,
 )
+from tracepass.collector.state.outbox import put_outbox
+from tracepass.collector.state.results import AgentCountRow
 from tracepass.collector.state.window_journal import append_entry
 from tracepass.collector.state.writer import SqliteFile
 
@@ -42,6 +45,9 @@ class SqliteResults:
 
     def __init__(self, db: SqliteFile) -> None:
         self.db = db
+        # True with a shared results database: results go to the outbox (`outbox.py`),
+        # and only their bookkeeping stays in the local `results` table.
+        self.forward = False
 
     async def purge_results(self, evaluated_before: float) -> int:
         """Delete stored evaluation results whose spans are already purged and which were
@@ -87,13 +93,26 @@ class SqliteResults:
         # thread's transactions short.
         indexed = index_values(stored)
 
+        violations = violation_rows(stored) if self.forward else None
+
         def op(conn: sqlite3.Connection) -> int:
             # The result and its window-journal entry commit together or not at all: an
             # op is all or nothing (`_apply`).
-            changed = conn.execute(
+            if violations is not None:
+                put_outbox(
+                    conn,
+                    key,
+                    revision=revision,
+                    closed_at=closed_at,
+                    evaluated_at=evaluated_at,
+                    n_spans=n_spans,
+                    view=text,
+                    indexed=indexed,
+                    violations=violations,
+                )
+            elif conn.execute(
                 _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
-            ).rowcount
-            if changed:
+            ).rowcount:
                 write_violations(conn, key, stored, closed_at)
             if journal is None:
                 return 0
@@ -167,3 +186,13 @@ class SqliteResults:
             (lo, width, since),
         )
         return float(lo), width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
+
+    def agent_counts(self, since: float) -> list[AgentCountRow]:
+        rows = self.db.reader.execute(
+            "SELECT agent_name, agent_version, reference_set, reference_id, count(*), "
+            "sum(outcome='pass') FROM results WHERE closed_at >= ? "
+            "AND reference_id IS NOT NULL AND outcome IN ('pass','fail','incomplete') "
+            "GROUP BY agent_name, agent_version, reference_set, reference_id",
+            (since,),
+        )
+        return [(a, v, s, str(r), int(n), int(c or 0)) for a, v, s, r, n, c in rows]

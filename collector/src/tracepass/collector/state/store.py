@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.state.codec import StoredResult
 from tracepass.collector.state.index import ResultFilter, ResultRow
-from tracepass.collector.state.results import TrendRow
+from tracepass.collector.state.results import AgentCountRow, TrendRow
 from tracepass.collector.state.schema import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -169,6 +169,9 @@ class StateStore(SqliteFile):
 
     def outcome_trend(self, since: float, buckets: int) -> tuple[float, float, list[TrendRow]]:
         return self.results.outcome_trend(since, buckets)
+
+    def agent_counts(self, since: float) -> list[AgentCountRow]:
+        return self.results.agent_counts(since)
 
     # ---------------------------------------------------------------- window journal
 
