@@ -302,8 +302,9 @@ class CollectorService:
             )
             components.append(self._forwarder)
         components += [counted, self._windows]
-        if self.config.metrics.emit_evaluation_events:
-            events = EvaluationEvents(self.telemetry.event_logger())
+        event_logger = self.telemetry.event_logger()
+        if event_logger is not None and self.config.metrics.emit_evaluation_events:
+            events = EvaluationEvents(event_logger)
             components.append(EventsComponent(events, metrics.common_labels))
         components.append(FailureLogComponent())
         components.extend(ListenerComponent(listener) for listener in self.listeners)

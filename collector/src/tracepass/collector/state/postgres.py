@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# The pool logs every failed reconnection at WARNING (several a second while the
+# database is down); the forwarder reports an outage itself, rate-limited.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 PG_SCHEMA_VERSION = 1
 # Any constant: serializes schema creation/upgrade between replicas starting together.
@@ -147,6 +150,9 @@ class PostgresResults:
             open=False,
             timeout=self.write_timeout_s,
             kwargs={"connect_timeout": max(1, int(self.write_timeout_s))},
+            # A connection the database dropped (it restarted) is replaced before use
+            # instead of failing one request: one round trip per checkout.
+            check=ConnectionPool.check_connection,
             name="tracepass-results",
         )
         self._pool.open(wait=False)

@@ -296,7 +296,7 @@ def serve(
             state=state,
             durability=durability,
             record_dir=record,
-            results_url=results_url,
+            results_url=results_url or None,
         )
     except ConfigError as exc:
         fail(str(exc))
