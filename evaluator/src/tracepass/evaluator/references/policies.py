@@ -12,8 +12,7 @@ from typing import Any
 
 from tracepass.evaluator.checks import schema_problem
 from tracepass.evaluator.models import RULE_TYPES, Policy, PolicyRule, PolicyTool
-from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
-from tracepass.evaluator.references.schema import (
+from tracepass.evaluator.references._fields import (
     Path,
     _fail,
     _graders,
@@ -23,6 +22,7 @@ from tracepass.evaluator.references.schema import (
     _type_name,
     _unknown,
 )
+from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
 
 __all__ = ["parse_policies"]
 
