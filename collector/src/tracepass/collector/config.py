@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
+from tracepass.evaluator.vocabulary import DefaultGrader, Profile
 
 
 class _Section(BaseModel):
@@ -102,10 +103,10 @@ class JudgeBudgetConfig(_Section):
 
 
 class EvaluationSettings(_Section):
-    profile: Literal["default", "fair-forge"] = "default"
+    profile: Profile = "default"
     threshold: float = Field(default=0.7, ge=0, le=1)
     tool_threshold: float = Field(default=1.0, ge=0, le=1)
-    default_grader: Literal["exact", "contains", "numeric", "llm"] = "contains"
+    default_grader: DefaultGrader = "contains"
     # module:attr of a langchain-core BaseChatModel instance or factory, for the llm grader.
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)

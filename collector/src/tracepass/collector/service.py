@@ -86,16 +86,11 @@ def build_evaluator(config: CollectorConfig, judge: Any = None) -> Any:
     """The evaluator `config.evaluation` describes (with `judge` for the llm grader)."""
     from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
-    ev = config.evaluation
-    return Evaluator(
-        EvaluationConfig(
-            profile=ev.profile,
-            threshold=ev.threshold,
-            tool_threshold=ev.tool_threshold,
-            default_grader=ev.default_grader,
-        ),
-        judge=judge,
-    )
+    # The settings the scoring config shares with `evaluation:` (profile, thresholds,
+    # default grader), by name: a field added to both needs no copying here.
+    shared = set(EvaluationConfig.model_fields) & set(type(config.evaluation).model_fields)
+    scoring = EvaluationConfig.model_validate(config.evaluation.model_dump(include=shared))
+    return Evaluator(scoring, judge=judge)
 
 
 class CollectorService:
