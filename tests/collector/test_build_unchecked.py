@@ -74,7 +74,9 @@ def test_model_requested_calls_and_spans_outside_turns() -> None:
             output_text="a",
             final_answer_uses_tools=True,
         ),
-        rec(3, 4, None, OTHER, conv="c", start=9),  # a trace without any turn
+        rec(3, 4, None, OTHER, conv="c", start=9),  # a trace without any turn …
+        # … whose own query (a model input) starts a turn of its own
+        rec(3, 6, 4, MODEL, conv="c", start=9, input_text="q2"),
         rec(3, 5, 4, TOOL, conv="c", start=10, tool_name="lookup", tool_definitions=schema),
     ]
     records[2] = dataclasses.replace(records[2], tool_definitions=offered)
@@ -82,4 +84,22 @@ def test_model_requested_calls_and_spans_outside_turns() -> None:
     assert conv.turns[0].tool_calls == calls
     assert conv.turns[0].offered_tools == offered
     assert conv.turns[1].tool_schemas == {"lookup": {"type": "object"}}
+    assert_same_as_validated(conv)
+
+
+def test_a_tool_trace_without_a_query_continues_the_turn_before() -> None:
+    """A turn starts at a new user message: the tool of a trace without an agent span
+    (and so without a query) joins the turn before it, its arguments from that turn's
+    model request."""
+    calls = (ToolCall(name="lookup", arguments={"x": 1}),)
+    records = [
+        rec(1, 2, None, TURN, conv="c", start=1, input_text="q", agent_name="bot"),
+        rec(1, 3, 2, MODEL, conv="c", start=2, requested_tool_calls=calls, output_text="a"),
+        rec(3, 4, None, OTHER, conv="c", start=9),  # a trace without any agent span
+        rec(3, 5, 4, TOOL, conv="c", start=10, tool_name="lookup"),
+    ]
+    conv = build_conversation("c", records)
+    assert len(conv.turns) == 1
+    (call,) = conv.turns[0].tool_calls
+    assert (call.name, call.arguments, call.agent) == ("lookup", {"x": 1}, "bot")
     assert_same_as_validated(conv)

@@ -588,3 +588,24 @@ def test_unknown_block_field_is_reported_on_its_key_line(tmp_path: Path) -> None
     path.write_text("name: s\nreferences:\n  - id: a\n    turnz:\n      - query: hi\n")
     with pytest.raises(ReferenceLoadError, match=r"r\.yaml:4: references\[0\]\.turnz"):
         load_reference_sets([path])
+
+
+def test_expected_tool_may_name_its_agent() -> None:
+    from tracepass.evaluator.references.schema import parse_reference_set
+
+    loaded = parse_reference_set(
+        {
+            "name": "s",
+            "references": [
+                {
+                    "id": "r",
+                    "turns": [
+                        {"query": "q", "expected_tools": [{"name": "book", "agent": "booking"}]}
+                    ],
+                }
+            ],
+        },
+        default_name="s",
+    )
+    (tool,) = loaded.references[0].turns[0].expected_tools or ()
+    assert tool.agent == "booking"

@@ -333,3 +333,47 @@ def test_numeric_text_results_are_compared_as_numbers() -> None:
     assert detect_utilization("It costs $32.40", [ToolCall(name="calc", result="32.4")]) == 1.0
     assert detect_utilization("2 + 3 = 6", [ToolCall(name="add", result="5")]) == 0.0
     assert detect_utilization("about 1234 km", [ToolCall(name="d", result="1,234")]) == 1.0
+
+
+# --------------------------------------------------------------------------- names, agents
+
+
+@pytest.mark.parametrize(
+    ("called", "expected"),
+    [
+        ("events-search_events", "search_events"),  # Semantic Kernel plugin-function
+        ("search_events", "events-search_events"),  # the reverse: the reference qualified
+        ("calendar__search_events", "search_events"),  # MCP server__tool
+        ("calendar.search_events", "search_events"),
+    ],
+)
+def test_plugin_qualified_names_match_the_bare_name(called: str, expected: str) -> None:
+    rt = turn(ExpectedTool(name=expected, arguments={"q": "x"}), ordered=True)
+    tc = score([ToolCall(name=called, arguments={"q": "x"})], rt)
+    assert tc is not None
+    assert tc.correct
+
+
+def test_an_ambiguous_qualified_name_matches_nothing() -> None:
+    rt = turn("a-search", "b-search")
+    compiled = compile_turn(rt)
+    assert compiled is not None
+    assert assign_calls([ToolCall(name="search")], compiled) == []
+    # and an exact name is never re-read as another one's qualified form
+    assert assign_calls([ToolCall(name="a-search")], compiled) == [(0, 0, 1.0)]
+
+
+def test_expected_agent_is_checked_when_given() -> None:
+    rt = turn(
+        ExpectedTool(name="book", agent="booking-agent"),
+        ExpectedTool(name="weather"),
+        ordered=True,
+    )
+    right = [ToolCall(name="book", agent="booking-agent"), ToolCall(name="weather", agent="x")]
+    wrong = [ToolCall(name="book", agent="triage"), ToolCall(name="weather", agent="x")]
+    ok, bad = score(right, rt), score(wrong, rt)
+    assert ok is not None
+    assert ok.correct
+    assert bad is not None
+    assert not bad.correct
+    assert bad.selection == pytest.approx(1 / 3)  # the wrong agent's call pairs with nothing

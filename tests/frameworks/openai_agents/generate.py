@@ -105,7 +105,7 @@ def _response(step: harness.Step, index: int, instructions: str | None) -> Any:
     )
 
 
-def scripted_model() -> Any:
+def scripted_model(steps: Iterator[harness.Step] | None = None) -> Any:
     from agents import Model, ModelResponse, Usage
     from agents.tracing import response_span
 
@@ -142,7 +142,7 @@ def scripted_model() -> Any:
         def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             raise NotImplementedError("the scenario runs without streaming")
 
-    return ScriptedModel(harness.model_steps())
+    return ScriptedModel(harness.model_steps() if steps is None else steps)
 
 
 def scripted_responses_model() -> Any:
@@ -187,12 +187,14 @@ def build_agent(model: Any) -> Any:
 
 
 async def run_turns(
-    model: Any, turn_context: Callable[[], AbstractContextManager[Any]]
+    model: Any,
+    turn_context: Callable[[], AbstractContextManager[Any]],
+    build: Callable[[Any], Any] = build_agent,
 ) -> list[str]:
     from agents import RunConfig, Runner
     from agents.memory.sqlite_session import SQLiteSession
 
-    agent = build_agent(model)
+    agent = build(model)
     session = SQLiteSession(harness.CONVERSATION_ID)
     config = RunConfig(group_id=harness.CONVERSATION_ID, workflow_name="travel-workflow")
     answers = []
@@ -201,6 +203,104 @@ async def run_turns(
             result = await Runner.run(agent, turn.query, session=session, run_config=config)
         answers.append(result.final_output)
     return answers
+
+
+# --------------------------------------------------------------------------- hand-off
+
+#: The sub-agent that takes over bookings: the triage agent (the harness's travel agent,
+#: with `get_weather` only) hands turn 2 to it; it calls the flight tools and answers.
+BOOKING_AGENT = "booking-agent"
+HANDOFF_CALL_ID = "call_h1"
+BOOKING_TOOLS = ("search_flights", "book_flight")
+
+
+def handoff_tool_name() -> str:
+    """The function name the SDK offers the model for the hand-off (`transfer_to_…`)."""
+    from agents import Agent, handoff
+
+    return str(handoff(Agent(name=BOOKING_AGENT)).tool_name)
+
+
+def handoff_steps() -> Iterator[harness.Step]:
+    """The script with the hand-off: turn 1 as usual (the triage agent), turn 2 starts with
+    the triage agent's `transfer_to_booking_agent` call, then the booking agent's steps."""
+    first, second = harness.TURNS
+    yield from first.steps
+    yield harness.Step(tool_calls=(harness.ToolCall(HANDOFF_CALL_ID, handoff_tool_name(), {}),))
+    yield from second.steps
+
+
+def build_handoff_agent(model: Any) -> Any:
+    from agents import Agent, function_tool
+
+    def tool(name: str) -> Any:
+        fn = harness.TOOLS[name]
+        return function_tool(fn, strict_mode=False, failure_error_function=_tool_failure_message)
+
+    booking = Agent(
+        name=BOOKING_AGENT,
+        instructions="You book flights. Use the tools.",
+        model=model,
+        tools=[tool(name) for name in BOOKING_TOOLS],
+    )
+    return Agent(
+        name=harness.AGENT_NAME,
+        instructions=harness.SYSTEM_PROMPT + " Hand bookings to the booking agent.",
+        model=model,
+        tools=[tool("get_weather")],
+        handoffs=[booking],
+    )
+
+
+def handoff_truth(document: dict[str, Any]) -> dict[str, Any]:
+    """The expected document plus who did what: each call's agent and each turn's steps
+    (turn 1: the triage agent alone, no steps; turn 2: the triage agent, then the booking
+    agent it handed off to)."""
+    for conversation in document["conversations"]:
+        for turn in conversation["turns"]:
+            booking = any(c["name"] in BOOKING_TOOLS for c in turn["tool_calls"])
+            for call in turn["tool_calls"]:
+                call["agent"] = (
+                    BOOKING_AGENT if call["name"] in BOOKING_TOOLS else harness.AGENT_NAME
+                )
+            turn["steps"] = (
+                [
+                    {"agent": harness.AGENT_NAME, "kind": "agent"},
+                    {"agent": BOOKING_AGENT, "kind": "handoff"},
+                ]
+                if booking
+                else []
+            )
+    return document
+
+
+def openinference_handoff(scenario: str) -> Path:
+    """OpenInference on the two-agent hand-off run (see `build_handoff_agent`)."""
+    from openinference.instrumentation import using_session
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    path = _generate(
+        scenario,
+        install=support.installer(OpenAIAgentsInstrumentor),
+        instrumentation="openinference-instrumentation-openai-agents",
+        settings={
+            **harness.content_capture_env(),
+            "session": "openinference.instrumentation.using_session(CONVERSATION_ID) per run",
+        },
+        notes=[
+            "two agents: the triage agent (travel-agent, get_weather) hands turn 2 to "
+            "booking-agent (search_flights, book_flight) through the SDK's handoffs=[...]; "
+            "the script's extra step is the triage agent's transfer_to_booking_agent call",
+        ],
+        turn_context=lambda: using_session(harness.CONVERSATION_ID),
+        model=lambda: scripted_model(handoff_steps()),
+        agent=build_handoff_agent,
+    )
+    expected = path.with_name(f"{scenario}.expected.json")
+    expected.write_text(
+        json.dumps(handoff_truth(json.loads(expected.read_text())), indent=2) + "\n"
+    )
+    return path
 
 
 def _generate(
@@ -214,13 +314,14 @@ def _generate(
     turn_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
     model: Callable[[], Any] = scripted_model,
     grouping: dict[str, Any] | None = None,
+    agent: Callable[[Any], Any] | None = None,
 ) -> Path:
     from agents import flush_traces, set_trace_processors
 
     set_trace_processors([])  # no upload to OpenAI: the instrumentation adds its own
 
     def run() -> list[str]:
-        answers = asyncio.run(run_turns(model(), turn_context))
+        answers = asyncio.run(run_turns(model(), turn_context, agent or build_agent))
         flush_traces()
         return answers
 
@@ -232,7 +333,7 @@ def _generate(
         settings=settings,
         notes=[
             *COMMON_NOTES,
-            CUSTOM_MODEL_NOTE if model is scripted_model else RESPONSES_MODEL_NOTE,
+            RESPONSES_MODEL_NOTE if model is scripted_responses_model else CUSTOM_MODEL_NOTE,
             *notes,
         ],
         **(grouping or {}),
@@ -344,6 +445,7 @@ SCENARIOS: dict[str, support.Generator] = {
     "openai_agents_otel_genai": otel_genai(with_client=False),
     "openai_agents_otel_genai_responses": otel_genai(with_client=True),
     "openai_agents_otel_contrib_v2": otel_contrib_v2,
+    "openai_agents_openinference_handoff": openinference_handoff,
 }
 
 if __name__ == "__main__":

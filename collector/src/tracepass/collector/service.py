@@ -28,6 +28,7 @@ from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
+from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
@@ -168,6 +169,7 @@ class CollectorService:
             clock=self.clock,
             exemplars=self.telemetry.exemplars,
         )
+        register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
         judge, budget = self._build_judge(meter)
         sampler = ConversationSampler(
             cfg.sampling,
@@ -215,7 +217,11 @@ class CollectorService:
 
             snapshots = pooled_snapshots(shared, rolling, self.clock)
         self.read_model = ReadModel(
-            shared if shared is not None else self.store, snapshots, rolling, clock=self.clock
+            shared if shared is not None else self.store,
+            snapshots,
+            rolling,
+            clock=self.clock,
+            query_timeout_s=cfg.limits.query_timeout_s,
         )
         await self._start_receivers(instruments)
         log.info(
@@ -314,7 +320,12 @@ class CollectorService:
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
-            routes += ui_routes(self.read_model, self.pipeline.latest_result, cfg.ui)
+            routes += ui_routes(
+                self.read_model,
+                self.pipeline.latest_result,
+                cfg.ui,
+                headline_k=cfg.metrics.headline_k,
+            )
         memory = None
         if cfg.limits.max_memory_mb is not None:
             memory = MemoryGuard(
@@ -328,6 +339,8 @@ class CollectorService:
                 self.pipeline,
                 cfg.receiver.record_dir,
                 max_file_bytes=cfg.receiver.record_max_file_bytes,
+                max_bytes=cfg.receiver.record_max_bytes,
+                max_age_s=cfg.receiver.record_max_age_s,
             )
             sink = self._recorder
         self.receivers = ReceiverServers(

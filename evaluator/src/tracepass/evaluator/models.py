@@ -22,6 +22,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_empty(value: object) -> bool:
+    return not value
+
+
 # --------------------------------------------------------------------------- actual side
 
 
@@ -40,6 +48,10 @@ class ToolCall(_Frozen):
     # of the model call that issued it); None when unknown (e.g. imported datasets).
     # Provenance for `tracepass inspect`, not part of the JSON contracts: not serialized.
     arguments_source: str | None = Field(default=None, exclude=True)
+    # The agent that called the tool (multi-agent turns: the sub-agent or hand-off target
+    # whose span the tool ran under); None when no span of the turn named one (then not
+    # serialized: JSON outputs without agents are unchanged).
+    agent: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class ToolDefinition(_Frozen):
@@ -49,6 +61,28 @@ class ToolDefinition(_Frozen):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
+
+
+class AgentStep(_Frozen):
+    """One agent's part of a turn in a multi-agent system: a sub-agent the turn's agent
+    invoked (a nested agent span) or the agent a hand-off passed the task to.
+
+    `query` is what the agent was asked and `answer` what it returned (its own span's,
+    else its first model input / last model output); `tool_calls` are the indexes, in the
+    turn's `tool_calls`, of the calls this agent made itself (its sub-agents' calls are in
+    their own `steps`).
+    """
+
+    agent: str | None = None
+    kind: str = "agent"  # "agent" (a nested agent run) | "handoff" (a hand-off target)
+    query: str | None = None
+    answer: str | None = None
+    tool_calls: tuple[int, ...] = ()
+    span_id: str | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    error: str | None = None
+    steps: tuple[AgentStep, ...] = ()
 
 
 class Turn(_Frozen):
@@ -71,6 +105,9 @@ class Turn(_Frozen):
     end_ns: int | None = None
     offered_tools: tuple[ToolDefinition, ...] | None = None
     tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Multi-agent turns: the agents that ran below the turn's own agent, nested as their
+    # spans were (empty for a single agent, and then not serialized).
+    steps: tuple[AgentStep, ...] = Field(default=(), exclude_if=_is_empty)
 
 
 class Conversation(_Frozen):
@@ -104,6 +141,9 @@ class ExpectedTool(_Frozen):
     argument_match: str = "exact"
     abs_tol: float = 0.0
     rel_tol: float = 1e-9
+    # Multi-agent: the agent expected to make the call (checked when given; not
+    # serialized when absent).
+    agent: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class GraderSpec(BaseModel):

@@ -58,6 +58,7 @@ from tracepass.evaluator.models import (
 from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
 from tracepass.evaluator.toolcorrectness import (
     CompiledTurn,
+    called_names,
     compile_turn,
     normalize_weights,
     score_turn,
@@ -526,7 +527,8 @@ class Evaluator:
         """Tool correctness and trajectory of one turn; raises `ArgumentMatchError`."""
         cfg = self.config
         calls = turn.tool_calls
-        names = None if self._by_args else [c.name for c in calls]
+        # As the reference spells them (plugin-qualified names resolved, toolcorrectness).
+        names = None if self._by_args else called_names(calls, compiled)
         if names is not None:
             tally.names.extend(names)
         matched = -1  # unknown until counted

@@ -27,7 +27,7 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Any, Literal
 
@@ -47,6 +47,7 @@ __all__ = [
     "Pair",
     "UtilizationMode",
     "assign_calls",
+    "called_names",
     "compile_turn",
     "detect_utilization",
     "lis_length",
@@ -78,6 +79,11 @@ class CompiledTurn:
     unique: dict[str, int] | None = None
     # every matcher is a built-in one (no side effects: calls may be skipped)
     pure: bool = False
+    # some expected call names the agent that must make it (multi-agent references)
+    checks_agent: bool = False
+    # called name → the expected name it stands for, when it is the plugin-qualified
+    # (or bare) form of exactly one expected name; filled on first sight (see `_alias`)
+    aliases: dict[str, str | None] = field(default_factory=dict)
 
 
 def compile_turn(
@@ -102,7 +108,43 @@ def compile_turn(
         unique={k: v[0] for k, v in by_name.items()} if len(by_name) == len(expected) else None,
         pure=matcher is not None
         or all(t.arguments is None or t.argument_match in MATCHERS for t in expected),
+        checks_agent=any(t.agent is not None for t in expected),
     )
+
+
+# What joins a plugin, toolkit or server name to a tool's name in the frameworks seen:
+# Semantic Kernel `events-search_events`, MCP `server__tool` / `server.tool`, `ns:tool`.
+QUALIFIERS = ("-", ".", ":", "/", "__")
+
+
+def _alias(name: str, turn: CompiledTurn) -> str | None:
+    """The expected name a called `name` stands for when it is not one itself: the one
+    expected name it qualifies (`plugin-name` for `name`) or that qualifies it (the call
+    bare, the reference qualified). None when no expected name or several match."""
+    aliases = turn.aliases
+    if name in aliases:
+        return aliases[name]
+    found = [
+        e
+        for e in turn.by_name
+        if any(name.endswith(q + e) or e.endswith(q + name) for q in QUALIFIERS)
+    ]
+    alias = found[0] if len(found) == 1 else None
+    if len(aliases) < 1024:  # bounded: names come from spans
+        aliases[name] = alias
+    return alias
+
+
+def called_names(calls: Sequence[ToolCall], turn: CompiledTurn) -> list[str]:
+    """Each call's name as the reference spells it (see `_alias`)."""
+    by_name = turn.by_name
+    names: list[str] = []
+    for c in calls:
+        name = c.name
+        if name not in by_name:
+            name = _alias(name, turn) or name
+        names.append(name)
+    return names
 
 
 def normalize_weights(
@@ -177,21 +219,37 @@ def _small_assign(
 
 
 def assign_calls(calls: Sequence[ToolCall], turn: CompiledTurn) -> list[Pair]:
-    """Pairs sorted by actual index. Raises `ArgumentMatchError` from custom matchers."""
+    """Pairs sorted by actual index. Raises `ArgumentMatchError` from custom matchers.
+
+    A call pairs with an expected call of its name, or of the name it is the plugin-
+    qualified form of (`_alias`); where the expected call names an `agent`, only a call
+    made by that agent pairs with it (`_agents_agree`)."""
+    pairs = _assign(calls, turn, called_names(calls, turn))
+    if turn.checks_agent:
+        expected = turn.expected
+        pairs = [p for p in pairs if _agents_agree(calls[p[0]], expected[p[1]])]
+    return pairs
+
+
+def _agents_agree(call: ToolCall, expected: ExpectedTool) -> bool:
+    return expected.agent is None or call.agent == expected.agent
+
+
+def _assign(calls: Sequence[ToolCall], turn: CompiledTurn, names: list[str]) -> list[Pair]:
     unique = turn.unique
     if unique is not None:
         # Expected names distinct: if no expected name is called twice either, every
         # group is 1×1 and the pairing is a lookup per call (matchers then run in call
         # order, which is also the general path's order in that case).
-        hits = [(i, unique[c.name]) for i, c in enumerate(calls) if c.name in unique]
+        hits = [(i, unique[n]) for i, n in enumerate(names) if n in unique]
         if len({j for _, j in hits}) == len(hits):
             matchers = turn.matchers
             return [(i, j, matchers[j](calls[i].arguments)) for i, j in hits]
     by_name = turn.by_name
     groups: dict[str, list[int]] = {}
-    for i, c in enumerate(calls):
-        if c.name in by_name:
-            groups.setdefault(c.name, []).append(i)
+    for i, n in enumerate(names):
+        if n in by_name:
+            groups.setdefault(n, []).append(i)
     pairs: list[Pair] = []
     matchers = turn.matchers
     for name, a_idx in groups.items():

@@ -38,6 +38,7 @@ OP_EXECUTE_TOOL: Final = _ga.GenAiOperationNameValues.EXECUTE_TOOL.value
 OP_CHAT: Final = _ga.GenAiOperationNameValues.CHAT.value
 OP_TEXT_COMPLETION: Final = _ga.GenAiOperationNameValues.TEXT_COMPLETION.value
 OP_GENERATE_CONTENT: Final = _ga.GenAiOperationNameValues.GENERATE_CONTENT.value
+OP_INVOKE_WORKFLOW: Final = _ga.GenAiOperationNameValues.INVOKE_WORKFLOW.value
 
 # GenAI events (span events or OTLP log records; not in the semconv package as
 # constants): the deprecated per-message events and the current operation-details event.

@@ -8,27 +8,55 @@ from __future__ import annotations
 from typing import Any
 
 from tracepass.collector.state import StoredResult
-from tracepass.evaluator.models import Conversation, ConversationResult, ToolCall, Turn
+from tracepass.evaluator.models import (
+    AgentStep,
+    Conversation,
+    ConversationResult,
+    ToolCall,
+    Turn,
+)
 
 __all__ = ["conversation_json", "conversation_view_json", "stored_view_json"]
 
 
-def tool_call_json(call: ToolCall) -> dict[str, Any]:
-    return {
+def tool_call_json(call: ToolCall, *, with_agent: bool = False) -> dict[str, Any]:
+    out = {
         "name": call.name,
         "arguments": call.arguments,
         "result": call.result,
         "error": call.error,
         "call_id": call.call_id,
     }
+    if with_agent:
+        out["agent"] = call.agent
+    return out
+
+
+def step_json(step: AgentStep) -> dict[str, Any]:
+    """One agent step (multi-agent turns); `tool_calls` index the turn's `tool_calls`."""
+    return {
+        "agent": step.agent,
+        "kind": step.kind,
+        "query": step.query,
+        "answer": step.answer,
+        "tool_calls": list(step.tool_calls),
+        "error": step.error,
+        "steps": [step_json(s) for s in step.steps],
+    }
 
 
 def turn_json(turn: Turn) -> dict[str, Any]:
-    return {
+    """A turn; a multi-agent turn (one with agent steps) also names each call's agent and
+    lists its `steps` (single-agent turns: the conversation's agent made every call)."""
+    multi = bool(turn.steps)
+    out: dict[str, Any] = {
         "query": turn.query,
         "answer": turn.answer,
-        "tool_calls": [tool_call_json(c) for c in turn.tool_calls],
+        "tool_calls": [tool_call_json(c, with_agent=multi) for c in turn.tool_calls],
     }
+    if multi:
+        out["steps"] = [step_json(s) for s in turn.steps]
+    return out
 
 
 def conversation_json(conversation: Conversation) -> dict[str, Any]:

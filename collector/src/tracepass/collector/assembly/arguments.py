@@ -142,10 +142,12 @@ def tool_calls(
     tools: Sequence[SpanRecord],
     models: Sequence[SpanRecord],
     responses: Responses | None = None,
+    agents: Sequence[str | None] | None = None,
 ) -> tuple[ToolCall, ...]:
     """The turn's tool calls from its tool records (start order), arguments completed from
     the model requests where the span had none, results from `responses` (by call id)
-    where it had none (default: what the model records carry)."""
+    where it had none (default: what the model records carry); `agents`, aligned with
+    `tools`, names the agent of each call (assembly/steps.py)."""
     requested: list[tuple[int, ToolCall]] = []  # (model start, request) in model order
     for model in models:
         requested.extend((model.start_ns, call) for call in model.requested_tool_calls)
@@ -185,6 +187,7 @@ def tool_calls(
             matches[t] = chosen
     if responses is None:
         responses = responses_of(models)
+    named = agents if agents is not None else [None] * len(tools)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
         args = tool_args[t]
@@ -223,6 +226,7 @@ def tool_calls(
                     "call_id": call_id,
                     "start_ns": rec.start_ns,
                     "arguments_source": source,
+                    "agent": named[t],
                 },
             )
         )

@@ -16,13 +16,17 @@ from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ANSWER,
     ROLE_ATTR,
+    RUN_IDS_ATTR,
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
 )
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 
 from .arguments import Responses, requested_calls, responses_of, tool_calls
+from .continuation import TurnGroup, merge_continuations
 from .events import join_log_events
+from .runs import link_runs
+from .steps import agent_steps, declared_agent, is_handoff, tool_agents
 
 SpanKey = tuple[str, str]
 
@@ -158,6 +162,7 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     tools: list[SpanRecord] = []
     models: list[SpanRecord] = []
     nested: list[SpanRecord] = []
+    handoffs = False
     for r in members:
         kind = r.kind
         if kind is _TOOL:
@@ -166,17 +171,27 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             models.append(r)
         elif kind is _TURN:
             nested.append(r)
+        elif not handoffs and ROLE_ATTR in r.attributes:
+            handoffs = is_handoff(r)
     if len(tools) > 1:
         tools = _merge_duplicate_tools(tools, members)
     responses = (
         responses_of([root, *members]) if _carries_responses(root, members) else _NO_RESPONSES
     )
+    agents, per_tool = tool_agents(root, members, tools, bool(nested) or handoffs)
     # Stacks that emit no tool spans still show the calls the model requested.
-    calls = tool_calls(tools, models, responses) if tools else requested_calls(models, responses)
+    calls = (
+        tool_calls(tools, models, responses, per_tool)
+        if tools
+        else requested_calls(models, responses)
+    )
+    steps = agent_steps(agents, tools, calls, models) if agents is not None else ()
     query = root.input_text
     if query is None:
         query = next((m.input_text for m in models if m.input_text is not None), None)
-    answer = root.output_text
+    # A model call standing in for a missing agent span answers only as the last model
+    # call of its turn (continuations join later ones: the last step's answer).
+    answer = root.output_text if root.kind is not _MODEL else None
     if answer is None:
         # An answer-carrying tool (smolagents `final_answer`): the turn's answer.
         answer = next(
@@ -216,6 +231,7 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             "end_ns": root.end_ns,
             "offered_tools": _offered_tools(root, models),
             "tool_schemas": _tool_schemas(tools),
+            "steps": steps,
         },
     )
 
@@ -239,12 +255,19 @@ def build_conversation(
     index: dict[SpanKey, SpanRecord] = {}
     setdefault = index.setdefault
     has_events = False
+    has_run_ids = False
     for rec in records:
         setdefault((rec.trace_id, rec.span_id), rec)
         if rec.kind is _EVENT:
             has_events = True
+        elif RUN_IDS_ATTR in rec.attributes:
+            has_run_ids = True
     if has_events:  # GenAI log events are rare: no join pass without any
         join_log_events(index)
+    original_traces: list[str] | None = None
+    if has_run_ids:  # SDKs that link runs by id, not by trace (runs.py)
+        original_traces = [r.trace_id for r in sorted(index.values(), key=_BY_START)]
+        link_runs(index)
     by_trace: dict[str, list[SpanRecord]] = {}
     turn_traces: set[str] = set()
     for rec in index.values():
@@ -258,8 +281,7 @@ def build_conversation(
             if kind is _TURN:
                 turn_traces.add(rec.trace_id)
 
-    turns: list[Turn] = []
-    turn_roots: list[SpanRecord] = []
+    groups: list[TurnGroup] = []
     for trace_id, trace_records in by_trace.items():
         if trace_id not in turn_traces:
             if not any(r.kind in _AGENT_WORK for r in trace_records):
@@ -267,8 +289,7 @@ def build_conversation(
                 # trace): not a turn.
                 continue
             root = _trace_root(trace_records, index)
-            turn_roots.append(root)
-            turns.append(_build_turn(root, list(trace_records)))
+            groups.append(TurnGroup(root, list(trace_records), True))
             continue
         # Keyed by the turn's span id (one trace here).
         members: dict[str, list[SpanRecord]] = defaultdict(list)
@@ -292,16 +313,24 @@ def build_conversation(
             if rec is not top:
                 members[key].append(rec)
         for key, root in roots.items():
-            turn_roots.append(root)
-            turns.append(_build_turn(root, members[key]))
+            groups.append(TurnGroup(root, members[key], False))
 
-    order = sorted(range(len(turns)), key=lambda i: (turn_roots[i].start_ns, turn_roots[i].span_id))
-    turns = [turns[i] for i in order]
-    turn_roots = [turn_roots[i] for i in order]
+    groups.sort(key=lambda g: (g.root.start_ns, g.root.span_id))
+    # A turn starts at a new user message, not at a trace (continuation.py).
+    groups = merge_continuations(groups)
+    turns = [_build_turn(g.root, g.members) for g in groups]
+    turn_roots = [g.root for g in groups]
 
-    agent_name = next((r.agent_name for r in turn_roots if r.agent_name), None)
+    # The agent a span names (`gen_ai.agent.name`, a convention's agent name) on the
+    # turns' roots, else on any span of the conversation, before the resource's
+    # `service.name` that normalization puts where a span names none.
+    agent_name = next((n for r in turn_roots if (n := declared_agent(r))), None)
     agent_version = next((r.agent_version for r in turn_roots if r.agent_version), None)
     all_records = sorted(index.values(), key=_BY_START)
+    if agent_name is None:
+        agent_name = next((n for r in all_records if (n := declared_agent(r))), None)
+    if agent_name is None:
+        agent_name = next((r.agent_name for r in turn_roots if r.agent_name), None)
     if agent_name is None:
         agent_name = next((r.agent_name for r in all_records if r.agent_name), None)
     if agent_version is None:
@@ -311,10 +340,10 @@ def build_conversation(
 
     trace_ids: list[str] = []
     seen: set[str] = set()
-    for rec in [*turn_roots, *all_records]:
-        if rec.trace_id not in seen:
-            seen.add(rec.trace_id)
-            trace_ids.append(rec.trace_id)
+    for trace_id in [r.trace_id for r in (*turn_roots, *all_records)] + (original_traces or []):
+        if trace_id not in seen:
+            seen.add(trace_id)
+            trace_ids.append(trace_id)
     return construct_unchecked(
         Conversation,
         {

@@ -22,6 +22,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize import OtlpRequest, normalize_any
+from tracepass.collector.normalize.adapters import ADAPTERS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.registry import (
     ADAPTERS_ATTR,
@@ -111,6 +112,8 @@ class ConversationReport:
     id: str
     turns: list[TurnReport]
     warnings: list[str] = field(default_factory=list)
+    # The reference the agent named (`conversation(reference_id=…)`), if any.
+    reference_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -205,7 +208,9 @@ def _conversation(
         for i, turn in enumerate(conversation.turns)
     ]
     warnings = [f"{orphans} log event(s) name a span that is not in the input"] if orphans else []
-    return ConversationReport(id=key, turns=turns, warnings=warnings)
+    return ConversationReport(
+        id=key, turns=turns, warnings=warnings, reference_id=conversation.reference_id
+    )
 
 
 def _turn_members(
@@ -231,6 +236,13 @@ def _turn_members(
     for group in out.values():
         group.sort(key=lambda r: (r.start_ns, r.span_id))
     return out
+
+
+def _content_hints(members: Sequence[SpanRecord]) -> list[str]:
+    """What the adapters that read the turn say about content their framework keeps off
+    its spans (e.g. agento11y's default protocol), once each."""
+    names = {n for r in members for n in r.attributes.get(ADAPTERS_ATTR) or ()}
+    return [a.missing_content_hint for a in ADAPTERS if a.name in names and a.missing_content_hint]
 
 
 def _fields(rec: SpanRecord) -> dict[str, str]:
@@ -279,6 +291,8 @@ def _turn(
         warnings.append("no query found")
     if turn.answer is None:
         warnings.append("no answer found")
+    if turn.query is None or turn.answer is None:
+        warnings.extend(_content_hints(members))
     elif _REPR.search(turn.answer):
         warnings.append(f"answer looks like an object repr: {turn.answer[:80]!r}")
     if turn.query is not None and _REPR.search(turn.query):

@@ -214,6 +214,10 @@ def coerce_result(value: Any) -> Any:
     if isinstance(value, str):
         parsed = loads(value)
         if parsed is NOT_JSON:
+            if value.startswith(pyrepr.MESSAGE_REPR_PREFIXES):  # a printed ToolMessage
+                content = pyrepr.message_content(value)
+                if content is not pyrepr.NOT_PARSED:
+                    return coerce_result(content)
             return value
         value = parsed
     if (

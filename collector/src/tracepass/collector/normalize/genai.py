@@ -22,12 +22,12 @@ from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
     Message,
+    answer_text_in,
     flattened_messages,
     flattened_tool_responses,
     last_text,
     last_text_in,
     output_text,
-    output_text_in,
     parse_messages,
     requested_tool_calls,
     tool_responses,
@@ -52,7 +52,7 @@ from tracepass.instrumentation import semconv as sc
 NAME = "genai"
 
 OPERATION = sc.OPERATION_NAME
-TURN_OPERATIONS = frozenset({sc.OP_INVOKE_AGENT})
+TURN_OPERATIONS = frozenset({sc.OP_INVOKE_AGENT, sc.OP_INVOKE_WORKFLOW})
 TOOL_OPERATIONS = frozenset({sc.OP_EXECUTE_TOOL})
 MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 
@@ -67,6 +67,9 @@ LEGACY_COMPLETION_ROLE = "gen_ai.completion.0.role"
 
 _EXECUTE_TOOL = sc.OP_EXECUTE_TOOL
 _INVOKE_AGENT = sc.OP_INVOKE_AGENT
+# A workflow (LangGraph's graph run under the OTel GenAI instrumentation) is the turn;
+# the `invoke_agent` spans of its nodes are agent steps inside it.
+_INVOKE_WORKFLOW = sc.OP_INVOKE_WORKFLOW
 
 _TURN = RecordKind.TURN
 _TOOL = RecordKind.TOOL
@@ -77,7 +80,7 @@ def fill_turn(rec: SpanRecord, attrs: dict[str, Any]) -> None:
     rec.kind = _TURN
     get = attrs.get
     rec.input_text = last_text_in(get(INPUT_MESSAGES), USER)
-    rec.output_text = output_text_in(get(OUTPUT_MESSAGES))
+    rec.output_text = answer_text_in(get(OUTPUT_MESSAGES))
     if GENAI_DEFINITIONS in attrs:
         rec.tool_definitions = genai_definitions(attrs)
 
@@ -159,7 +162,7 @@ def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
     returns the convention name."""
     if operation == _EXECUTE_TOOL:
         fill_tool(rec, attrs)
-    elif operation == _INVOKE_AGENT:
+    elif operation in (_INVOKE_AGENT, _INVOKE_WORKFLOW):
         fill_turn(rec, attrs)
     elif operation.__class__ is str and operation in MODEL_OPERATIONS:
         fill_model(rec, attrs)
@@ -170,7 +173,7 @@ def _fill_operation(rec: SpanRecord, attrs: dict[str, Any], operation: Any, span
     # `fill`, repeated rather than called: the most common spans, one frame less each.
     if operation == _EXECUTE_TOOL:
         fill_tool(rec, attrs)
-    elif operation == _INVOKE_AGENT:
+    elif operation in (_INVOKE_AGENT, _INVOKE_WORKFLOW):
         fill_turn(rec, attrs)
     elif operation.__class__ is str and operation in MODEL_OPERATIONS:
         fill_model(rec, attrs)

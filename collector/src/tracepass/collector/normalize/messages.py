@@ -339,6 +339,25 @@ def output_text_in(value: Any) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def answer_text_in(value: Any) -> str | None:
+    """A turn's answer from its output messages: the text of the **last** assistant
+    message that has text. A multi-step turn may list each step's assistant message; the
+    last step's is the answer (joining them would repeat intermediate remarks). One
+    message of several text parts is still joined (`output_text_in`)."""
+    decoded = loads(value) if isinstance(value, str) else value
+    if isinstance(decoded, dict):
+        decoded = [decoded]
+    if not isinstance(decoded, list):
+        return None
+    if len(decoded) == 1:  # the usual single output message
+        return output_text_in(decoded)
+    for item in reversed(decoded):
+        text = output_text_in([item])
+        if text:
+            return text
+    return None
+
+
 def last_text(messages: list[Message], role: str) -> str | None:
     for msg in reversed(messages):
         if msg.role == role:

@@ -39,6 +39,13 @@ ROLE_ATTR: Final = "tracepass.role"
 # A tool-like span whose argument is the turn's answer (smolagents `final_answer`): kept
 # as OTHER with the answer in `output_text`; assembly prefers it over model output.
 ROLE_ANSWER: Final = "answer"
+# A hand-off to another agent (OpenAI Agents hand-off spans, agento11y `run_type=handoff`,
+# `transfer_to_<agent>` tools): kept as OTHER with the agent handed to in `agent_name`;
+# assembly makes it an agent step of the turn (assembly/steps.py), not a tool call.
+ROLE_HANDOFF: Final = "handoff"
+# [run id, parent run id] of a framework run, for SDKs that start every span as its own
+# trace and link runs by id instead (agento11y): assembly re-links them (assembly/runs.py).
+RUN_IDS_ATTR: Final = "tracepass.run_ids"
 
 # MODEL records: {tool-call id: response} found in the model's input messages, for tool
 # spans that record no result (joined by id in assembly).
@@ -80,6 +87,9 @@ class Adapter:
     scopes: tuple[str, ...]
     adapt: Adapt
     doc: str = ""
+    # What `tracepass inspect` tells when a turn this adapter read has no query or no
+    # answer: the framework's setting that puts them on spans (empty: nothing to tell).
+    missing_content_hint: str = ""
 
     def matches_scope(self, scope_name: str) -> bool:
         return scope_name.startswith(self.scopes)

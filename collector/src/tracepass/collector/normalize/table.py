@@ -1,7 +1,7 @@
 """The dispatch tables `normalize_request` walks (see `registry` for their shape).
 
 Conventions, in order (first claim wins): tracepass's end marker, OpenInference,
-OpenLLMetry, Haystack's own tracing, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
+OpenLLMetry, Haystack's own tracing, the Vercel AI SDK's `ai.*` spans, Langfuse observations, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
 come before GenAI because their spans also carry some `gen_ai.*` attributes. GenAI
 content in span events (`genai_events`) is read after whichever convention claimed the
 span, for what its attributes did not give. Framework adapters (`adapters/`) correct the
@@ -13,9 +13,11 @@ from __future__ import annotations
 from tracepass.collector.normalize import (
     genai,
     haystack_native,
+    langfuse,
     openinference,
     traceloop,
     tracepass_conv,
+    vercel_ai,
 )
 from tracepass.collector.normalize.adapters import ADAPTERS
 from tracepass.collector.normalize.registry import Adapter, Convention
@@ -25,6 +27,8 @@ CONVENTIONS: tuple[Convention, ...] = (
     *openinference.CONVENTIONS,
     *traceloop.CONVENTIONS,
     *haystack_native.CONVENTIONS,
+    *vercel_ai.CONVENTIONS,
+    *langfuse.CONVENTIONS,
     *genai.CONVENTIONS,
 )
 

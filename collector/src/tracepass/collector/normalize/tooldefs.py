@@ -112,6 +112,12 @@ def _collect(items: Any) -> tuple[ToolDefinition, ...]:
     return tuple(out)
 
 
+def definitions_from_items(items: Any) -> tuple[ToolDefinition, ...]:
+    """Definitions from a list of items, each a definition object or its JSON text (the
+    Vercel AI SDK's `ai.prompt.tools` array attribute)."""
+    return _collect(items)
+
+
 def genai_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | None:
     raw = attrs.get(GENAI_DEFINITIONS)
     if raw is None:

@@ -18,6 +18,7 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 
 from opentelemetry.metrics import Counter
@@ -36,6 +37,7 @@ from tracepass.collector.pipeline.offline import (
     default_logs_normalizer,
     default_normalizer,
 )
+from tracepass.collector.pipeline.orphan_events import check_orphan_events, is_event
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver.decode import count_log_records
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
@@ -67,6 +69,7 @@ class IngestStage:
         inflight: Callable[[], int],
         wake: Callable[[], None],
         ready: Callable[[], bool],
+        unready_reason: Callable[[], str | None],
         max_pending_evaluations: int,
         max_state_backlog: int,
     ) -> None:
@@ -81,6 +84,7 @@ class IngestStage:
         self._inflight = inflight
         self._wake = wake
         self._ready = ready
+        self._unready_reason = unready_reason
         self._normalizer = normalizer
         self._logs_normalizer: LogsNormalizer | None = None
         # Filled by the default normalizers (a custom one reports nothing), drained per
@@ -110,6 +114,9 @@ class IngestStage:
 
     def _check_capacity(self) -> None:
         if not self._ready():
+            unready = self._unready_reason()
+            if unready is not None:  # acknowledging now would lose the data (file_identity.py)
+                raise Overloaded(unready, retry_after_s=5.0)
             raise Overloaded("collector is starting or stopping", retry_after_s=1.0)
         backlog = self._inflight() + self.assembler.ready_count
         if backlog >= self.max_pending_evaluations:
@@ -130,10 +137,15 @@ class IngestStage:
         hold their memory) while every exporter got 503 for minutes."""
         asm = self.assembler
         limit = self.assembly_config.max_open_conversations
-        if asm.open_count + len(records) <= limit:
+        if asm.conversation_count + len(records) <= limit:
             return  # cannot evict, whatever the routing (the common case: no work)
-        new_keys = {k for k in map(asm.route, records) if not asm.is_open(k)}
-        evictions = asm.open_count + len(new_keys) - limit
+        # GenAI log events open no conversation (their own budget: orphan_events.py).
+        new_keys = {
+            k
+            for k in map(asm.route, itertools.filterfalse(is_event, records))
+            if not asm.is_open(k) or asm.is_orphan(k)
+        }
+        evictions = asm.conversation_count + len(new_keys) - limit
         room = self.max_pending_evaluations - (self._inflight() + asm.ready_count)
         if evictions > room:
             raise Overloaded(
@@ -169,8 +181,16 @@ class IngestStage:
         return result
 
     async def ingest_logs(self, request: ExportLogsServiceRequest) -> IngestResult:
+        """The traces path for log records: admission, the large-batch thread, the
+        eviction check, plus the orphan-event budget (`orphan_events.py`)."""
         self._check_capacity()
-        records, rejections = self.normalize_logs(request)
+        if count_log_records(request) > _LARGE_BATCH:
+            records, rejections = await asyncio.to_thread(self.normalize_logs, request)
+            self._check_capacity()
+        else:
+            records, rejections = self.normalize_logs(request)
+        check_orphan_events(self.assembler, records, self.assembly_config.max_orphan_events)
+        self._check_evictions(records)
         ignored = count_log_records(request) - len(records) - len(rejections)
         if ignored:
             self.instruments.log_records_ignored.add(ignored)

@@ -152,6 +152,7 @@ class Pipeline:
             inflight=lambda: self.evaluation.inflight,
             wake=self._wake_loop,
             ready=self.ready,
+            unready_reason=self.unready_reason,
             max_pending_evaluations=max_pending_evaluations,
             max_state_backlog=max_state_backlog,
         )
@@ -249,7 +250,12 @@ class Pipeline:
             await asyncio.to_thread(store.close)
 
     def ready(self) -> bool:
-        return self._ready
+        return self._ready and self.unready_reason() is None
+
+    def unready_reason(self) -> str | None:
+        """Why the pipeline cannot take data although started (`/readyz` shows it)."""
+        identity = self.store.identity if self.store is not None else None
+        return identity.problem() if identity is not None else None
 
     def readiness_notes(self) -> list[str]:
         """What is degraded though spans are still taken (shown by `/readyz`)."""

@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tracepass.collector.state.codec import StoredResult, decode_result
 from tracepass.collector.state.index import (
+    FILTER_INDEXES,
     INDEX_COLUMNS,
     INDEX_SCHEMA,
     ResultFilter,
@@ -73,7 +74,9 @@ CREATE TABLE IF NOT EXISTS results (
     {_COLUMNS}
 );
 CREATE INDEX IF NOT EXISTS results_evaluated ON results (evaluated_at);
-""" + INDEX_SCHEMA.replace(" REAL ", " DOUBLE PRECISION ").replace(" WITHOUT ROWID", "")
+""" + (INDEX_SCHEMA + FILTER_INDEXES).replace(" REAL ", " DOUBLE PRECISION ").replace(
+    " WITHOUT ROWID", ""
+)
 
 _INDEXED = [name for name, _ in INDEX_COLUMNS]
 _ROW_COLUMNS = ["conv_key", "revision", "closed_at", "evaluated_at", "n_spans", "view", *_INDEXED]
@@ -149,7 +152,12 @@ class PostgresResults:
             max_size=self.max_connections,
             open=False,
             timeout=self.write_timeout_s,
-            kwargs={"connect_timeout": max(1, int(self.write_timeout_s))},
+            kwargs={
+                "connect_timeout": max(1, int(self.write_timeout_s)),
+                # What bounds a query here (the API's progress-handler time limit is
+                # SQLite's): the server cancels anything slower.
+                "options": "-c statement_timeout=30000",
+            },
             # A connection the database dropped (it restarted) is replaced before use
             # instead of failing one request: one round trip per checkout.
             check=ConnectionPool.check_connection,
@@ -274,6 +282,10 @@ class PostgresResults:
             return cur.rowcount
 
     # ---------------------------------------------------------------- ResultsStore
+
+    def read_connection(self) -> None:
+        """No SQLite connection to guard: `statement_timeout` bounds queries here."""
+        return None
 
     def get_result(self, key: str) -> StoredResult | None:
         with self._reading() as conn:

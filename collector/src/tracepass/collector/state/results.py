@@ -16,6 +16,7 @@ stores create it) and a query method here, implemented in both stores.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Protocol
 
 from tracepass.collector.state.codec import StoredResult
@@ -32,6 +33,11 @@ AgentCountRow = tuple[str | None, str | None, str | None, str, int, int]
 class ResultsStore(Protocol):
     """The read model's queries over stored results (blocking; cheap by design: every
     query is an ordered index range)."""
+
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The SQLite connection reads run on (the API's time limit is installed on it),
+        or None when the store bounds its queries itself."""
+        ...
 
     def get_result(self, key: str) -> StoredResult | None:
         """The latest stored evaluation of conversation `key`."""

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from tracepass.collector.state.index import INDEX_COLUMNS, INDEX_SCHEMA, backfill
+from tracepass.collector.state.index import FILTER_INDEXES, INDEX_COLUMNS, INDEX_SCHEMA, backfill
 
 __all__ = ["JOURNAL_RESULT", "JOURNAL_WINDOW", "SCHEMA_VERSION", "StateError", "open_database"]
 
@@ -128,6 +128,7 @@ def open_database(connect: Callable[[], sqlite3.Connection], path: Path) -> None
                 f"{path}: state schema version {row[0]}, this tracepass reads "
                 f"version {SCHEMA_VERSION}; move the file away to start fresh"
             )
+        conn.executescript(FILTER_INDEXES)  # files of any version (index.py)
         conn.close()
     except sqlite3.DatabaseError as exc:
         raise StateError(f"{path}: not a usable SQLite state file: {exc}") from exc

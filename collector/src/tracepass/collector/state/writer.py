@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from tracepass.collector.state.file_identity import FileIdentity
 from tracepass.collector.state.schema import StateError, open_database
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -123,6 +124,7 @@ class SqliteFile:
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
         self._lock_fd: int | None = None
+        self.identity: FileIdentity | None = None  # set by open(): see file_identity.py
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -164,6 +166,7 @@ class SqliteFile:
             self._unlock()
             raise
         self._reader = self._connect()
+        self.identity = FileIdentity(self.path)
         self._opened(self._reader)
         self._thread = threading.Thread(target=self._run, name="tracepass-state", daemon=True)
         self._thread.start()
@@ -173,6 +176,11 @@ class SqliteFile:
 
     def _open_database(self) -> None:
         open_database(self._connect, self.path)
+
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The read connection (None until open): the API installs its query time limit
+        on it (`api/query_guard.py`)."""
+        return self._reader
 
     @property
     def reader(self) -> sqlite3.Connection:

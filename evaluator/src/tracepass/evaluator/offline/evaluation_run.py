@@ -79,6 +79,8 @@ def conversation_json(result: ConversationResult) -> dict[str, Any]:
 _FIELDS: dict[type[BaseModel], tuple[str, ...] | None] = {}
 # Result models written as their `__dict__` as is: every field serialized, no rewriting.
 _AS_IS: set[type[BaseModel]] = set()
+# Fields left out of `model_dump` when their value says so (`exclude_if`), by model.
+_CONDITIONAL: dict[type[BaseModel], tuple[tuple[str, Callable[[Any], bool]], ...]] = {}
 
 
 def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
@@ -86,7 +88,12 @@ def _serialized_fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
     instance's ``__dict__``, which holds exactly its fields, is the entry as is)."""
     if cls not in _FIELDS:
         names = tuple(n for n, f in cls.model_fields.items() if not f.exclude)
-        _FIELDS[cls] = None if len(names) == len(cls.model_fields) else names
+        conditional = tuple(
+            (n, f.exclude_if) for n, f in cls.model_fields.items() if f.exclude_if is not None
+        )
+        _CONDITIONAL[cls] = conditional
+        whole = len(names) == len(cls.model_fields) and not conditional
+        _FIELDS[cls] = None if whole else names
         if _FIELDS[cls] is None and cls is not TurnResult:
             _AS_IS.add(cls)
     return _FIELDS[cls]
@@ -106,6 +113,9 @@ def report_default(obj: Any) -> Any:
         names = _serialized_fields(type(obj))
         if names is not None:
             data = {n: data[n] for n in names}
+            for n, leave_out in _CONDITIONAL[type(obj)]:
+                if n in data and leave_out(data[n]):
+                    del data[n]
         if type(obj) is TurnResult and data["trajectory"] is None:
             data = {**data, "trajectory": NO_TRAJECTORY}
         return data
@@ -220,7 +230,18 @@ def readiness_verdict(groups: Sequence[tuple[int, int]], level: float = 0.95) ->
         "confident_tier": str(readiness.classify(at["1"]["lower"], pw["3"]["lower"])),
         "pass_at_1": p1,
         "pass_pow_3": p3,
+        "pass_at_1_lower": at["1"]["lower"],
+        "pass_pow_3_lower": pw["3"]["lower"],
     }
+
+
+def readiness_line(verdict: Mapping[str, Any]) -> str:
+    """The one readiness sentence of every command (`evaluate`, `probe`): the tier the
+    *lower* credible bounds reach, so "production ready" is said only when the
+    intervals clear the thresholds, never on a point estimate with a wide interval."""
+    return readiness.verdict_sentence(
+        verdict["confident_tier"], verdict.get("pass_at_1_lower"), verdict.get("pass_pow_3_lower")
+    )
 
 
 def summarize(

@@ -133,6 +133,7 @@ def _expected_tool(t: Mapping[str, Any], path: Path, source: str) -> ExpectedToo
             "argument_match": "exact",
             "abs_tol": 0.0,
             "rel_tol": 1e-9,
+            "agent": None,
         },
     )
 
@@ -192,6 +193,7 @@ def import_fair_forge(
                         "call_id": None,
                         "start_ns": None,
                         "arguments_source": None,
+                        "agent": None,
                     },
                 )
                 for k, t in _by_step(ag.get("tools_used"), up, source)
@@ -213,6 +215,7 @@ def import_fair_forge(
                         "end_ns": None,
                         "offered_tools": None,
                         "tool_schemas": {},
+                        "steps": (),
                     },
                 )
             )

@@ -52,13 +52,15 @@ _SET_KEYS = {"name", "version", "defaults", "references", "policies"}
 _DEFAULT_KEYS = {"graders", "argument_match", "tool_sequence_matters", "abs_tol", "rel_tol"}
 _REF_KEYS = {"id", "turns", "match", "tags"}
 _TURN_KEYS = {"query", "expected_answer", "graders", "expected_tools", "tool_sequence_matters"}
-_TOOL_KEYS = {"name", "arguments", "argument_match", "abs_tol", "rel_tol"}
+_TOOL_KEYS = {"name", "arguments", "argument_match", "abs_tol", "rel_tol", "agent"}
 
 
 def _tool(v: Any, path: Path, defaults: Mapping[str, Any]) -> ExpectedTool:
     raw: dict[str, Any] = {"name": v} if isinstance(v, str) else dict(_mapping(v, path))
     _unknown(raw, _TOOL_KEYS, path)
     _string(raw.get("name"), (*path, "name"))
+    if raw.get("agent") is not None:
+        _string(raw["agent"], (*path, "agent"))
     for key in ("argument_match", "abs_tol", "rel_tol"):
         if key not in raw and key in defaults:
             raw[key] = defaults[key]

@@ -1,0 +1,129 @@
+// Vercel AI SDK (current major) travel scenario: `generateText` with three tools and a
+// multi-step tool loop, the model scripted with the SDK's own `MockLanguageModelV4`
+// (ai/test), telemetry through the `@ai-sdk/otel` integration on the OpenTelemetry Node
+// SDK, exported over OTLP/HTTP (JSON) to the receiver generate.py runs.
+//
+//   node scenario.mjs vercel_ai_otel          # OpenTelemetry() integration (GenAI attributes)
+//   node scenario.mjs vercel_ai_otel_legacy   # LegacyOpenTelemetry() (the `ai.*` spans of ai@6)
+
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { LegacyOpenTelemetry, OpenTelemetry } from '@ai-sdk/otel';
+import { generateText, registerTelemetry, stepCountIs, tool } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
+import { z } from 'zod';
+
+import {
+  DESCRIPTIONS,
+  TOOLS,
+  loadScenario,
+  modelSteps,
+  reportAnswers,
+} from '../node_shared/travel.mjs';
+
+const variant = process.argv[2];
+const scenario = loadScenario();
+
+const provider = new NodeTracerProvider({
+  resource: resourceFromAttributes({ 'service.name': scenario.service_name }),
+  // Batched: one export per span (SimpleSpanProcessor) can exceed the exporter's limit of
+  // concurrent requests, which drops spans.
+  spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+});
+provider.register();
+// Each integration uses its default tracer (scope `gen_ai` / `ai`), as applications do.
+
+if (variant === 'vercel_ai_otel') {
+  registerTelemetry(
+    new OpenTelemetry({
+      agentSpanName: 'functionId',
+      // The conversation id travels in the runtime context (`ai.settings.context.*`).
+      runtimeContext: true,
+    }),
+  );
+} else if (variant === 'vercel_ai_otel_legacy') {
+  registerTelemetry(new LegacyOpenTelemetry());
+} else {
+  throw new Error(`unknown scenario ${variant}`);
+}
+
+const steps = modelSteps(scenario);
+let next = 0;
+const usage = {
+  inputTokens: { total: 20, noCache: 20, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 10, text: 10, reasoning: undefined },
+};
+const model = new MockLanguageModelV4({
+  provider: 'scripted',
+  modelId: 'scripted-travel-model',
+  doGenerate: async () => {
+    const step = steps[next++];
+    if (step === undefined) throw new Error('the script has no more model steps');
+    if (step.text != null) {
+      return {
+        content: [{ type: 'text', text: step.text }],
+        finishReason: { unified: 'stop', raw: 'stop' },
+        usage,
+        warnings: [],
+      };
+    }
+    return {
+      content: step.tool_calls.map((call) => ({
+        type: 'tool-call',
+        toolCallId: call.id,
+        toolName: call.name,
+        input: JSON.stringify(call.arguments),
+      })),
+      finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+      usage,
+      warnings: [],
+    };
+  },
+});
+
+const tools = {
+  get_weather: tool({
+    description: DESCRIPTIONS.get_weather,
+    inputSchema: z.object({ city: z.string() }),
+    execute: async (input) => TOOLS.get_weather(input),
+  }),
+  search_flights: tool({
+    description: DESCRIPTIONS.search_flights,
+    inputSchema: z.object({
+      origin: z.string(),
+      destination: z.string(),
+      filters: z.object({ max_price: z.number(), cabin: z.string() }).partial(),
+    }),
+    execute: async (input) => TOOLS.search_flights(input),
+  }),
+  book_flight: tool({
+    description: DESCRIPTIONS.book_flight,
+    inputSchema: z.object({ flight_id: z.string() }),
+    execute: async (input) => TOOLS.book_flight(input),
+  }),
+};
+
+const history = [];
+const answers = [];
+for (const turn of scenario.turns) {
+  history.push({ role: 'user', content: turn.query });
+  const result = await generateText({
+    model,
+    system: scenario.system_prompt,
+    messages: history,
+    tools,
+    stopWhen: stepCountIs(10),
+    runtimeContext: { conversationId: scenario.conversation_id },
+    telemetry: {
+      functionId: scenario.agent_name,
+      includeRuntimeContext: { conversationId: true },
+    },
+  });
+  history.push(...result.response.messages);
+  answers.push(result.text);
+}
+await provider.forceFlush();
+await provider.shutdown();
+reportAnswers(answers);
