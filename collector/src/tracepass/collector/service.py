@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
+from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
@@ -41,6 +42,7 @@ from tracepass.collector.pipeline.results import ResultsWriter
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.binding import BindError
+from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
@@ -123,6 +125,7 @@ class CollectorService:
         self.pipeline: Pipeline | None = None
         self.views: ConversationViews | None = None
         self.read_model: ReadModel | None = None
+        self.triage: Triage | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self.store: StateStore | None = None
@@ -203,6 +206,7 @@ class CollectorService:
         # restore and replay here), then the pipeline (references: a broken file fails
         # here; recovery may complete conversations, whose results the chain takes),
         # and the receivers last, so no span is accepted before the pipeline can take it.
+        self.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         if self._forwarder is not None:
             self.pipeline.readiness_checks.append(self._forwarder.readiness)
         await asyncio.to_thread(self.store.open)
@@ -308,6 +312,7 @@ class CollectorService:
             events = EvaluationEvents(event_logger)
             components.append(EventsComponent(events, metrics.common_labels))
         components.append(FailureLogComponent())
+        components.append(ListenerComponent(self._observe_candidate))
         components.extend(ListenerComponent(listener) for listener in self.listeners)
         return ResultChain(components)
 
@@ -317,6 +322,7 @@ class CollectorService:
         assert self.views is not None
         assert self.read_model is not None
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        routes += self._triage_routes(cfg)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -324,6 +330,7 @@ class CollectorService:
                 self.read_model,
                 self.pipeline.latest_result,
                 cfg.ui,
+                write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
             )
         memory = None
@@ -350,6 +357,8 @@ class CollectorService:
             extra_routes=routes,
             memory=memory,
         )
+        if self.triage is not None:
+            self.triage.mount(self.receivers.http_app)
         await self.receivers.start()
 
     async def stop(self) -> None:
@@ -387,6 +396,7 @@ class CollectorService:
             self.pipeline = None
             self.views = None
             self.read_model = None
+            self.triage = None
         if self.store is not None:
             await asyncio.to_thread(self.store.close)  # a store that never opened: no-op
             self.store = None
@@ -404,6 +414,22 @@ class CollectorService:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def _triage_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
+        """Failure modes and reference candidates (`api/triage.py`): their read routes;
+        the write routes are mounted on the HTTP app before it starts."""
+        assert self.pipeline is not None
+        self.triage = Triage(cfg, self.pipeline, self.clock)
+        fed = self.triage.warm_up()
+        if fed:
+            log.info("reference candidates: %d unreferenced stored results read", fed)
+        assert self.read_model is not None
+        return self.triage.read_routes(self.read_model)
+
+    def _observe_candidate(self, result: ConversationResult, info: ResultInfo) -> None:
+        """The reference-candidates link of the chain (after the failure log)."""
+        if self.triage is not None:
+            self.triage.candidates.observe(result, info.conversation)
 
     async def persist(self) -> None:
         """Persist the rolling windows now (also done periodically and at stop)."""

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from tracepass.collector.state.failure_index import FAILURE_INDEX_SCHEMA
 from tracepass.collector.state.index import FILTER_INDEXES, INDEX_COLUMNS, INDEX_SCHEMA, backfill
 
 __all__ = ["JOURNAL_RESULT", "JOURNAL_WINDOW", "SCHEMA_VERSION", "StateError", "open_database"]
@@ -105,6 +106,7 @@ def open_database(connect: Callable[[], sqlite3.Connection], path: Path) -> None
         if str(mode).lower() != "wal":
             raise StateError(f"{path}: cannot enable WAL journal mode (got {mode})")
         conn.executescript(_SCHEMA)
+        conn.executescript(FAILURE_INDEX_SCHEMA)
         columns = {row[1] for row in conn.execute("PRAGMA table_info(requests)")}
         if "signal" not in columns:
             conn.execute("ALTER TABLE requests ADD COLUMN signal TEXT NOT NULL DEFAULT 'traces'")

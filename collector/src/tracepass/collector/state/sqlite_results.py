@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result, encode_result
+from tracepass.collector.state.failure_index import PRIOR, FailureModeIndex, stored_signatures
 from tracepass.collector.state.index import (
     INDEX_COLUMNS,
     ResultFilter,
@@ -48,6 +49,9 @@ class SqliteResults:
         # True with a shared results database: results go to the outbox (`outbox.py`),
         # and only their bookkeeping stays in the local `results` table.
         self.forward = False
+        # Failure signatures per failing result (`failure_index.py`); its bound
+        # (`failure_modes.max_per_version`) may be set before `open()`.
+        self.failure_modes = FailureModeIndex()
 
     async def purge_results(self, evaluated_before: float) -> int:
         """Delete stored evaluation results whose spans are already purged and which were
@@ -62,11 +66,17 @@ class SqliteResults:
                 "results WHERE purged=1 AND evaluated_at < ?)",
                 (evaluated_before,),
             )
+            gone[:] = self.failure_modes.delete(
+                conn, "purged=1 AND evaluated_at < ?", (evaluated_before,)
+            )
             return conn.execute(
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
             ).rowcount
 
-        return await self.db.run(op)
+        gone: list[Any] = []  # failure-mode rows deleted, counted down once committed
+        deleted = await self.db.run(op)
+        self.failure_modes.applied((gone, []))
+        return deleted
 
     # ---------------------------------------------------------------- results
 
@@ -94,6 +104,10 @@ class SqliteResults:
         indexed = index_values(stored)
 
         violations = violation_rows(stored) if self.forward else None
+        signatures = stored_signatures(stored)
+        # The failure-mode rows the op replaced: counted once the commit succeeded (an
+        # op may run twice, so it only records them).
+        modes: list[Any] = [((), ())]
 
         def op(conn: sqlite3.Connection) -> int:
             # The result and its window-journal entry commit together or not at all: an
@@ -110,15 +124,23 @@ class SqliteResults:
                     indexed=indexed,
                     violations=violations,
                 )
-            elif conn.execute(
-                _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
-            ).rowcount:
-                write_violations(conn, key, stored, closed_at)
+            else:
+                prior = conn.execute(PRIOR, (key,)).fetchone()
+                changed = conn.execute(
+                    _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
+                ).rowcount
+                if changed:
+                    write_violations(conn, key, stored, closed_at)
+                    modes[0] = self.failure_modes.write(
+                        conn, key, stored, signatures, closed_at, prior
+                    )
             if journal is None:
                 return 0
             return append_entry(conn, key, revision, evaluated_at, journal)
 
-        return await self.db.run(op)
+        seq = await self.db.run(op)
+        self.failure_modes.applied(modes[0], indexed[0], indexed[1], closed_at)
+        return seq
 
     def get_result(self, key: str) -> StoredResult | None:
         """The latest stored evaluation of `key`, in either stored format."""

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.state.codec import StoredResult
+from tracepass.collector.state.failure_index import FailureModeIndex
 from tracepass.collector.state.index import ResultFilter, ResultRow
 from tracepass.collector.state.results import AgentCountRow, TrendRow
 from tracepass.collector.state.schema import (
@@ -55,6 +57,9 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 class StateStore(SqliteFile):
     def __init__(
         self,
@@ -75,7 +80,18 @@ class StateStore(SqliteFile):
         self.windows = WindowJournal(self)
 
     def _opened(self, reader: sqlite3.Connection) -> None:
+        self.results.failure_modes.load(reader)
         self.windows.opened(reader)
+
+    @property
+    def failure_modes(self) -> FailureModeIndex:
+        """The failure-mode index of the stored results (`failure_index.py`)."""
+        return self.results.failure_modes
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the read-only query `fn` on the reader connection (blocking): the seam
+        for index modules' own queries (`failure_index.py`)."""
+        return fn(self.reader)
 
     @property
     def journal_seq_at_open(self) -> int:
