@@ -144,13 +144,26 @@ def _module_names() -> dict[str, Path]:
 
 
 def import_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module → the modules it imports (at the top or inside a function): `from pkg
+    """module → the modules it imports at run time (at the top or inside a function;
+    not under `if TYPE_CHECKING:`): `from pkg
     import name` goes to `pkg.name` when that is a module, else to `pkg`."""
     edges: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        # Imports under `if TYPE_CHECKING:` never run: annotations only, no cycle.
+        typing_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+            for stmt in node.body
+            for inner in ast.walk(stmt)
+        }
         for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
