@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
+from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.components import (
@@ -163,9 +165,14 @@ class CollectorService:
         from tracepass.collector.export.window_entry import journal_entry
 
         cfg = self.config
-        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
+        self.telemetry = build_telemetry(
+            cfg.metrics,
+            default_host=cfg.receiver.host,
+            fallback_bearer_token=cfg.receiver.bearer_token,
+        )
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
+        register_schema_check_counter(meter)
         self.metrics = EvaluationMetrics(
             meter,
             cfg.metrics,
@@ -209,7 +216,7 @@ class CollectorService:
         self.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         if self._forwarder is not None:
             self.pipeline.readiness_checks.append(self._forwarder.readiness)
-        await asyncio.to_thread(self.store.open)
+        await self._open_state_file()
         await self.chain.start()
         await self.pipeline.start()
         self.views = ConversationViews(self.pipeline)
@@ -234,6 +241,20 @@ class CollectorService:
             self.ports.http,
             self.metrics_url,
         )
+
+    async def _open_state_file(self) -> None:
+        """Open the state file; a damaged file or a read-only directory is a
+        `StateError` naming the path (exit 2), not a traceback."""
+        from tracepass.collector.state.unusable import unusable_state
+
+        assert self.store is not None
+        try:
+            await asyncio.to_thread(self.store.open)
+        except Exception as exc:
+            error = unusable_state(self.store.path, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
     def _build_judge(self, meter: Any) -> tuple[Any, JudgeBudget | None]:
         ev = self.config.evaluation
@@ -332,6 +353,7 @@ class CollectorService:
                 cfg.ui,
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
+                bind_host=cfg.receiver.host,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -528,6 +550,8 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # read after recovery (pipeline names the path)
+        return f"the state file is damaged ({exc}); restore it or move it away (state.path)"
     if isinstance(exc, BindError):
         flag = _FLAG_OF_SETTING.get(exc.setting)
         where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"

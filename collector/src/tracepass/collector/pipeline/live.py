@@ -51,6 +51,7 @@ from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import ConversationEvaluator, ResultListener
 from tracepass.collector.receiver.sink import IngestResult
 from tracepass.collector.state import StateStore, StoredResult
+from tracepass.collector.state.unusable import unusable_state
 from tracepass.evaluator.models import Conversation, ConversationResult
 
 __all__ = ["Pipeline"]
@@ -83,6 +84,7 @@ class Pipeline:
         journal_entry: Callable[[ConversationResult], str] | None = None,
         store: StateStore | None = None,
         results: ResultsWriter | None = None,
+        allow_command_graders: bool = False,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         self.state_config = state
@@ -96,6 +98,7 @@ class Pipeline:
             fuzzy=self.matching_config.fuzzy,
             fuzzy_threshold=self.matching_config.fuzzy_threshold,
             meter=meter,
+            allow_command_graders=allow_command_graders,
         )
         self.assembler = Assembler(
             self.assembly_config,
@@ -175,6 +178,7 @@ class Pipeline:
             state=config.state,
             matching=config.matching,
             references=config.references,
+            allow_command_graders=config.evaluation.allow_command_graders,
             **kwargs,
         )
 
@@ -206,12 +210,25 @@ class Pipeline:
         """Load references (a broken file fails startup), recover state, start ticking."""
         self.references.load()
         if self.store is not None:
-            if self._owns_store:
-                await asyncio.to_thread(self.store.open)
-            await asyncio.to_thread(self._recover)
+            await self._open_state()
         if background:
             self._task = asyncio.create_task(self._loop(), name="tracepass-pipeline")
         self._ready = True
+
+    async def _open_state(self) -> None:
+        """Open the state file (when this pipeline owns it) and recover from it; a
+        damaged file or a read-only directory is a `StateError` naming the path (exit
+        2), not a traceback."""
+        assert self.store is not None
+        try:
+            if self._owns_store:
+                await asyncio.to_thread(self.store.open)
+            await asyncio.to_thread(self._recover)
+        except Exception as exc:
+            error = unusable_state(self.store.path, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
     def _recover(self) -> None:
         assert self.store is not None
