@@ -25,16 +25,26 @@ for failing conversations it is solved from the mix: (mix - (1 - f) x pass) / f,
 the mix's failing share. Same run, same process: the protobuf parse + read-every-
 attribute baseline (`_baseline.py`) on the 16-span payloads, this process's CPU time.
 
+With `--postgres URL` (a server whose user may CREATE DATABASE) or `--postgres auto` (a
+throw-away cluster, as the tests start one), each repetition also runs the mix with
+`batch` and a PostgreSQL results store (`$TRACEPASS_RESULTS_URL`, a fresh database per
+run): counted until /metrics shows every conversation evaluated AND
+`tracepass_results_backlog` is 0 (every result committed in PostgreSQL), and reported as
+a ratio to the same mix with the state file's results in the same repetition.
+
     .venv/bin/python bench/bench_e2e.py [--requests N] [--repeats R] [--concurrency C]
-        [--shapes 9,16] [--modes batch,none]
+        [--shapes 9,16] [--modes batch,none] [--postgres URL|auto]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +52,7 @@ from _baseline import decode_and_read_attributes
 from _e2e import (
     LoadGenerator,
     reference_set_yaml,
+    scrape,
     shaped_requests,
     start_server,
     wait_evaluated,
@@ -56,6 +67,13 @@ def baseline_rate(payloads: list[bytes]) -> float:
     return n / (time.process_time() - c0)
 
 
+def results_backlog(metrics_text: str) -> float:
+    for line in metrics_text.splitlines():
+        if line.startswith("tracepass_results_backlog"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def run(
     payloads: list[bytes],
     mode: str,
@@ -64,12 +82,14 @@ def run(
     complete: int,
     concurrency: int,
     tmp: Path,
+    results_url: str | None = None,
 ) -> tuple[float, int, float]:
     """(server CPU seconds, 503/429 answers, wall seconds) of one run on a fresh server;
     `complete` = conversations to wait for in /metrics (0: ingest only, whose server's
     references match nothing)."""
     refs = reference_set_yaml(shape=shape, unmatched=not complete)
-    server = start_server(tmp, mode, references_yaml=refs)
+    env = {"TRACEPASS_RESULTS_URL": results_url} if results_url else None
+    server = start_server(tmp, mode, references_yaml=refs, extra_env=env)
     try:
         time.sleep(0.3)  # start-up work (imports, reference load) is not counted
         gen = LoadGenerator(server.http_port, payloads, concurrency=concurrency, start=False)
@@ -80,6 +100,8 @@ def run(
             # Polled every 0.5 s: each scrape renders every series (and refreshes the
             # pass@k gauges), work a 15 s Prometheus scrape would do 30x less often.
             wait_evaluated(server, complete, every_s=0.5)
+            while results_url and results_backlog(scrape(server.metrics_url)) > 0:
+                time.sleep(0.5)  # until PostgreSQL committed every result
         return server.cpu_s() - c0, load.refused, time.perf_counter() - w0
     finally:
         server.stop()
@@ -97,6 +119,7 @@ class Series:
     us_failing: list[float] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)
     wall_mix: list[float] = field(default_factory=list)
+    pg_ratio: list[float] = field(default_factory=list)  # mix rate, PostgreSQL / SQLite
 
 
 def _med(xs: list[float]) -> str:
@@ -110,6 +133,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--shapes", default="9,16", help="spans per conversation: 9, 16")
     parser.add_argument("--modes", default="batch", help="durability modes: batch, none")
+    parser.add_argument("--postgres", metavar="URL|auto", default=None)
     args = parser.parse_args()
     shapes = [int(x) for x in args.shapes.split(",")]
     modes = args.modes.split(",")
@@ -125,7 +149,8 @@ def main() -> None:
     base_payloads = shaped_requests(args.requests, 16, None)[0]
     base: list[float] = []
     series: dict[tuple[str, int], Series] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        new_database = _databases(args.postgres, stack) if args.postgres else None
         for r in range(args.repeats):
             base.append(baseline_rate(base_payloads))
             for mode in modes:
@@ -149,6 +174,16 @@ def main() -> None:
                     s.us_failing.append((us_m - (1 - f) * us_p) / f)
                     s.refused.append(ref_p + ref_m + ref_i)
                     s.wall_mix.append(w)
+                    if new_database is not None and mode == "batch":
+                        cpu_pg, _, _ = run(
+                            mix,
+                            mode,
+                            complete=convs,
+                            tmp=where / "pg",
+                            results_url=new_database(f"bench_e2e_{r}_{shape}"),
+                            **kw,
+                        )
+                        s.pg_ratio.append(cpu_m / cpu_pg)
     b = statistics.median(base)
     print(
         f"{args.requests} requests of ~512 spans per run; median of {args.repeats} "
@@ -186,10 +221,36 @@ def main() -> None:
                 f"{statistics.median(s.refused):>9}  [{min(s.refused)} .. {max(s.refused)}]"
                 f"; {statistics.median(s.wall_mix):.1f} s"
             )
+            if s.pg_ratio:
+                print(
+                    f"{'  mix with PostgreSQL results (until stored)':<50}: "
+                    f"{statistics.median(s.pg_ratio):>9.3f}x the SQLite-results rate, same "
+                    f"repetition [{min(s.pg_ratio):.3f} .. {max(s.pg_ratio):.3f}]"
+                )
     print(
         "targets (batch): <= 150 us per completed conversation beyond ingest, passing and "
         "failing, both shapes; end to end >= 0.5x ingest-only; no 503/429 below capacity"
     )
+
+
+def _databases(arg: str, stack: contextlib.ExitStack) -> Callable[[str], str]:
+    """A function making a fresh database on the server `arg` (or a throw-away cluster
+    with `auto`) and returning its URL."""
+    import psycopg
+
+    if arg == "auto":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from postgres_support import postgres_cluster_running
+
+        arg = stack.enter_context(postgres_cluster_running()).url()
+
+    def create(name: str) -> str:
+        with psycopg.connect(arg, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')  # type: ignore[arg-type]
+            conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        return arg.rsplit("/", 1)[0] + "/" + name
+
+    return create
 
 
 if __name__ == "__main__":

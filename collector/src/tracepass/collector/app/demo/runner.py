@@ -27,9 +27,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tracepass.collector.app.demo.triage import triage_lines
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
+    EvaluationSettings,
     MatchingConfig,
     MetricsConfig,
     ReceiverConfig,
@@ -39,7 +41,7 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.pipeline import ResultInfo
 from tracepass.collector.service import CollectorService
-from tracepass.evaluator.models import ConversationResult
+from tracepass.evaluator.models import ConversationJudgeSpec, ConversationResult
 from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, RollingConfig
 
 __all__ = ["DemoOptions", "DemoOutcome", "DemoState", "demo_config", "run_demo"]
@@ -140,6 +142,8 @@ class DemoOutcome:
     metrics_url: str | None
     report: Path | None
     report_error: str | None = None
+    # Top failure modes and reference candidates at the end (`triage.py`).
+    triage: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- config
@@ -175,10 +179,16 @@ def choose_ports(options: DemoOptions) -> tuple[dict[str, int], list[str]]:
 
 
 def demo_config(
-    references: Path, state_dir: Path, ports: dict[str, int], duration: float
+    references: Path,
+    state_dir: Path,
+    ports: dict[str, int],
+    duration: float,
+    judge: str | None = None,
 ) -> CollectorConfig:
-    """Short timeouts and windows so the numbers move within a minute."""
+    """Short timeouts and windows so the numbers move within a minute. `judge`: the
+    scripted judge model, which judges every conversation's goal (`goal_completion`)."""
     return CollectorConfig(
+        evaluation=demo_judging(judge),
         references=[references],
         receiver=ReceiverConfig(host="127.0.0.1", grpc_port=ports["grpc"], http_port=ports["http"]),
         assembly=AssemblyConfig(
@@ -202,12 +212,26 @@ def demo_config(
     )
 
 
+def demo_judging(judge: str | None) -> EvaluationSettings:
+    """A `goal_completion` conversation judge through the examples' scripted model."""
+    if judge is None:
+        return EvaluationSettings()
+    return EvaluationSettings(
+        judge=judge,
+        conversation_judges=[
+            ConversationJudgeSpec(name="goal_completion", rubric="goal_completion")
+        ],
+    )
+
+
 # ----------------------------------------------------------------------------- agent
 
 
 def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> None:
     """Play conversations at `rate` until the duration is over or `stop` is set."""
     opts = state.options
+    # Unreferenced but consistent traffic too, so a reference candidate appears.
+    scenarios = (*agent.SCENARIOS, *getattr(agent, "CANDIDATE_SCENARIOS", ()))
     interval = 1.0 / opts.rate
     next_at = time.monotonic()
     i = 0
@@ -215,7 +239,7 @@ def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> No
         regressed = state.elapsed >= opts.switch_at
         state.version = "1.1" if regressed else "1.0"
         rng = agent.conversation_rng(opts.seed, f"demo-{i}")
-        scenario = agent.SCENARIOS[rng.randrange(len(agent.SCENARIOS))]
+        scenario = scenarios[rng.randrange(len(scenarios))]
         agent.run_conversation(
             scenario,
             version=state.version,
@@ -242,7 +266,11 @@ async def run_demo(
     on_listening: Callable[[CollectorService], None] | None = None,
 ) -> DemoOutcome:
     """Run the whole demo; `render` is called a few times a second with the state."""
-    from tracepass.collector.app.demo.examples import find_examples, load_agent
+    from tracepass.collector.app.demo.examples import (
+        find_examples,
+        load_agent,
+        load_scripted_judge,
+    )
 
     examples = find_examples(options.examples)
     # Export quickly: the demo wants numbers within seconds, not the 5 s BSP default.
@@ -254,7 +282,13 @@ async def run_demo(
     state = DemoState(options, notes=notes)
     report: tuple[Path | None, str | None] | None = None  # written before serving on
     with tempfile.TemporaryDirectory(prefix="tracepass-demo-") as tmp:
-        config = demo_config(examples / "references", Path(tmp), ports, options.duration)
+        config = demo_config(
+            examples / "references",
+            Path(tmp),
+            ports,
+            options.duration,
+            judge=load_scripted_judge(examples),
+        )
         service = CollectorService(
             config, listeners=[state.on_result], persist_interval_s=3600.0, end_grace_s=1.0
         )
@@ -311,6 +345,11 @@ async def run_demo(
                 loop.remove_signal_handler(installed_sig)
             bound = service.ports
             metrics_url = service.metrics_url
+            triage: list[str] = []
+            try:
+                triage = triage_lines(service)
+            except Exception as exc:  # the summary is a bonus: never fail the demo on it
+                triage = [f"(failure modes not read: {exc})"]
             await service.stop()
 
     path, error = report if report is not None else _report(state, options)
@@ -320,6 +359,7 @@ async def run_demo(
         metrics_url=metrics_url,
         report=path,
         report_error=error,
+        triage=triage,
     )
 
 
