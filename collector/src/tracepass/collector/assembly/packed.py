@@ -42,47 +42,56 @@ _MARSHAL = b"M"  # rows of builtins only (the common case: fast, compact)
 _PICKLE = b"P"  # rows holding models (requested tool calls, tool definitions)
 
 
-def pack_records(records: Iterable[SpanRecord]) -> bytes:
-    """The records' raw slot values, in order, as one bytes object (strings shared
-    between records, e.g. a trace's id, are written once).
+_models = attrgetter("requested_tool_calls", "tool_definitions")
+_NO_MODELS = ((), None)
+_kind = attrgetter("kind")
 
-    A row is (kind's value, raw arguments, raw result or a deferred result's text,
-    whether it was deferred) + the other fields: builtins only unless a record holds
-    model objects, so `marshal` (C, no per-object class lookups: ≈ 3x faster than
-    `pickle` here) writes it; otherwise `pickle` does."""
-    plain, codes = _plain, _CODES
-    args, result = stored_tool_arguments, stored_tool_result
-    rows = []
-    models = False
-    for r in records:
-        value = result(r)
-        deferred = value.__class__ is DeferredResult
-        rows.append(
-            (codes[r.kind], args(r), value.text if deferred else value, deferred, *plain(r))
-        )
-        if r.requested_tool_calls or r.tool_definitions:
-            models = True
-    if not models:
+
+def pack_records(records: Iterable[SpanRecord]) -> bytes:
+    """The records' raw slot values as one bytes object (strings shared between
+    records, e.g. a trace's id, are written once).
+
+    Column by column, each read by `map` over a C getter (a Python loop over the
+    records cost ≈ 2.7 us per span): the other fields' tuples, the kinds' values, the
+    raw arguments, the raw results with each deferred result replaced by its text and
+    their positions. Builtins only unless a record holds model objects, so `marshal`
+    (C, no per-object class lookups: ≈ 3x faster than `pickle` here) writes it;
+    otherwise `pickle` does."""
+    recs = records if isinstance(records, list) else list(records)
+    results = list(map(stored_tool_result, recs))
+    deferred = [i for i, v in enumerate(results) if v.__class__ is DeferredResult]
+    for i in deferred:
+        results[i] = results[i].text
+    columns = (
+        list(map(_CODES.__getitem__, map(_kind, recs))),
+        list(map(stored_tool_arguments, recs)),
+        results,
+        deferred,
+        list(map(_plain, recs)),
+    )
+    if all(m == _NO_MODELS for m in map(_models, recs)):
         try:
-            return _MARSHAL + marshal.dumps(rows)
+            return _MARSHAL + marshal.dumps(columns)
         except ValueError:  # a value marshal cannot write (e.g. an odd attribute type)
             pass
-    return _PICKLE + pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    return _PICKLE + pickle.dumps(columns, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def unpack_records(packed: bytes) -> list[SpanRecord]:
     """The records `pack_records` packed, equal to them and in the same order."""
     body = memoryview(packed)[1:]
     # pickle: only ever bytes this process packed (never read from outside).
-    rows = marshal.loads(body) if packed[:1] == _MARSHAL else pickle.loads(body)
-    out = []
-    for kind, args, result, deferred, *rest in rows:
-        out.append(
-            SpanRecord(
-                kind=_KINDS[kind],
-                tool_arguments=args,
-                tool_result=DeferredResult(result) if deferred else result,
-                **dict(zip(_PLAIN, rest, strict=True)),
-            )
+    kinds, args, results, deferred, rows = (
+        marshal.loads(body) if packed[:1] == _MARSHAL else pickle.loads(body)
+    )
+    for i in deferred:
+        results[i] = DeferredResult(results[i])
+    return [
+        SpanRecord(
+            kind=_KINDS[kind],
+            tool_arguments=arg,
+            tool_result=result,
+            **dict(zip(_PLAIN, rest, strict=True)),
         )
-    return out
+        for kind, arg, result, rest in zip(kinds, args, results, rows, strict=True)
+    ]
