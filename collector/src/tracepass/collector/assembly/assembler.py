@@ -388,7 +388,7 @@ class Assembler:
                     )
                     continue
                 if conv.packed is not None:
-                    self._unpack(conv)
+                    _unpack(conv)
                     unpacked.append(conv)
                 # `_find`, inlined: the record under this span id, else the one under
                 # (trace, span id) if another trace's record holds the span id.
@@ -454,7 +454,7 @@ class Assembler:
         self._gauge_delta += inserted
         for conv in unpacked:  # only duplicates came: still retained, packed again
             if conv.state is _RETAINED:
-                self._pack(conv)
+                _pack(conv)
         if self._orphan_events > cfg.max_orphan_events:
             self._trim_orphans()
         for key, conv in touched.items():
@@ -583,48 +583,9 @@ class Assembler:
             except ValueError:
                 log.warning("conversation %s: bad %s=%r", conv.key, END_TURNS_ATTRIBUTE, turns)
 
-    def _pack(self, conv: _Conv) -> None:
-        """Hold a retained conversation's records packed (see the module docstring)."""
-        if conv.packed is not None or not conv.records:
-            return
-        conv.packed_n = len(conv.records)
-        conv.packed = pack_records(conv.records.values())
-        conv.records = {}
-        conv.turn_records = []
-        conv.roots = {}
-        conv.first_turn = None
-        conv.missing = None
-
-    def _unpack(self, conv: _Conv) -> None:
-        """Put a packed conversation's records back as `_insert` had left them (without
-        counting them again: they were held all along)."""
-        packed = conv.packed
-        if packed is None:
-            return
-        conv.packed = None
-        conv.packed_n = 0
-        records = conv.records
-        roots = conv.roots
-        for rec in unpack_records(packed):
-            span_id = rec.span_id
-            records[span_id if span_id not in records else (rec.trace_id, span_id)] = rec
-            kind = rec.kind
-            if kind is _TURN:
-                self._note_turn(conv, rec)
-            if kind is not _END:
-                if rec.parent_span_id is None:
-                    roots[rec.trace_id] = rec
-                else:
-                    roots.setdefault(rec.trace_id, None)
-
-    @staticmethod
-    def _size(conv: _Conv) -> int:
-        """Records a conversation holds, packed or not."""
-        return len(conv.records) + conv.packed_n
-
     def _reopen(self, conv: _Conv, now: float) -> None:
         """A late span for an evaluated conversation: assemble again as revision + 1."""
-        self._unpack(conv)
+        _unpack(conv)
         if self._retained.pop(conv.key, None) is not None:
             self._retained_delta -= len(conv.records)
         conv.state = _State.OPEN
@@ -755,8 +716,8 @@ class Assembler:
     def _retain(self, conv: _Conv) -> None:
         conv.state = _State.RETAINED
         self._retained[conv.key] = conv
-        self._retained_delta += self._size(conv)
-        self._pack(conv)
+        self._retained_delta += _size(conv)
+        _pack(conv)
 
     def shed_retained(self) -> int:
         """Free every evaluated conversation kept for late spans (memory pressure): the
@@ -765,7 +726,7 @@ class Assembler:
         now = self.clock()
         freed = 0
         for conv in list(self._retained.values()):
-            n = self._size(conv)
+            n = _size(conv)
             freed += n
             self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
             self._to_tombstone(conv, now)
@@ -777,13 +738,13 @@ class Assembler:
 
     def _to_tombstone(self, conv: _Conv, now: float) -> None:
         if conv.has_events:
-            self._unpack(conv)  # `_count_unjoined` reads the records
+            _unpack(conv)  # `_count_unjoined` reads the records
         self._count_unjoined(conv)
         if self._retained.pop(conv.key, None) is not None:
-            self._retained_delta -= self._size(conv)
+            self._retained_delta -= _size(conv)
         if conv.state is _State.OPEN:
             self._remove_open(conv)
-        self._held -= self._size(conv)
+        self._held -= _size(conv)
         conv.packed = None
         conv.packed_n = 0
         conv.records = {}
@@ -914,7 +875,7 @@ class Assembler:
                 continue
             conv = next((c for k, c in self._retained.items() if k not in keep), None)
             if conv is not None:
-                n = self._size(conv)
+                n = _size(conv)
                 self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
                 self._log.warning(
                     "retention_evicted",
@@ -1001,6 +962,47 @@ class Assembler:
             conv.closed_at = closed_at
             self._retain(conv)
         self._flush_gauge()
+
+
+def _pack(conv: _Conv) -> None:
+    """Hold a retained conversation's records packed (see the module docstring)."""
+    if conv.packed is not None or not conv.records:
+        return
+    conv.packed_n = len(conv.records)
+    conv.packed = pack_records(list(conv.records.values()))
+    conv.records = {}
+    conv.turn_records = []
+    conv.roots = {}
+    conv.first_turn = None
+    conv.missing = None
+
+
+def _unpack(conv: _Conv) -> None:
+    """Put a packed conversation's records back as `Assembler._insert` had left them
+    (without counting them again: they were held all along)."""
+    packed = conv.packed
+    if packed is None:
+        return
+    conv.packed = None
+    conv.packed_n = 0
+    records = conv.records
+    roots = conv.roots
+    for rec in unpack_records(packed):
+        span_id = rec.span_id
+        records[span_id if span_id not in records else (rec.trace_id, span_id)] = rec
+        kind = rec.kind
+        if kind is _TURN:
+            Assembler._note_turn(conv, rec)
+        if kind is not _END:
+            if rec.parent_span_id is None:
+                roots[rec.trace_id] = rec
+            else:
+                roots.setdefault(rec.trace_id, None)
+
+
+def _size(conv: _Conv) -> int:
+    """Records a conversation holds, packed or not."""
+    return len(conv.records) + conv.packed_n
 
 
 def _find(
