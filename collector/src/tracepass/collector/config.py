@@ -184,6 +184,150 @@ class UIConfig(_Section):
         return value
 
 
+# ---------------------------------------------------------------- conventions.custom
+# A user-written mapping for instrumentation tracepass does not know (docs/conventions.md
+# "My framework is not listed"). Validated here, at start-up, so a bad pattern or path is
+# a `file:line:col` error; compiled for the ingest loop by `normalize/custom.py`.
+
+# Bounds that keep a hostile mapping cheap (docs/configuration.md `conventions.custom`).
+MAX_CUSTOM_MAPPINGS = 64
+MAX_PATTERN_CHARS = 512
+MAX_PATHS_PER_FIELD = 8
+MAX_POINTER_SEGMENTS = 16
+# RE2's memory budget per compiled pattern: a larger automaton is refused at load.
+REGEX_MAX_MEM = 1 << 20
+# What a mapping can fill (the contract spelled in issue 25, part 5).
+MAPPING_FIELDS = (
+    "conversation_id",
+    "query",
+    "answer",
+    "tool_name",
+    "call_id",
+    "arguments",
+    "result",
+    "error",
+    "agent_name",
+    "model",
+    "input_tokens",
+    "output_tokens",
+)
+EVENT_PREFIX = "event:"
+
+
+def compile_safe_regex(pattern: str) -> object:
+    """`pattern` compiled with RE2 (linear-time matching: no catastrophic backtracking),
+    within `REGEX_MAX_MEM`; ValueError with RE2's reason when it cannot be."""
+    import re2
+
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"pattern longer than {MAX_PATTERN_CHARS} characters")
+    options = re2.Options()
+    options.max_mem = REGEX_MAX_MEM
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(f"invalid or too costly regex for RE2: {reason}") from None
+
+
+def glob_to_regex(glob: str) -> str:
+    """A glob (`*` any run, `?` one character, the rest literal) as an anchored RE2
+    pattern: globs match in linear time too."""
+    import re2
+
+    parts = []
+    for char in glob:
+        if char == "*":
+            parts.append(".*")
+        elif char == "?":
+            parts.append(".")
+        else:
+            parts.append(re2.escape(char))
+    return "^" + "".join(parts) + "$"
+
+
+def parse_field_path(path: str) -> tuple[str | None, str, tuple[str, ...]]:
+    """`(event name or None, attribute key, JSON pointer segments)` of a mapping path:
+    `KEY`, `KEY#/a/0/-1` (JSON inside the attribute), `event:NAME/KEY[#/ptr]` (an
+    attribute of the span's first event called NAME). ValueError when malformed."""
+    event: str | None = None
+    rest = path
+    if rest.startswith(EVENT_PREFIX):
+        event, sep, rest = rest[len(EVENT_PREFIX) :].partition("/")
+        if not sep or not event:
+            raise ValueError(f"{path!r}: expected event:<event name>/<attribute key>")
+    key, sep, pointer = rest.partition("#")
+    if not key:
+        raise ValueError(f"{path!r}: empty attribute key")
+    segments: tuple[str, ...] = ()
+    if sep:
+        if not pointer.startswith("/"):
+            raise ValueError(f"{path!r}: a JSON pointer after '#' starts with '/'")
+        segments = tuple(s.replace("~1", "/").replace("~0", "~") for s in pointer[1:].split("/"))
+        if len(segments) > MAX_POINTER_SEGMENTS:
+            raise ValueError(f"{path!r}: more than {MAX_POINTER_SEGMENTS} pointer segments")
+    return event, key, segments
+
+
+class CustomMatchConfig(_Section):
+    """Which spans a mapping claims: all given conditions must hold."""
+
+    scope: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)  # glob
+    span_name: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)  # glob
+    span_name_regex: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)
+    attributes: list[str] = Field(default_factory=list, max_length=16)  # all present
+
+    @field_validator("span_name_regex")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            compile_safe_regex(value)
+        return value
+
+
+FieldPaths = list[str]
+
+
+class CustomMappingConfig(_Section):
+    """One user mapping: spans it matches, the kind they are, where each field is."""
+
+    name: str = Field(min_length=1, max_length=64)
+    match: CustomMatchConfig
+    # turn: the span is a turn boundary (one user query → one answer); tool: one tool
+    # call; model: one LLM call; other: kept for structure, fields still read.
+    kind: Literal["turn", "tool", "model", "other"]
+    # field → attribute path, or a list of paths tried in order (first present wins).
+    fields: dict[str, str | FieldPaths] = Field(default_factory=dict)
+
+    @field_validator("fields")
+    @classmethod
+    def _paths_parse(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+        for name, paths in value.items():
+            if name not in MAPPING_FIELDS:
+                close = difflib.get_close_matches(name, MAPPING_FIELDS, n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(
+                    f"unknown field {name!r}{hint} (expected one of {', '.join(MAPPING_FIELDS)})"
+                )
+            listed = [paths] if isinstance(paths, str) else paths
+            if not listed or len(listed) > MAX_PATHS_PER_FIELD:
+                raise ValueError(f"{name}: between 1 and {MAX_PATHS_PER_FIELD} paths")
+            for path in listed:
+                parse_field_path(path)
+        return value
+
+
+class ConventionsConfig(_Section):
+    # User mappings, evaluated before the built-in conventions (first match wins).
+    custom: list[CustomMappingConfig] = Field(default_factory=list, max_length=MAX_CUSTOM_MAPPINGS)
+    # JSON inside an attribute is parsed only up to this many characters (bigger: the
+    # path reads nothing, counted as unreadable), so a huge payload cannot stall ingest.
+    max_json_chars: int = Field(default=1_000_000, gt=0, le=16_000_000)
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -195,6 +339,7 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+    conventions: ConventionsConfig = ConventionsConfig()
 
 
 class ConfigError(ValueError):

@@ -23,6 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.normalize import genai_events, traceloop, tracepass_conv
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
 from tracepass.collector.normalize.arguments import RAW_KEY
+from tracepass.collector.normalize.custom import CustomConventions
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
@@ -45,6 +46,7 @@ from tracepass.instrumentation import semconv as sc
 __all__ = [
     "CONVENTION_ATTR",
     "CONVERSATION_ID_KEYS",
+    "CustomConventions",
     "OtlpRequest",
     "ReadTally",
     "RecordKind",
@@ -184,6 +186,7 @@ def normalize_request(
     *,
     conversation_id_keys: Sequence[str] = (),
     tally: ReadTally | None = None,
+    custom: CustomConventions | None = None,
 ) -> tuple[list[SpanRecord], list[Rejection]]:
     """Records for the usable spans of one export request, rejections for the others.
 
@@ -193,7 +196,8 @@ def normalize_request(
     a dict, the record built with the common fields and kind OTHER, and then the first
     convention of the table that claims the span fills kind and content, decoding only
     the JSON that span's kind needs. `tally`, when given, counts how each span was read
-    (`stats.py`: the live collector's `/metrics`).
+    (`stats.py`: the live collector's `/metrics`). `custom`, the user's mappings
+    (`custom.py`), claims spans before the built-in table does.
     """
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
@@ -224,6 +228,9 @@ def normalize_request(
                 break
         for scope_spans in resource_spans.scope_spans:
             adapters = adapters_for_scope(scope_spans.scope.name)
+            # The user's mappings that can apply to this scope (None, the common case:
+            # no per-span cost at all).
+            scope_custom = custom.for_scope(scope_spans.scope.name) if custom else None
             for span in scope_spans.spans:
                 raw_trace = span.trace_id
                 raw_span = span.span_id
@@ -320,9 +327,15 @@ def normalize_request(
                 )
                 # Dispatch (table.py, docs/conventions.md): first claim wins.
                 convention: str | None = None
-                claimer = by_span_name.get(name)
-                if claimer is not None:
-                    convention = claimer.fill(rec, attrs, name, span)
+                span_adapters = adapters
+                if scope_custom is not None:
+                    convention = scope_custom.claim(rec, attrs, span, tally)
+                    if convention is not None:  # the user's mapping is the whole reading
+                        span_adapters = ()
+                if convention is None:
+                    claimer = by_span_name.get(name)
+                    if claimer is not None:
+                        convention = claimer.fill(rec, attrs, name, span)
                 if convention is None:
                     for key, claimer in by_key:
                         marker = get(key)
@@ -347,8 +360,8 @@ def normalize_request(
                     if events:
                         genai_events.apply_events(rec, events, SOURCE_SPAN_EVENT)
                 applied: list[str] | None = None
-                if adapters:
-                    applied = [a.name for a in adapters if a.adapt(rec, attrs, span)]
+                if span_adapters:
+                    applied = [a.name for a in span_adapters if a.adapt(rec, attrs, span)]
                     if applied:
                         kept[ADAPTERS_ATTR] = applied
                 if rec.agent_name is None:
@@ -401,12 +414,18 @@ def normalize_request(
 
 
 def normalize_any(
-    request: OtlpRequest, *, conversation_id_keys: Sequence[str] = ()
+    request: OtlpRequest,
+    *,
+    conversation_id_keys: Sequence[str] = (),
+    custom: CustomConventions | None = None,
+    tally: ReadTally | None = None,
 ) -> tuple[list[SpanRecord], list[Rejection]]:
     """`normalize_request` for traces, `normalize_logs_request` for logs (GenAI events)."""
     if isinstance(request, ExportLogsServiceRequest):
         return normalize_logs_request(request, conversation_id_keys=conversation_id_keys)
-    return normalize_request(request, conversation_id_keys=conversation_id_keys)
+    return normalize_request(
+        request, conversation_id_keys=conversation_id_keys, custom=custom, tally=tally
+    )
 
 
 def _rejection(raw_trace: bytes, raw_span: bytes, raw_parent: bytes) -> Rejection:
