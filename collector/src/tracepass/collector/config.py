@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -288,7 +288,46 @@ class CustomMatchConfig(_Section):
         return value
 
 
-FieldPaths = list[str]
+# One path, or a list of paths tried in order (first present wins).
+FieldPaths = str | list[str]
+
+
+class CustomFieldsConfig(_Section):
+    """Where each field is (`MAPPING_FIELDS`); an unset field is not read."""
+
+    conversation_id: FieldPaths | None = None
+    query: FieldPaths | None = None
+    answer: FieldPaths | None = None
+    tool_name: FieldPaths | None = None
+    call_id: FieldPaths | None = None
+    arguments: FieldPaths | None = None
+    result: FieldPaths | None = None
+    error: FieldPaths | None = None
+    agent_name: FieldPaths | None = None
+    model: FieldPaths | None = None
+    input_tokens: FieldPaths | None = None
+    output_tokens: FieldPaths | None = None
+
+    @field_validator("*")
+    @classmethod
+    def _paths_parse(cls, value: FieldPaths | None) -> FieldPaths | None:
+        if value is None:
+            return None
+        listed = [value] if isinstance(value, str) else value
+        if not listed or len(listed) > MAX_PATHS_PER_FIELD:
+            raise ValueError(f"between 1 and {MAX_PATHS_PER_FIELD} paths")
+        for path in listed:
+            parse_field_path(path)
+        return value
+
+    def paths(self) -> dict[str, list[str]]:
+        """{field: its paths} of the fields set, in `MAPPING_FIELDS` order."""
+        out: dict[str, list[str]] = {}
+        for name in MAPPING_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = [value] if isinstance(value, str) else list(value)
+        return out
 
 
 class CustomMappingConfig(_Section):
@@ -299,25 +338,7 @@ class CustomMappingConfig(_Section):
     # turn: the span is a turn boundary (one user query → one answer); tool: one tool
     # call; model: one LLM call; other: kept for structure, fields still read.
     kind: Literal["turn", "tool", "model", "other"]
-    # field → attribute path, or a list of paths tried in order (first present wins).
-    fields: dict[str, str | FieldPaths] = Field(default_factory=dict)
-
-    @field_validator("fields")
-    @classmethod
-    def _paths_parse(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
-        for name, paths in value.items():
-            if name not in MAPPING_FIELDS:
-                close = difflib.get_close_matches(name, MAPPING_FIELDS, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(
-                    f"unknown field {name!r}{hint} (expected one of {', '.join(MAPPING_FIELDS)})"
-                )
-            listed = [paths] if isinstance(paths, str) else paths
-            if not listed or len(listed) > MAX_PATHS_PER_FIELD:
-                raise ValueError(f"{name}: between 1 and {MAX_PATHS_PER_FIELD} paths")
-            for path in listed:
-                parse_field_path(path)
-        return value
+    fields: CustomFieldsConfig = CustomFieldsConfig()
 
 
 class ConventionsConfig(_Section):
@@ -351,8 +372,12 @@ def unknown_key_message(loc: tuple[int | str, ...]) -> str:
     `loc` accepts (difflib), or the list of keys when none is close."""
     section: type[BaseModel] = CollectorConfig
     for part in loc[:-1]:
+        if isinstance(part, int):  # an item of a list of sections (conventions.custom)
+            continue
         field = section.model_fields.get(str(part))
         annotation = field.annotation if field is not None else None
+        if get_origin(annotation) is list and get_args(annotation):
+            annotation = get_args(annotation)[0]
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return "unknown key"
         section = annotation

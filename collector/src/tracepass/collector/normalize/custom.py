@@ -95,9 +95,8 @@ def compile_mapping(config: CustomMappingConfig) -> CompiledMapping:
         regex = name_matcher
         name_matcher = glob if regex is None else (lambda n: glob(n) and regex(n))
     fields = []
-    for field_name, paths in config.fields.items():
-        listed = [paths] if isinstance(paths, str) else paths
-        fields.append((field_name, tuple(FieldPath(*parse_field_path(p)) for p in listed)))
+    for field_name, paths in config.fields.paths().items():
+        fields.append((field_name, tuple(FieldPath(*parse_field_path(p)) for p in paths)))
     return CompiledMapping(
         name=CUSTOM_PREFIX + config.name,
         kind=_KINDS[config.kind],

@@ -41,6 +41,7 @@ from tracepass.collector.assembly import AddOutcome, Assembler, Completed, build
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
+    ConventionsConfig,
     MatchingConfig,
     StateConfig,
 )
@@ -104,8 +105,11 @@ class Pipeline:
         result_cache_size: int = 10_000,
         sampler: ConversationSampler | None = None,
         journal_entry: Callable[[ConversationResult], str] | None = None,
+        conventions: ConventionsConfig | None = None,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
+        # `conventions.custom`: the user's mappings, read by the default normalizer.
+        self.conventions_config = conventions
         self.state_config = state
         self.matching_config = matching or MatchingConfig()
         self.evaluator = evaluator
@@ -189,6 +193,7 @@ class Pipeline:
             state=config.state,
             matching=config.matching,
             references=config.references,
+            conventions=config.conventions,
             **kwargs,
         )
 
@@ -256,7 +261,9 @@ class Pipeline:
     ) -> tuple[list[SpanRecord], list[Rejection]]:
         if self._normalizer is None:
             self._normalizer = default_normalizer(
-                self.assembly_config.conversation_id_keys, self.read_tally
+                self.assembly_config.conversation_id_keys,
+                self.read_tally,
+                self.conventions_config,
             )
         return self._normalizer(request)
 
