@@ -133,7 +133,8 @@ def test_a_regex_whose_automaton_is_too_big_is_refused(tmp_path: Path) -> None:
         "conventions:\n  custom:\n    - name: a\n      kind: turn\n      match:\n"
         "        span_name_regex: '((((a{100}){100}){100}){100})'\n",
     )
-    assert "span_name_regex" in message and "RE2" in message
+    assert "span_name_regex" in message
+    assert "RE2" in message
 
 
 @pytest.mark.parametrize(
@@ -177,7 +178,8 @@ def test_json_beyond_the_size_bound_is_not_parsed(tmp_path: Path) -> None:
     big = json.dumps({"call": {"id": "c1", "args": {"q": "x" * 2000}}})
     span = make_span("acme.tool.run", {"acme.tool": "search", "acme.payload": big})
     (rec,), _ = normalize_request(make_request(span), custom=custom, tally=tally)
-    assert rec.tool_call_id is None and tally.unreadable["call_id"] == 1
+    assert rec.tool_call_id is None
+    assert tally.unreadable["call_id"] == 1
 
 
 def test_a_mapping_that_matches_every_span_is_allowed(tmp_path: Path) -> None:
