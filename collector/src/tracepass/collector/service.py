@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
@@ -199,6 +200,7 @@ class CollectorService:
             clock=self.clock,
             exemplars=self.telemetry.exemplars,
         )
+        self.pipeline.scope_label = partial(self.metrics.limiter, "scope")
         self._replay_window_journal()
         if judge is not None:
             # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.

@@ -231,6 +231,7 @@ def normalize_request(
             # The user's mappings that can apply to this scope (None, the common case:
             # no per-span cost at all).
             scope_custom = custom.for_scope(scope_spans.scope.name) if custom else None
+            unrecognized = 0  # spans of this scope nothing claimed (counted when tallying)
             for span in scope_spans.spans:
                 raw_trace = span.trace_id
                 raw_span = span.span_id
@@ -378,6 +379,8 @@ def normalize_request(
                         read[label] = read.get(label, 0) + 1
                     else:  # the common case: counted per convention, labelled below
                         plain[convention] = plain.get(convention, 0) + 1
+                        if convention is None:
+                            unrecognized += 1
                     if rec.kind is _TOOL:
                         if not rec.tool_name:
                             tally.count_unreadable("tool_name")
@@ -407,6 +410,8 @@ def normalize_request(
                 elif shared is not kept:
                     rec.attributes = shared
                 append(rec)
+            if unrecognized and tally is not None:
+                tally.count_unrecognized(scope_spans.scope.name, unrecognized)
     for convention, count in plain.items():
         label = (convention or _NONE, _NONE)
         read[label] = read.get(label, 0) + count

@@ -110,6 +110,9 @@ class Pipeline:
         self.assembly_config = assembly or AssemblyConfig()
         # `conventions.custom`: the user's mappings, read by the default normalizer.
         self.conventions_config = conventions
+        # The `scope` label of tracepass_spans_unrecognized: the service sets it to the
+        # metrics' label limiter (bounded); a bare pipeline labels with the scope name.
+        self.scope_label: Callable[[str], str] = _scope_name
         self.state_config = state
         self.matching_config = matching or MatchingConfig()
         self.evaluator = evaluator
@@ -276,6 +279,11 @@ class Pipeline:
             )
         return self._logs_normalizer(request)
 
+    def _count_unrecognized(self) -> None:
+        """tracepass_spans_unrecognized{scope}, drained from the read tally."""
+        for scope, n in self.read_tally.drain_unrecognized().items():
+            self.instruments.spans_unrecognized.add(n, {"scope": self.scope_label(scope)})
+
     def _check_capacity(self) -> None:
         if not self._ready:
             raise Overloaded("collector is starting or stopping", retry_after_s=1.0)
@@ -371,6 +379,7 @@ class Pipeline:
             self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
         for field_name, n in unreadable.items():
             self.instruments.fields_unreadable.add(n, {"field": field_name})
+        self._count_unrecognized()
         if self.sampler is not None:
             kept = self.sampler.filter_arrivals(records)
             if len(kept) != len(records):
@@ -659,3 +668,8 @@ class Pipeline:
             return None
         records, revision, _ = snap
         return build_conversation(conversation_id, records, complete=False), revision
+
+
+def _scope_name(scope: str) -> str:
+    """The default `scope` label: the scope name (empty: `unknown`)."""
+    return scope or "unknown"
