@@ -151,7 +151,7 @@ def test_installed_executable_and_bad_input(tmp_path: Path) -> None:
         [str(TRACEPASS), "conversations", str(DATA / "traces.jsonl"), "-o", str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -162,8 +162,20 @@ def test_installed_executable_and_bad_input(tmp_path: Path) -> None:
         [str(TRACEPASS), "conversations", str(bad)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 2
     assert f"{bad}: byte 0: frame 0 declares 100 bytes but only 2 remain" in proc.stderr
+
+
+def test_table_numbers_turns_from_1() -> None:
+    """As the UI and the failure reasons do (`turn 1: …`)."""
+    res = runner.invoke(app, ["conversations", str(DATA / "traces.jsonl")], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    numbers = [
+        line.split("│")[3].strip()
+        for line in res.stdout.splitlines()
+        if "question" in line and line.startswith("│")
+    ]
+    assert numbers == ["1", "2", "1"], res.stdout

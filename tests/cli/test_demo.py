@@ -69,3 +69,15 @@ def test_example_agent_is_deterministic_given_a_seed() -> None:
     # Several tools and multi-turn conversations.
     assert any(len(s.turns) > 1 for s in agent.SCENARIOS)
     assert (EXAMPLES / "travel_agent.py").read_text(encoding="utf-8").count("@tool") >= 3
+
+
+def test_demo_ui_opens_on_a_window_that_outlives_the_run(tmp_path: Path) -> None:
+    """The web UI's default window is the whole run, long enough to browse it for a day
+    with --keep-serving (a 1m default read n 0 a minute after the run)."""
+    from tracepass.collector.app.demo.runner import demo_config
+
+    ports = {"grpc": 0, "http": 0, "metrics": 0}
+    config = demo_config(EXAMPLES / "references", tmp_path, ports, duration=75.0)
+    windows = {w.name: w.seconds for w in config.metrics.windows}
+    assert config.ui.default_window == "run"
+    assert windows["run"] >= 86400

@@ -98,3 +98,62 @@ def test_unknown_config_key_suggests_the_closest(
         load_config(path)
     assert expected in str(info.value)
     assert str(info.value).startswith(f"{path}:")
+
+
+def test_ui_default_window_must_be_a_metrics_window(tmp_path: Path) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text("ui:\n  default_window: 24m\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "ui.default_window '24m' is not one of the metrics.windows (1h, 24h)" in str(info.value)
+    path.write_text("ui:\n  default_window: 24h\n", encoding="utf-8")
+    assert load_config(path).ui.default_window == "24h"
+
+
+def test_ui_external_url_must_be_absolute(tmp_path: Path) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text("ui:\n  external_url: tracepass.example.com\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="must be an absolute http:// or https:// URL"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("metrics:\n  ks:\n    - 1\n    min_conversations: 5\n", ":4:5:"),
+        ("metrics:\n  ks: [1]\n min_conversations: 5\n", ":3:2:"),
+    ],
+)
+def test_yaml_indentation_error_names_indentation_not_a_token(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    """PyYAML's "expected <block end>, but found '?'" for a file without any `?`."""
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}{where} invalid YAML: bad indentation: a key"), message
+    assert "'?'" not in message
+    assert "<block" not in message
+
+
+def test_headline_k_must_be_one_of_ks(tmp_path: Path) -> None:
+    from tracepass.collector.config import ConfigError, load_config
+
+    path = tmp_path / "tracepass.yaml"
+    path.write_text("metrics:\n  ks: [1, 5]\n  headline_k: 3\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"metrics.headline_k 3 is not one of metrics.ks \(1, 5\)"
+    ):
+        load_config(path)
+    path.write_text("metrics:\n  ks: [1, 5]\n", encoding="utf-8")
+    assert load_config(path).metrics.headline_k == 3  # unset: not checked (the UI uses 5)
+    path.write_text("metrics:\n  ks: [1, 5]\n  headline_k: 5\n", encoding="utf-8")
+    assert load_config(path).metrics.headline_k == 5

@@ -370,3 +370,14 @@ def test_every_filter_combination_pages_like_brute_force(tmp_path: Path) -> None
             assert got == expected, params
     finally:
         store.close()
+
+
+def test_api_doc_lists_every_outcome_filter_value() -> None:
+    """The `outcome` filter accepts every `Outcome`; docs/api.md names each of them."""
+    import re
+
+    from tracepass.evaluator.models import Outcome
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| `outcome` |"))
+    assert set(re.findall(r"`([a-z_]+)`", row.split("|")[2])) >= {o.value for o in Outcome}

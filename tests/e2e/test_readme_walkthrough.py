@@ -112,5 +112,13 @@ def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         assert "gate PASS: pass_pow_k@3" in gate.stderr
     finally:
         server.terminate()
-        server.wait(timeout=60)
+        server.wait(timeout=300)
         stderr.close()
+
+
+def test_install_line_installs_what_the_readme_uses() -> None:
+    """The README shows HTML reports (`--format html`, the demo's report): its install
+    line brings the `[report]` extra they need."""
+    text = README.read_text(encoding="utf-8")
+    assert "--format html" in text
+    assert "./collector[report]" in shlex.split(_install_line())

@@ -97,7 +97,22 @@ def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
             return _render(chromium, s.http + path, tmp_path / f"ui-{name}.png", tmp_path / "p")
 
         # Overview: both versions with pass^k, the 1.1 row below 1.0, the trend chart.
-        text = _text(page("overview", "/ui/"))
+        overview = page("overview", "/ui/")
+        text = _text(overview)
+        # A "failing" link only where something failed (1.0 passes everything here).
+        row_of = {
+            m.group(1): m.group(0)
+            for m in re.finditer(
+                r'<tr class="agent-row">\s*<td>[^<]*</td><td>([^<]*)</td>.*?</tr>', overview, re.S
+            )
+        }
+        assert ">failing</a>" in row_of["1.1"]
+        assert ">failing</a>" not in row_of["1.0"]
+        # The trend chart spans the content width; the interval bars carry their scale.
+        assert re.search(r'<svg class="trend" viewBox="0 0 \d+ \d+" width="100%"', overview)
+        bar = re.search(r'<svg class="interval-bar".*?</svg>', overview, re.S)
+        assert bar
+        assert [t for t in re.findall(r">([0-9.]+)</text>", bar.group(0))] == ["0", "0.5", "1"]
         assert "travel-assistant" in text
         assert "pass^3" in text
         agents = _api(s.http, "/api/v1/agents")["agents"]

@@ -32,6 +32,7 @@ class CollectorInstruments:
     )
     conversations_evicted: Counter  # {reason}
     conversations_unmatched: Counter
+    reference_ids_unknown: Counter  # a conversation names a reference id no set has
     revisions: Counter
     open_conversations: UpDownCounter
     buffered_spans: UpDownCounter
@@ -86,6 +87,11 @@ class CollectorInstruments:
             conversations_unmatched=m.create_counter(
                 "tracepass_conversations_unmatched",
                 description="Completed conversations with no reference",
+            ),
+            reference_ids_unknown=m.create_counter(
+                "tracepass_reference_id_unknown",
+                description="Completed conversations whose reference_id names no loaded "
+                "reference (then matched by their query, or not at all)",
             ),
             revisions=m.create_counter(
                 "tracepass_revisions", description="Re-evaluations caused by late spans"

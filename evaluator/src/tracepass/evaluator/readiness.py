@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from tracepass.evaluator.passk import PassKPair
 
-__all__ = ["Readiness", "classify", "classify_estimates"]
+__all__ = ["Readiness", "classify", "classify_estimates", "verdict_sentence"]
 
 
 class Readiness(StrEnum):
@@ -71,3 +71,25 @@ def classify_estimates(
     if estimator not in ("plugin", "unbiased", "mean"):
         raise ValueError(f"estimator must be plugin, unbiased or mean, got {estimator!r}")
     return classify(getattr(k1.pass_at_k, estimator), getattr(k3.pass_pow_k, estimator))
+
+
+# The thresholds of PRODUCTION_READY, as the sentence names them.
+READY_PASS_AT_1 = 0.90
+READY_PASS_POW_3 = 0.70
+
+
+def _bound(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def verdict_sentence(
+    tier: str, pass_at_1_lower: float | None, pass_pow_3_lower: float | None
+) -> str:
+    """`readiness: <tier> (lower bounds pass@1 0.93, pass^3 0.62; production ready needs
+    them above 0.90 and 0.70)`: the same words wherever a readiness verdict is printed."""
+    words = str(tier).replace("_", " ")
+    return (
+        f"readiness: {words} (lower bounds pass@1 {_bound(pass_at_1_lower)}, "
+        f"pass^3 {_bound(pass_pow_3_lower)}; production ready needs them above "
+        f"{READY_PASS_AT_1:.2f} and {READY_PASS_POW_3:.2f})"
+    )

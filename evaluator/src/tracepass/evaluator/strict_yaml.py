@@ -110,12 +110,42 @@ def yaml_error(exc: yaml.YAMLError, file: str, what: str = "invalid YAML") -> Ya
     if problem is None:
         message = " ".join(str(exc).split())
     else:
-        message = problem + (f" ({context})" if context else "")
+        message = _indentation_message(exc) or problem + (f" ({context})" if context else "")
     return YamlFileError(
         f"{what}: {message}",
         file=file,
         line=mark.line + 1 if mark is not None else None,
         column=mark.column + 1 if mark is not None else None,
+    )
+
+
+# PyYAML's token names, as a person reading the file would say them.
+_TOKENS = {
+    "?": "a key",
+    "<block mapping start>": "a key",
+    "<block sequence start>": "a list item",
+    "-": "a list item",
+    "<block entry>": "a list item",
+    "<scalar>": "a value",
+}
+
+
+def _indentation_message(exc: yaml.YAMLError) -> str | None:
+    """PyYAML says "expected <block end>, but found '?'" for a line indented to match
+    no block above (a file with no `?` in it): say that, and where the block began."""
+    problem = getattr(exc, "problem", None) or ""
+    found = problem.removeprefix("expected <block end>, but found ")
+    if found == problem:
+        return None
+    what = _TOKENS.get(found.strip("'"), found.strip("'"))
+    start = getattr(exc, "context_mark", None)
+    block = "block"
+    if start is not None and getattr(start, "buffer", None):
+        block = "list" if start.buffer[start.pointer] == "-" else "mapping"
+    where = f" that starts at line {start.line + 1}" if start is not None else ""
+    return (
+        f"bad indentation: {what} at a column that fits neither the {block}{where} nor "
+        "the block around it; indent it like the lines it belongs with"
     )
 
 

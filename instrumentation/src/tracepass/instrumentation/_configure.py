@@ -8,6 +8,7 @@ already and the standard OTEL_EXPORTER_OTLP_* variables would point both at one 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -26,6 +27,12 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from tracepass.instrumentation import _content
+from tracepass.instrumentation._bounded import (
+    BoundedExporter,
+    bounded_shutdown,
+    exporter_timeout_s,
+    resolve_shutdown_timeout,
+)
 from tracepass.instrumentation._context import install
 from tracepass.instrumentation._record import RECORD_FILE_ENV, RecordingSpanExporter
 
@@ -41,6 +48,11 @@ class _State:
     owns_provider: bool = False
     exporter_key: tuple[Any, ...] | None = None
     processors: list[SpanProcessor] = field(default_factory=list)
+    exporters: list[BoundedExporter] = field(default_factory=list)
+    shutdown_timeout_s: float | None = None
+    exit_hook: bool = False
+    # shutdown() ran on the provider configure created (the exit hook then does nothing).
+    stopped: bool = False
 
 
 _state = _State()
@@ -101,19 +113,38 @@ def _otlp_exporter_class(protocol: str) -> Any:
         raise _missing_exporter(protocol) from exc
 
 
+def _otlp_target(protocol: str, endpoint: str | None) -> str:
+    """Where the OTLP exporter sends, for messages (the exporter resolves it itself)."""
+    return (
+        endpoint
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or ("localhost:4317" if protocol == "grpc" else "localhost:4318")
+    )
+
+
 def _otlp_exporter(
-    protocol: str, endpoint: str | None, headers: Mapping[str, str] | None
-) -> SpanExporter:
+    protocol: str, endpoint: str | None, headers: Mapping[str, str] | None, budget_s: float
+) -> BoundedExporter:
     # endpoint/headers None: the exporters read OTEL_EXPORTER_OTLP_* themselves.
     hdrs = dict(headers) if headers is not None else None
     exporter_class = _otlp_exporter_class(protocol)
+    options: dict[str, Any] = {"headers": hdrs}
+    timeout = exporter_timeout_s(budget_s)
+    if timeout is not None:
+        options["timeout"] = timeout  # one batch, retries included
     if protocol == "grpc":
-        exporter: SpanExporter = exporter_class(endpoint=endpoint, headers=hdrs)
-        return exporter
+        exporter: SpanExporter = exporter_class(endpoint=endpoint, **options)
+    else:
+        url = _http_traces_url(endpoint) if endpoint is not None else None
+        exporter = exporter_class(endpoint=url, **options)
+    return BoundedExporter(exporter, _otlp_target(protocol, endpoint))
 
-    url = _http_traces_url(endpoint) if endpoint is not None else None
-    http_exporter: SpanExporter = exporter_class(endpoint=url, headers=hdrs)
-    return http_exporter
+
+def _exporter_disabled() -> bool:
+    """The standard switch OTEL_TRACES_EXPORTER=none: no OTLP export, even to an
+    explicit `configure(endpoint=…)` (an `exporter=` object is code, and is kept)."""
+    return os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none"
 
 
 def configure(
@@ -128,6 +159,7 @@ def configure(
     exporter: SpanExporter | None = None,
     batch: bool = True,
     record_to: str | os.PathLike[str] | None = None,
+    shutdown_timeout_s: float | None = None,
 ) -> TracerProvider:
     """Set up tracing for tracepass and return the SDK TracerProvider in use.
 
@@ -146,18 +178,19 @@ def configure(
 
     Content capture is on unless `capture_content=False` or
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false.
+
+    `shutdown()` (and the exit hook) take at most `shutdown_timeout_s` (else
+    TRACEPASS_SHUTDOWN_TIMEOUT_S, else 5 s), also with the collector down: short jobs
+    and serverless functions do not wait on it; what is not exported by then is
+    dropped with one warning line.
     """
     # Validate everything before changing any state.
     chosen_protocol = _resolve_protocol(protocol) if exporter is None else "custom"
+    budget_s = resolve_shutdown_timeout(shutdown_timeout_s)
     record_path = record_to if record_to is not None else os.environ.get(RECORD_FILE_ENV) or None
-    # OTEL_TRACES_EXPORTER=none (the standard switch) turns the network exporter off:
-    # with `record_to`, spans then only go to the file.
-    record_only = (
-        record_path is not None
-        and endpoint is None
-        and exporter is None
-        and os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none"
-    )
+    # OTEL_TRACES_EXPORTER=none (the standard switch) turns the network exporter off,
+    # an explicit endpoint included: with `record_to`, spans then only go to the file.
+    record_only = exporter is None and _exporter_disabled()
     if exporter is None and not record_only:
         _otlp_exporter_class(chosen_protocol)  # fail now, naming the extra, if not installed
     settings = _content.ContentSettings(
@@ -173,7 +206,8 @@ def configure(
             provider = current
         elif isinstance(current, trace.ProxyTracerProvider):
             attrs = {SERVICE_NAME: service_name} if service_name else {}
-            provider = TracerProvider(resource=Resource.create(attrs))
+            # The SDK's exit hook would wait up to 30 s per processor: ours is bounded.
+            provider = TracerProvider(resource=Resource.create(attrs), shutdown_on_exit=False)
             created = True
         else:
             _log.warning(
@@ -205,7 +239,10 @@ def configure(
                 if record_path is not None:
                     exporters.append(RecordingSpanExporter(record_path))
                 if not record_only and (created or endpoint is not None or exporter is not None):
-                    exporters.append(exporter or _otlp_exporter(chosen_protocol, endpoint, headers))
+                    if exporter is None:
+                        bounded = _otlp_exporter(chosen_protocol, endpoint, headers, budget_s)
+                        _state.exporters.append(bounded)
+                    exporters.append(exporter or bounded)
                 for span_exporter in exporters:
                     processor: SpanProcessor = (
                         BatchSpanProcessor(span_exporter)
@@ -215,6 +252,10 @@ def configure(
                     provider.add_span_processor(processor)
                     _state.processors.append(processor)
                 _state.exporter_key = key
+        _state.shutdown_timeout_s = budget_s
+        if not _state.exit_hook:
+            atexit.register(shutdown)
+            _state.exit_hook = True
         if created:
             trace.set_tracer_provider(provider)
             _state.owns_provider = True
@@ -234,16 +275,29 @@ def force_flush(timeout_millis: int = 30_000) -> bool:
     return all(p.force_flush(timeout_millis) for p in processors)
 
 
-def shutdown() -> None:
-    """Flush and stop what `configure` set up; an app-owned provider keeps running."""
+def shutdown(timeout_s: float | None = None) -> None:
+    """Flush and stop what `configure` set up; an app-owned provider keeps running.
+
+    Takes at most `timeout_s` (default: `configure(shutdown_timeout_s=…)`, 5 s), with
+    the collector down too; spans not exported by then are dropped with one warning."""
     with _lock:
         provider, owns, processors = _state.provider, _state.owns_provider, list(_state.processors)
+        exporters = list(_state.exporters)
+        budget_s = timeout_s if timeout_s is not None else _state.shutdown_timeout_s
         _state.processors.clear()
+        _state.exporters.clear()
         _state.exporter_key = None
-    if provider is None:
+        if owns and _state.stopped:
+            return
+        _state.stopped = owns
+    if provider is None or (not owns and not processors):
         return
-    if owns:
-        provider.shutdown()
-    else:
-        for processor in processors:
-            processor.shutdown()
+
+    def stop() -> None:
+        if owns:
+            provider.shutdown()
+        else:
+            for processor in processors:
+                processor.shutdown()
+
+    bounded_shutdown(stop, exporters, budget_s or resolve_shutdown_timeout(None))

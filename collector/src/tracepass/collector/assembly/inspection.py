@@ -120,6 +120,8 @@ class ConversationReport:
     id: str
     turns: list[TurnReport]
     warnings: list[str] = field(default_factory=list)
+    # The reference the agent named (`conversation(reference_id=…)`), if any.
+    reference_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -274,7 +276,9 @@ def _conversation(
         for i, turn in enumerate(conversation.turns)
     ]
     warnings = [f"{orphans} log event(s) name a span that is not in the input"] if orphans else []
-    return ConversationReport(id=key, turns=turns, warnings=warnings)
+    return ConversationReport(
+        id=key, turns=turns, warnings=warnings, reference_id=conversation.reference_id
+    )
 
 
 def _turn_members(

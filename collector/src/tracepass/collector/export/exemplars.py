@@ -89,6 +89,14 @@ class ExemplarStore:
                 if trace_id and metric in EXEMPLAR_METRICS:
                     latest[(metric, values)] = (trace_id, conversation_id, value, timestamp)
 
+    def latest(self, metric: str) -> list[tuple[dict[str, str], str, str]]:
+        """(series labels, trace id, conversation id) of every series of `metric` that
+        holds an exemplar (a snapshot, for gauges that show them as labels)."""
+        names = EXEMPLAR_METRICS.get(metric, ())
+        with self._lock:
+            items = [(v, raw) for (m, v), raw in self._latest.items() if m == metric]
+        return [(dict(zip(names, v, strict=True)), raw[0], raw[1]) for v, raw in items]
+
     def get(self, metric: str, labels: Mapping[str, str]) -> Exemplar | None:
         names = EXEMPLAR_METRICS.get(metric)
         if names is None:

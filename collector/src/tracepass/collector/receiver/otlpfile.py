@@ -46,6 +46,16 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _JSON_WS = " \t\r\n"
 
 
+# What a file must hold, said whenever one holds something else.
+EXPECTED_FORMATS = (
+    "expected OTLP traces: OTLP/JSON (one ExportTraceServiceRequest per line, as the "
+    "OpenTelemetry Collector's file exporter writes, or one JSON document), length-prefixed "
+    "OTLP protobuf frames, or one protobuf ExportTraceServiceRequest, optionally gzip- or "
+    "zstd-compressed"
+)
+_OTLP_KEYS = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
+
+
 class OtlpFileError(ValueError):
     """An OTLP file that cannot be read; the message starts with `file:line:` or
     `file: byte N:`."""
@@ -134,6 +144,8 @@ def _json_documents(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
             ) from None
         docs: list[Any] = obj if isinstance(obj, list) else [obj]
         for i, doc in enumerate(docs):
+            item = f" (array item {i})" if isinstance(obj, list) else ""
+            _check_otlp_keys(doc, f"{name}:{line}{item}")
             try:
                 yield (
                     decode_logs_json_object(doc)
@@ -141,26 +153,54 @@ def _json_documents(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
                     else decode_json_object(doc)
                 )
             except OtlpJsonError as exc:
-                item = f" (array item {i})" if isinstance(obj, list) else ""
                 raise OtlpFileError(f"{name}:{line}{item}: invalid OTLP/JSON: {exc}") from None
         idx = end
+
+
+def _check_otlp_keys(doc: Any, where: str) -> None:
+    """A JSON object with keys, none of them OTLP's: some other JSON file, not an empty
+    export request (OTLP/JSON readers ignore unknown keys, so it would read as nothing)."""
+    if type(doc) is dict and doc and not any(key in doc for key in _OTLP_KEYS):
+        keys = ", ".join(sorted(map(str, doc))[:5])
+        raise OtlpFileError(
+            f"{where}: not OTLP: a JSON object with keys {keys} and no resourceSpans; "
+            f"{EXPECTED_FORMATS}"
+        )
+
+
+def _first_frame_error(data: bytes, name: str, message: str) -> OtlpFileError:
+    """The first frame of a file is already wrong: most likely not an OTLP file at all.
+    Text gets said as such (a `.txt`, a CSV); binary keeps the offset; both say what a
+    file should hold."""
+    preview = data[:24].decode("utf-8", "replace")
+    if preview and all(c.isprintable() or c in _JSON_WS for c in preview):
+        return OtlpFileError(
+            f"{name}: not an OTLP file (it starts with the text {preview!r}); {EXPECTED_FORMATS}"
+        )
+    return OtlpFileError(f"{name}: {message}; {EXPECTED_FORMATS}")
 
 
 def _frames(data: bytes, name: str) -> Iterator[OtlpFileRequest]:
     pos, n, index = 0, len(data), 0
     while pos < n:
         if n - pos < 4:
-            raise OtlpFileError(
-                f"{name}: byte {pos}: {n - pos} trailing bytes, too short for a 4-byte length "
+            message = (
+                f"byte {pos}: {n - pos} trailing bytes, too short for a 4-byte length "
                 "prefix (not an OTLP file?)"
             )
+            if index == 0:
+                raise _first_frame_error(data, name, message)
+            raise OtlpFileError(f"{name}: {message}")
         size = int.from_bytes(data[pos : pos + 4], "big")
         start = pos + 4
         if start + size > n:
-            raise OtlpFileError(
-                f"{name}: byte {pos}: frame {index} declares {size} bytes but only "
+            message = (
+                f"byte {pos}: frame {index} declares {size} bytes but only "
                 f"{n - start} remain (truncated file, or not a length-prefixed OTLP file)"
             )
+            if index == 0:
+                raise _first_frame_error(data, name, message)
+            raise OtlpFileError(f"{name}: {message}")
         payload = data[start : start + size]
         where = f"{name}: byte {pos}: frame {index}"
         if payload.startswith(_ZSTD_MAGIC):

@@ -57,7 +57,9 @@ from tracepass.collector.state.codec import (
     encode_result,
     encode_routing,
 )
+from tracepass.collector.state.file_identity import FileIdentity
 from tracepass.collector.state.index import (
+    FILTER_INDEXES,
     INDEX_COLUMNS,
     INDEX_SCHEMA,
     ResultFilter,
@@ -284,6 +286,7 @@ class StateStore:
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
         self._lock_fd: int | None = None
+        self.identity: FileIdentity | None = None  # set by open(): see file_identity.py
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -325,6 +328,7 @@ class StateStore:
             self._unlock()
             raise
         self._reader = self._connect()
+        self.identity = FileIdentity(self.path)
         # Journal entries written by earlier processes end here; later ones are this
         # process's own (`window_journal` callers replay only the former).
         row = self._reader.execute("SELECT max(seq) FROM window_log").fetchone()
@@ -371,6 +375,7 @@ class StateStore:
                     f"{self.path}: state schema version {row[0]}, this tracepass reads "
                     f"version {SCHEMA_VERSION}; move the file away to start fresh"
                 )
+            conn.executescript(FILTER_INDEXES)  # files of any version (index.py)
             conn.close()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
@@ -784,6 +789,11 @@ class StateStore:
                 (after, upto),
             )
         ]
+
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The read connection (None until open): the API installs its query time limit
+        on it (`api/query_guard.py`)."""
+        return self._reader
 
     def list_results(
         self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None

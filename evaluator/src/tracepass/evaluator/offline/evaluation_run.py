@@ -230,7 +230,18 @@ def readiness_verdict(groups: Sequence[tuple[int, int]], level: float = 0.95) ->
         "confident_tier": str(readiness.classify(at["1"]["lower"], pw["3"]["lower"])),
         "pass_at_1": p1,
         "pass_pow_3": p3,
+        "pass_at_1_lower": at["1"]["lower"],
+        "pass_pow_3_lower": pw["3"]["lower"],
     }
+
+
+def readiness_line(verdict: Mapping[str, Any]) -> str:
+    """The one readiness sentence of every command (`evaluate`, `probe`): the tier the
+    *lower* credible bounds reach, so "production ready" is said only when the
+    intervals clear the thresholds, never on a point estimate with a wide interval."""
+    return readiness.verdict_sentence(
+        verdict["confident_tier"], verdict.get("pass_at_1_lower"), verdict.get("pass_pow_3_lower")
+    )
 
 
 def summarize(

@@ -12,14 +12,16 @@ tool arguments come from agents and users.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2
 from aiohttp import web
 
-from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
+from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
+from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.config import UIConfig
@@ -40,6 +42,7 @@ UI_PREFIX = "/ui"
 FAILING = "fail,error,incomplete"
 TREND_BUCKETS = 24
 ResultLookup = Callable[[str], StoredResult | None]
+PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _env() -> jinja2.Environment:
@@ -176,10 +179,13 @@ def _steps(steps: Sequence[AgentStep], calls: Sequence[ToolCall]) -> list[dict[s
 
 
 class UiPages:
-    def __init__(self, model: ReadModel, results: ResultLookup, config: UIConfig) -> None:
+    def __init__(
+        self, model: ReadModel, results: ResultLookup, config: UIConfig, headline_k: int = 3
+    ) -> None:
         self.model = model
         self.results = results
         self.config = config
+        self.headline_k = headline_k
         self.env = _env()
 
     def trace_url(self, trace_id: str) -> str | None:
@@ -193,15 +199,34 @@ class UiPages:
     def _error(self, message: str, status: int) -> web.Response:
         return self._page("error.html.j2", status=status, title="error", message=message)
 
+    def limited(self, handler: PageHandler) -> PageHandler:
+        """The read API's limits for a page: bounded parameters (400), and its queries
+        (run through `ReadModel.run`) refused when busy (503) or too slow (504)."""
+
+        async def page(request: web.Request) -> web.StreamResponse:
+            try:
+                check_bounds(request.query.items())
+                return await handler(request)
+            except ParamError as exc:
+                return self._error(str(exc), 400)
+            except QueryRefused as exc:
+                response = self._error(str(exc), exc.status)
+                if exc.retry_after_s is not None:
+                    response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+                return response
+
+        return page
+
     # ------------------------------------------------------------------ overview
 
     async def overview(self, request: web.Request) -> web.StreamResponse:
         windows = [w for w, _ in self.model.rolling.windows]
-        window = request.query.get("window") or windows[0]
+        window = request.query.get("window") or self._default_window(windows)
         if window not in windows:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
         data = self.model.agents()
-        k_pow = max(data["ks"])
+        # metrics.headline_k: the k the dashboard, the alert and readiness speak of.
+        k_pow = self.headline_k if self.headline_k in data["ks"] else max(data["ks"])
         versions: dict[str, list[str]] = {}
         rows = []
         for a in data["agents"]:
@@ -222,12 +247,15 @@ class UiPages:
                     "bar": None
                     if powk is None
                     else interval_bar(powk["lower"], powk["mean"], powk["upper"]),
+                    # No "failing" link on a row whose trials in the window all passed.
                     "failing_url": self._list_url(
                         agent_name=a["agent_name"],
                         agent_version=a["agent_version"],
                         reference_set=a["reference_set"],
                         outcome=FAILING,
-                    ),
+                    )
+                    if w.get("n", 0) > w.get("c", 0)
+                    else None,
                 }
             )
         for name, vs in versions.items():
@@ -249,7 +277,7 @@ class UiPages:
                         }
                     )
                 )
-        chart = self._trend(window)
+        chart = await self.model.run(lambda: self._trend(window))  # off the event loop
         return self._page(
             "overview.html.j2",
             title="agents",
@@ -261,6 +289,12 @@ class UiPages:
             min_conversations=data["min_conversations"],
             chart=chart,
         )
+
+    def _default_window(self, windows: list[str]) -> str:
+        """`ui.default_window` (the demo's whole-run window, so the page is not empty a
+        minute after the run), else the first configured window."""
+        configured = self.config.default_window
+        return configured if configured in windows else windows[0]
 
     def _trend(self, window: str) -> TrendChart | None:
         store = self.model.store
@@ -296,7 +330,7 @@ class UiPages:
         if query.get("outcome") == "any":
             query["outcome"] = ""
         try:
-            body = self.model.conversations(query)
+            body = await self.model.run(lambda: self.model.conversations(query))
         except ParamError as exc:
             return self._error(str(exc), 400)
         except LookupError as exc:
@@ -361,6 +395,9 @@ class UiPages:
                     "outcome": result.outcome.value,
                     "reference_id": result.reference_id,
                     "reference_set": result.reference_set,
+                    "unknown_reference_id": _unknown_reference_id(
+                        conv.reference_id, result.reference_id, result.reference_set
+                    ),
                     "policy_id": getattr(result, "policy_id", None),
                     "policy_outcome": getattr(
                         getattr(result, "policy_outcome", None), "value", None
@@ -383,7 +420,11 @@ class UiPages:
     async def regressions(self, request: web.Request) -> web.StreamResponse:
         params = dict(request.query)
         try:
-            body = self.model.reference_summary(params) if params.get("baseline_version") else None
+            body = (
+                await self.model.run(lambda: self.model.reference_summary(params))
+                if params.get("baseline_version")
+                else None
+            )
         except ParamError as exc:
             return self._error(str(exc), 400)
         except LookupError as exc:
@@ -428,17 +469,30 @@ class UiPages:
         return {"known_agents": names, "known_versions": versions}
 
 
-def ui_routes(model: ReadModel, results: ResultLookup, config: UIConfig) -> list[GetRoute]:
-    """The UI's GET routes (mounted behind the receiver's bearer-token check)."""
-    pages = UiPages(model, results, config)
+def _unknown_reference_id(
+    named: str | None, matched: str | None, matched_set: str | None
+) -> str | None:
+    """The reference_id the agent named when it is not the reference the conversation
+    was scored against (a typo: counted in tracepass_reference_id_unknown_total)."""
+    if not named or named in (matched, f"{matched_set}:{matched}"):
+        return None
+    return named
+
+
+def ui_routes(
+    model: ReadModel, results: ResultLookup, config: UIConfig, *, headline_k: int = 3
+) -> list[GetRoute]:
+    """The UI's GET routes (mounted behind the receiver's bearer-token check);
+    `headline_k` is `metrics.headline_k`."""
+    pages = UiPages(model, results, config, headline_k)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
 
     return [
         (UI_PREFIX, root),
-        (f"{UI_PREFIX}/", pages.overview),
-        (f"{UI_PREFIX}/conversations", pages.conversations),
-        (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.conversation),
-        (f"{UI_PREFIX}/regressions", pages.regressions),
+        (f"{UI_PREFIX}/", pages.limited(pages.overview)),
+        (f"{UI_PREFIX}/conversations", pages.limited(pages.conversations)),
+        (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.limited(pages.conversation)),
+        (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
     ]

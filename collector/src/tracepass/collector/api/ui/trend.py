@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 __all__ = ["PALETTE", "Series", "TrendChart", "interval_bar", "trend_chart"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
-WIDTH, HEIGHT = 720, 240
+# The chart's own coordinates; the page scales it to the content width (viewBox).
+WIDTH, HEIGHT = 1200, 260
 LEFT, RIGHT, TOP, BOTTOM = 44, 16, 12, 28
 BAR_WIDTH = 120
 

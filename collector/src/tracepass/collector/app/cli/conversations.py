@@ -79,7 +79,7 @@ def print_table(convs: list[Conversation]) -> None:
             table.add_row(
                 plain(conv.id if i == 0 else ""),
                 plain(agent if i == 0 else ""),
-                str(i),
+                str(i + 1),  # turns are numbered from 1, as in the UI and failure reasons
                 plain(turn.query),
                 plain(calls),
                 plain(turn.answer),

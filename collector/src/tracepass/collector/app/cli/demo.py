@@ -164,6 +164,7 @@ async def _run(options: Any) -> Any:
 
     console = _console()
     last_line = [0.0]
+    serving_said: list[bool] = []
 
     def on_listening(service: Any) -> None:
         info = listening_event(service, report=str(options.report))
@@ -191,6 +192,16 @@ async def _run(options: Any) -> Any:
                 if last_line[0] == 0.0:
                     for note in state.notes:  # e.g. a busy default port was replaced
                         print(f"note: {note}", file=sys.stderr, flush=True)
+                if state.serving:
+                    # One line, not a status line every 2 s while it waits for Ctrl-C.
+                    if not serving_said:
+                        serving_said.append(True)
+                        print(
+                            f"run complete: {len(state.results)} evaluated; serving the web "
+                            f"UI at {service.ui_url} until Ctrl-C",
+                            flush=True,
+                        )
+                    return
                 now = time.monotonic()
                 if now - last_line[0] >= 2.0:
                     last_line[0] = now

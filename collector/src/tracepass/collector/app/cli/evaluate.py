@@ -183,6 +183,11 @@ def evaluate(
         gate_list = [gates.parse_gate(text, ks) for text in fail_under or []]
     except gates.GateError as exc:
         fail(str(exc))
+    if output_format is EvalFormat.HTML:
+        from tracepass.collector.app.report_extra import missing_report_extra
+
+        if (missing := missing_report_extra("--format html")) is not None:
+            fail(missing)
     if dataset and (files or references):
         fail("--dataset cannot be combined with trace FILEs or --references")
     if not dataset:
@@ -345,11 +350,9 @@ def print_summary(document: dict[str, Any]) -> None:
             "violations: " + " · ".join(f"{rule} {n}" for rule, n in s["violations"].items()),
             highlight=False,
         )
-    r = s["readiness"]
-    console.print(
-        f"readiness: [bold]{r['tier'].replace('_', ' ')}[/] (pass@1 {fmt_num(r['pass_at_1'])}, "
-        f"pass^3 {fmt_num(r['pass_pow_3'])}; confidently {r['confident_tier'].replace('_', ' ')})"
-    )
+    from tracepass.evaluator.offline.evaluation_run import readiness_line
+
+    console.print(readiness_line(s["readiness"]), highlight=False)
     failed = [c for c in document["conversations"] if not c["correct"]]
     if failed:
         table = Table(title=f"Failed conversations ({len(failed)})")

@@ -4,6 +4,7 @@ for shapes that look misread (see `assembly/inspection.py`)."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +14,7 @@ from rich.table import Table
 from tracepass.collector.app.cli.common import (
     EXIT_GATE,
     ConversationIdKeyOption,
+    MultiValueCommand,
     OtlpFilesArgument,
     OutputFormat,
     OutputOption,
@@ -26,6 +28,7 @@ from tracepass.collector.app.cli.common import (
 
 if TYPE_CHECKING:
     from tracepass.collector.assembly.inspection import InspectionReport
+    from tracepass.evaluator.models import ReferenceSet
 
 EPILOG = """\
 Examples:
@@ -33,6 +36,8 @@ Examples:
   tracepass inspect traces.jsonl
 
   tracepass inspect traces.jsonl logs.jsonl --format json -o inspection.json
+
+  tracepass inspect traces.jsonl --references refs/
 
   tracepass inspect --suggest-mapping traces.jsonl > mapping.yaml
 
@@ -63,7 +68,7 @@ SuggestMappingOption = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(inspect)
+    app.command(epilog=EPILOG, cls=MultiValueCommand)(inspect)
 
 
 def inspect(
@@ -71,6 +76,15 @@ def inspect(
     output_format: TableOrJsonOption = OutputFormat.TABLE,
     output: OutputOption = None,
     conversation_id_key: ConversationIdKeyOption = None,
+    references: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--references",
+            "-r",
+            help="Reference files or folders: warn about reference_ids they do not hold.",
+            show_default=False,
+        ),
+    ] = None,
     config_file: ConfigOption = None,
     strict: StrictOption = False,
     suggest_mapping: SuggestMappingOption = False,
@@ -106,14 +120,15 @@ def inspect(
         sources.requests_from_otlp(files), conversation_id_keys=keys, custom=custom, shapes=shapes
     )
     if suggest_mapping:
-        as_json = output_format is OutputFormat.JSON
         text = (
             mapping_suggestion.suggestion_as_json(shapes)
-            if as_json
+            if output_format is OutputFormat.JSON
             else mapping_suggestion.suggest_mapping(shapes)
         )
         write_text(text, output)
         return
+    if references:
+        _warn_unknown_reference_ids(report, sources.reference_sets(references))
     emit_json_or_table(
         {**dataclasses.asdict(report), "warning_count": report.warning_count},
         as_json=output_format is OutputFormat.JSON,
@@ -122,6 +137,21 @@ def inspect(
     )
     if strict and report.warning_count:
         raise typer.Exit(EXIT_GATE)
+
+
+def _warn_unknown_reference_ids(report: InspectionReport, sets: list[ReferenceSet]) -> None:
+    """A reference_id no set holds would be matched by query instead (the collector
+    counts it in tracepass_reference_id_unknown_total): a warning on its conversation."""
+    known = {r.id for s in sets for r in s.references}
+    known |= {f"{s.name}:{r.id}" for s in sets for r in s.references}
+    for conv in report.conversations:
+        if conv.reference_id and conv.reference_id not in known:
+            close = difflib.get_close_matches(conv.reference_id, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            conv.warnings.append(
+                f"reference_id {conv.reference_id!r} is in none of the references "
+                f"(it would be matched by its query instead){hint}"
+            )
 
 
 def _fields(fields: dict[str, str]) -> str:
@@ -144,7 +174,8 @@ def print_report(report: InspectionReport) -> None:
             console.print(plain(f"⚠ conversation {conv.id}: {warning}"))
         for turn in conv.turns:
             table = Table(
-                title=plain(f"conversation {conv.id} · turn {turn.index}"),
+                # Numbered from 1, as in the UI and failure reasons (JSON keeps `index`).
+                title=plain(f"conversation {conv.id} · turn {turn.index + 1}"),
                 caption=plain(f"query: {turn.query!r}\nanswer: {turn.answer!r}"),
                 show_lines=False,
             )

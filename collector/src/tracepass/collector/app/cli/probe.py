@@ -436,7 +436,9 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
                 fmt_num(b["unbiased"]),
                 f"{fmt_num(b['mean'])} [{fmt_num(b['lower'])}, {fmt_num(b['upper'])}]",
             )
-    r = s["readiness"]
+    from tracepass.evaluator.offline.evaluation_run import readiness_line
+
+    verdict = readiness_line(s["readiness"])
     if output is not None:
         from io import StringIO
 
@@ -445,7 +447,7 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
         buf = StringIO()
         console = Console(file=buf, width=160)
         console.print(table, suite)
-        console.print(f"readiness: {r['tier']}")
+        console.print(verdict, highlight=False)
         write_text(buf.getvalue(), output)
         return
     console = stdout_console()
@@ -454,10 +456,9 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
     console.print(table)
     console.print(suite)
     console.print(
-        f"trials counted {s['trials']} of {s['trials'] + s['not_counted']}; readiness: "
-        f"[bold]{str(r['tier']).replace('_', ' ')}[/]",
-        highlight=False,
+        f"trials counted {s['trials']} of {s['trials'] + s['not_counted']}", highlight=False
     )
+    console.print(verdict, highlight=False)
 
 
 __all__ = ["EXIT_INPUT", "probe", "register"]

@@ -25,17 +25,31 @@ def _check_file(path: Path, what: str) -> None:
 def requests_from_otlp(files: Sequence[Path]) -> list[OtlpFileRequest]:
     """Every export request (traces, and logs in JSON files) of the OTLP files, in order;
     an unreadable file fails with its name and line (exit 2)."""
-    from tracepass.collector.receiver.otlpfile import read_otlp_file
+    from tracepass.collector.receiver.otlpfile import EXPECTED_FORMATS, read_otlp_file
 
     requests: list[OtlpFileRequest] = []
     for path in files:
         _check_file(path, "OTLP trace file")
         try:
-            requests.extend(read_otlp_file(path))
+            found = list(read_otlp_file(path))
         except (ValueError, OSError) as exc:
             message = str(exc)
             fail(message if str(path) in message else f"{path}: {message}")
+        if not any(map(_holds_items, found)):
+            fail(f"{path}: no spans (nor GenAI log events) in this file; {EXPECTED_FORMATS}")
+        requests.extend(found)
     return requests
+
+
+def _holds_items(request: OtlpFileRequest) -> bool:
+    """A span (traces request) or a log record (logs request: GenAI events) in it."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    if isinstance(request, ExportTraceServiceRequest):
+        return any(ss.spans for rs in request.resource_spans for ss in rs.scope_spans)
+    return any(sl.log_records for rl in request.resource_logs for sl in rl.scope_logs)
 
 
 def conversations_from_otlp(

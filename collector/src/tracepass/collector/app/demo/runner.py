@@ -34,6 +34,7 @@ from tracepass.collector.config import (
     MetricsConfig,
     ReceiverConfig,
     StateConfig,
+    UIConfig,
     WindowConfig,
 )
 from tracepass.collector.pipeline import ResultInfo
@@ -49,6 +50,14 @@ KS = (1, 3, 5)
 # as README and docs state it.
 MIN_CONVERSATIONS: int = MetricsConfig.model_fields["min_conversations"].default
 ALL_SETS = "*"
+# The "run" window covers the run and a day of browsing it afterwards (--keep-serving):
+# the web UI opens on it, so its rows do not fall to n 0 when the run ends.
+RUN_WINDOW = "run"
+RUN_WINDOW_MIN_S = 86400.0
+
+
+def run_window_s(duration: float) -> float:
+    return max(RUN_WINDOW_MIN_S, 2 * duration)
 
 
 @dataclass
@@ -86,12 +95,14 @@ class DemoState:
     aggregator: RollingAggregator = field(init=False)
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
+    # The run is over and --keep-serving keeps the collector up until Ctrl-C.
+    serving: bool = False
 
     def __post_init__(self) -> None:
         d = self.options.duration
         self.aggregator = RollingAggregator(
             RollingConfig(
-                windows=(("1m", 60.0), ("run", max(600.0, 2 * d))),
+                windows=(("1m", 60.0), (RUN_WINDOW, run_window_s(d))),
                 decay_half_life_s=15.0,
                 decay_window_name="fast",
                 ks=KS,
@@ -180,13 +191,14 @@ def demo_config(
             prometheus_port=ports["metrics"],
             windows=[
                 WindowConfig(name="1m", seconds=60),
-                WindowConfig(name="run", seconds=max(600.0, 2 * duration)),
+                WindowConfig(name=RUN_WINDOW, seconds=run_window_s(duration)),
             ],
             decay_half_life_s=15.0,
             ks=list(KS),
             min_conversations=MIN_CONVERSATIONS,
             emit_evaluation_events=False,
         ),
+        ui=UIConfig(default_window=RUN_WINDOW),
     )
 
 
@@ -240,6 +252,7 @@ async def run_demo(
 
     ports, notes = choose_ports(options)
     state = DemoState(options, notes=notes)
+    report: tuple[Path | None, str | None] | None = None  # written before serving on
     with tempfile.TemporaryDirectory(prefix="tracepass-demo-") as tmp:
         config = demo_config(examples / "references", Path(tmp), ports, options.duration)
         service = CollectorService(
@@ -283,7 +296,10 @@ async def run_demo(
             render(state, service)
             if options.keep_serving and not state.interrupted:
                 # The run is complete; Ctrl-C now only ends the serving, so the summary
-                # still says "finished".
+                # still says "finished". The report is written now (matplotlib's import
+                # alone takes seconds), so Ctrl-C later ends the demo promptly.
+                report = await asyncio.to_thread(_report, state, options)
+                state.serving = True
                 while not state.interrupted:
                     render(state, service)
                     await asyncio.sleep(0.5)
@@ -297,19 +313,26 @@ async def run_demo(
             metrics_url = service.metrics_url
             await service.stop()
 
-    outcome = DemoOutcome(
+    path, error = report if report is not None else _report(state, options)
+    return DemoOutcome(
         state=state,
         ports={"grpc": bound.grpc, "http": bound.http, "metrics": bound.metrics},
         metrics_url=metrics_url,
-        report=None,
+        report=path,
+        report_error=error,
     )
+
+
+def _report(state: DemoState, options: DemoOptions) -> tuple[Path | None, str | None]:
+    """(the report written, or None and why not)."""
+    from tracepass.collector.app.report_extra import missing_report_extra
+
+    if (missing := missing_report_extra("the HTML report")) is not None:
+        return None, f"{missing} (report skipped)"
     try:
-        outcome.report = write_report(state, options.report)
-    except ImportError as exc:
-        outcome.report_error = f"HTML report skipped ({exc}); install tracepass-collector[report]"
+        return write_report(state, options.report), None
     except OSError as exc:
-        outcome.report_error = f"{options.report}: cannot write report: {exc.strerror or exc}"
-    return outcome
+        return None, f"{options.report}: cannot write report: {exc.strerror or exc}"
 
 
 def report_document(state: DemoState) -> dict[str, Any]:
