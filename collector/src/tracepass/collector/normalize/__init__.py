@@ -231,6 +231,7 @@ def normalize_request(
             # The user's mappings that can apply to this scope (None, the common case:
             # no per-span cost at all).
             scope_custom = custom.for_scope(scope_spans.scope.name) if custom else None
+            custom_by_name = scope_custom.by_name if scope_custom is not None else None
             unrecognized = 0  # spans of this scope nothing claimed (counted when tallying)
             for span in scope_spans.spans:
                 raw_trace = span.trace_id
@@ -329,10 +330,16 @@ def normalize_request(
                 # Dispatch (table.py, docs/conventions.md): first claim wins.
                 convention: str | None = None
                 span_adapters = adapters
-                if scope_custom is not None:
-                    convention = scope_custom.claim(rec, attrs, span, tally)
-                    if convention is not None:  # the user's mapping is the whole reading
-                        span_adapters = ()
+                if custom_by_name is not None:
+                    candidates = custom_by_name.get(name)
+                    if candidates is None:
+                        candidates = scope_custom.candidates(name)  # type: ignore[union-attr]
+                    if candidates:
+                        convention = scope_custom.claim(  # type: ignore[union-attr]
+                            candidates, rec, attrs, span, tally
+                        )
+                        if convention is not None:  # the user's mapping is the whole reading
+                            span_adapters = ()
                 if convention is None:
                     claimer = by_span_name.get(name)
                     if claimer is not None:

@@ -130,24 +130,34 @@ class CustomConventions:
 class ScopeMappings:
     """The mappings of one scope, with the per-span-name decision cached."""
 
-    __slots__ = ("_by_name", "mappings", "max_json_chars")
+    __slots__ = ("by_name", "mappings", "max_json_chars")
 
     def __init__(self, mappings: tuple[CompiledMapping, ...], max_json_chars: int) -> None:
         self.mappings = mappings
         self.max_json_chars = max_json_chars
-        self._by_name: dict[str, tuple[CompiledMapping, ...]] = {}
+        # {span name: the mappings whose span-name pattern matches it}: the ingest loop
+        # looks a name up here itself (a dict lookup per span, no call) and calls
+        # `candidates` only for a name not seen yet, `claim` only when some can match.
+        self.by_name: dict[str, tuple[CompiledMapping, ...]] = {}
+
+    def candidates(self, name: str) -> tuple[CompiledMapping, ...]:
+        """The mappings whose span-name pattern matches `name` (cached, bounded)."""
+        found = tuple(m for m in self.mappings if m.span_name is None or m.span_name(name))
+        if len(self.by_name) >= _CACHE_MAX:  # hostile span names: stay bounded
+            self.by_name.clear()
+        self.by_name[name] = found
+        return found
 
     def claim(
-        self, rec: SpanRecord, attrs: dict[str, Any], span: Span, tally: ReadTally | None
+        self,
+        candidates: tuple[CompiledMapping, ...],
+        rec: SpanRecord,
+        attrs: dict[str, Any],
+        span: Span,
+        tally: ReadTally | None,
     ) -> str | None:
-        """Fill `rec` from the first mapping that matches the span; its label, or None."""
-        name = rec.name
-        candidates = self._by_name.get(name)
-        if candidates is None:
-            candidates = tuple(m for m in self.mappings if m.span_name is None or m.span_name(name))
-            if len(self._by_name) >= _CACHE_MAX:
-                self._by_name.clear()
-            self._by_name[name] = candidates
+        """Fill `rec` from the first of `candidates` (`candidates(rec.name)`) whose
+        required attributes are present; its label, or None."""
         for mapping in candidates:
             if all(key in attrs for key in mapping.required):
                 self._fill(mapping, rec, attrs, span, tally)
