@@ -79,3 +79,38 @@ async def test_unrecognized_spans_are_counted_by_scope_through_the_label_limiter
     assert m.value("tracepass_spans_unrecognized", scope="acme.b") == 1
     assert m.value("tracepass_spans_unrecognized", scope="other") == 2
     await p.stop()
+
+
+async def test_the_configured_custom_mappings_read_live_spans() -> None:
+    """`Pipeline.from_config` hands `conventions.custom` to the live normalizer: spans
+    it claims are counted under `custom:<name>`, its missing fields as unreadable."""
+    from tracepass.collector.config import CollectorConfig
+
+    config = CollectorConfig.model_validate(
+        {
+            "conventions": {
+                "custom": [
+                    {
+                        "name": "acme",
+                        "match": {"span_name": "acme.*"},
+                        "kind": "tool",
+                        "fields": {"tool_name": "acme.tool", "arguments": "acme.args"},
+                    }
+                ]
+            }
+        }
+    )
+    m = Metrics()
+    p = Pipeline.from_config(
+        config, StubEvaluator(), instruments=m.instruments, meter=m.meter, clock=Clock()
+    )
+    await p.start(background=False)
+    await p.ingest(
+        make_request(
+            make_span("acme.step", {"acme.tool": "t", "acme.args": '{"a": 1}'}, span_id=1),
+            make_span("acme.step", {"acme.tool": "t"}, span_id=2),
+        )
+    )
+    assert m.value("tracepass_spans_read", convention="custom:acme", adapter="none") == 2
+    assert m.value("tracepass_fields_unreadable", field="arguments") == 1
+    await p.stop()
