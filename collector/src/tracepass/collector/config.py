@@ -123,6 +123,9 @@ class EvaluationSettings(_Section):
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
     judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+    # `command` graders run programs as the collector's user: off unless set here (a
+    # reference file alone cannot turn them on). docs/graders.md.
+    allow_command_graders: bool = False
 
 
 class SamplingRuleConfig(_Section):
@@ -156,7 +159,10 @@ class MetricsConfig(_Section):
     prometheus_host: str | None = None
     prometheus_port: int = Field(default=9464, ge=0, le=65535)
     # When set, /metrics answers 401 unless `Authorization: Bearer <token>` is sent.
+    # None: receiver.bearer_token's (any token set protects /metrics); "": open.
     bearer_token: str | None = None
+    # Exemplars carry trace ids only; true adds the conversation id (user data).
+    exemplar_conversation_ids: bool = False
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
@@ -217,6 +223,10 @@ class UIConfig(_Section):
     # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
     # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
     trace_url_template: str | None = None
+    # `Host` names the UI answers (DNS-rebinding guard; others get 421). None: the
+    # loopback names and receiver.host (with 0.0.0.0, the machine's own names); ["*"]:
+    # any (docs/ui.md, "Security").
+    allowed_hosts: list[str] | None = None
     # The overview's window when the URL names none (and so the window of its
     # "vs previous version" links); None: the first of metrics.windows.
     default_window: str | None = None
@@ -250,8 +260,6 @@ MAX_CUSTOM_MAPPINGS = 64
 MAX_PATTERN_CHARS = 512
 MAX_PATHS_PER_FIELD = 8
 MAX_POINTER_SEGMENTS = 16
-# RE2's memory budget per compiled pattern: a larger automaton is refused at load.
-REGEX_MAX_MEM = 1 << 20
 # What a mapping can fill (the contract spelled in issue 25, part 5).
 MAPPING_FIELDS = (
     "conversation_id",
@@ -271,17 +279,17 @@ EVENT_PREFIX = "event:"
 
 
 def compile_safe_regex(pattern: str) -> object:
-    """`pattern` compiled with RE2 (linear-time matching: no catastrophic backtracking),
-    within `REGEX_MAX_MEM`; ValueError with RE2's reason when it cannot be."""
+    """`pattern` compiled with RE2 (linear-time matching: no catastrophic backtracking)
+    by the evaluator's safe-regex helper (`schema_guard.compile_re2`, which span-declared
+    schemas use too); ValueError with RE2's reason when it cannot be."""
     import re2
+
+    from tracepass.evaluator.schema_guard import compile_re2
 
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"pattern longer than {MAX_PATTERN_CHARS} characters")
-    options = re2.Options()
-    options.max_mem = REGEX_MAX_MEM
-    options.log_errors = False
     try:
-        return re2.compile(pattern, options)
+        return compile_re2(pattern)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -405,6 +413,35 @@ class ConventionsConfig(_Section):
     max_json_chars: int = Field(default=1_000_000, gt=0, le=16_000_000)
 
 
+class ApiConfig(_Section):
+    """Write access to the API and the UI (docs/api.md "Write access"). None: every
+    endpoint that changes state is off (404) and the UI hides its buttons."""
+
+    # The token with write scope, separate from `receiver.bearer_token` (read scope).
+    write_token: str | None = Field(default=None, min_length=1)
+
+
+class FailureModesConfig(_Section):
+    """Failure signatures of failing conversations (docs/failure-modes.md)."""
+
+    # Distinct signatures kept per agent version; the rest are counted under `other`.
+    max_per_version: int = Field(default=200, ge=1)
+
+
+class CandidatesConfig(_Section):
+    """Reference candidates from unreferenced live conversations
+    (docs/reference-candidates.md)."""
+
+    # Conversations of one task whose behaviour agrees before a candidate is proposed.
+    min_conversations: int = Field(default=5, ge=2)
+    # Where approved references are written (one new file each). None: the first
+    # directory among `references`.
+    directory: Path | None = None
+    # Tasks (normalized first queries) followed at once; the least recently seen are
+    # dropped beyond it (counted in the candidates' `dropped_tasks`).
+    max_tasks: int = Field(default=10000, ge=1)
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -417,6 +454,9 @@ class CollectorConfig(_Section):
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
     conventions: ConventionsConfig = ConventionsConfig()
+    api: ApiConfig = ApiConfig()
+    failure_modes: FailureModesConfig = FailureModesConfig()
+    candidates: CandidatesConfig = CandidatesConfig()
 
     @model_validator(mode="after")
     def _ui_window_exists(self) -> CollectorConfig:

@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,14 +33,17 @@ from functools import partial
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
+from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
+from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.binding import BindError
+from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
@@ -108,6 +112,7 @@ class CollectorService:
         self.pipeline: Pipeline | None = None
         self.views: ConversationViews | None = None
         self.read_model: ReadModel | None = None
+        self.triage: Triage | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -141,9 +146,14 @@ class CollectorService:
 
         cfg = self.config
         ev = cfg.evaluation
-        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
+        self.telemetry = build_telemetry(
+            cfg.metrics,
+            default_host=cfg.receiver.host,
+            fallback_bearer_token=cfg.receiver.bearer_token,
+        )
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
+        register_schema_check_counter(meter)
         judge = None
         budget = None
         if ev.judge is not None:
@@ -190,6 +200,8 @@ class CollectorService:
             end_grace_s=self.end_grace_s,
             sampler=sampler,
         )
+        if self.pipeline.store is not None:
+            self.pipeline.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         # Loads references (a broken file fails here) and recovers durable state.
         await self.pipeline.start()
         aggregator = self._restore_aggregator(rolling_config(cfg.metrics))
@@ -217,6 +229,7 @@ class CollectorService:
             query_timeout_s=cfg.limits.query_timeout_s,
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        routes += self._triage_routes(cfg)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -224,7 +237,9 @@ class CollectorService:
                 self.read_model,
                 self.pipeline.latest_result,
                 cfg.ui,
+                write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
+                bind_host=cfg.receiver.host,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -250,6 +265,8 @@ class CollectorService:
             extra_routes=routes,
             memory=memory,
         )
+        if self.triage is not None:
+            self.triage.mount(self.receivers.http_app)
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
         log.info(
@@ -308,6 +325,7 @@ class CollectorService:
             self.pipeline = None
             self.views = None
             self.read_model = None
+            self.triage = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
@@ -324,6 +342,17 @@ class CollectorService:
         await self.stop()
 
     # ------------------------------------------------------------------ results
+
+    def _triage_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
+        """Failure modes and reference candidates (`api/triage.py`): their read routes;
+        the write routes are mounted on the HTTP app before it starts."""
+        assert self.pipeline is not None
+        self.triage = Triage(cfg, self.pipeline, self.clock)
+        fed = self.triage.warm_up()
+        if fed:
+            log.info("reference candidates: %d unreferenced stored results read", fed)
+        assert self.read_model is not None
+        return self.triage.read_routes(self.read_model)
 
     async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         # State recovery can complete conversations before the metrics exist.
@@ -343,6 +372,8 @@ class CollectorService:
             from tracepass.collector.export.failure_log import log_failure
 
             log_failure(result, info.conversation, info.revision)
+        if self.triage is not None:
+            self.triage.candidates.observe(result, info.conversation)
         self.evaluated += 1
         for listener in self.listeners:
             try:
@@ -540,6 +571,8 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # read after recovery (pipeline names the path)
+        return f"the state file is damaged ({exc}); restore it or move it away (state.path)"
     if isinstance(exc, BindError):
         flag = _FLAG_OF_SETTING.get(exc.setting)
         where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"

@@ -1,4 +1,5 @@
-"""`tracepass references validate|import|show`."""
+"""`tracepass references validate|import|show` (and `candidates|approve`, in
+`reference_candidates.py`)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ class ImportFormat(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
+    from tracepass.collector.app.cli import reference_candidates
+
+    reference_candidates.register(references_app)
     app.add_typer(references_app, name="references")
 
 
@@ -78,7 +82,9 @@ def validate(
     policy rules, regexes and JSON Schemas."""
     from tracepass.collector.app.cli import sources
 
-    sets = sources.reference_sets(paths)
+    # Validation runs no grader: `command` graders are checked, not refused (the
+    # commands that grade need --allow-command-graders or the config key).
+    sets = sources.reference_sets(paths, allow_command_graders=True)
     total = sum(len(rs.references) for rs in sets)
     policies = sum(len(rs.policies) for rs in sets)
     stdout_console().print(
@@ -147,7 +153,7 @@ def show(
     """List references: id, turns, first query, expected tools, graders."""
     from tracepass.collector.app.cli import sources
 
-    sets = sources.reference_sets(paths)
+    sets = sources.reference_sets(paths, allow_command_graders=True)  # runs nothing
     console = stdout_console()
     for rs in sets:
         console.print(_table(rs))

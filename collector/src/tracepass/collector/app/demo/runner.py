@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tracepass.collector.app.demo.triage import triage_lines
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
@@ -140,6 +141,8 @@ class DemoOutcome:
     metrics_url: str | None
     report: Path | None
     report_error: str | None = None
+    # Top failure modes and reference candidates at the end (`triage.py`).
+    triage: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- config
@@ -208,6 +211,8 @@ def demo_config(
 def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> None:
     """Play conversations at `rate` until the duration is over or `stop` is set."""
     opts = state.options
+    # Unreferenced but consistent traffic too, so a reference candidate appears.
+    scenarios = (*agent.SCENARIOS, *getattr(agent, "CANDIDATE_SCENARIOS", ()))
     interval = 1.0 / opts.rate
     next_at = time.monotonic()
     i = 0
@@ -215,7 +220,7 @@ def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> No
         regressed = state.elapsed >= opts.switch_at
         state.version = "1.1" if regressed else "1.0"
         rng = agent.conversation_rng(opts.seed, f"demo-{i}")
-        scenario = agent.SCENARIOS[rng.randrange(len(agent.SCENARIOS))]
+        scenario = scenarios[rng.randrange(len(scenarios))]
         agent.run_conversation(
             scenario,
             version=state.version,
@@ -311,6 +316,11 @@ async def run_demo(
                 loop.remove_signal_handler(installed_sig)
             bound = service.ports
             metrics_url = service.metrics_url
+            triage: list[str] = []
+            try:
+                triage = triage_lines(service)
+            except Exception as exc:  # the summary is a bonus: never fail the demo on it
+                triage = [f"(failure modes not read: {exc})"]
             await service.stop()
 
     path, error = report if report is not None else _report(state, options)
@@ -320,6 +330,7 @@ async def run_demo(
         metrics_url=metrics_url,
         report=path,
         report_error=error,
+        triage=triage,
     )
 
 
