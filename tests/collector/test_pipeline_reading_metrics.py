@@ -67,7 +67,7 @@ async def test_unrecognized_spans_are_counted_by_scope_through_the_label_limiter
     m = Metrics()
     p = Pipeline(StubEvaluator(), instruments=m.instruments, meter=m.meter, clock=Clock())
     limiter = LabelLimiter(2)
-    p.scope_label = lambda scope: limiter("scope", scope)
+    p.intake.scope_label = lambda scope: limiter("scope", scope)
     await p.start(background=False)
     request = make_request()
     for i, scope in enumerate(["acme.a", "acme.b", "acme.c", "acme.d"]):
