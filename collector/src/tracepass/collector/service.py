@@ -25,6 +25,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
@@ -251,6 +252,8 @@ class CollectorService:
             store=self.store,
             results=results,
         )
+        # tracepass_spans_unrecognized{scope}: scope labels bounded by the label limiter.
+        self.pipeline.intake.scope_label = partial(self.metrics.limiter, "scope")
         # Started bottom-up: the state file, then every result consumer (the windows
         # restore and replay here), then the pipeline (references: a broken file fails
         # here; recovery may complete conversations, whose results the chain takes),
