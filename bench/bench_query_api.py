@@ -9,6 +9,11 @@ completion times one second apart; 10% carry a policy violation row. Each query 
 through `ReadModel.conversations` (SQL + row decoding + the JSON-ready dicts), median of
 `--repeats` runs; the target is < 50 ms per query.
 
+The failure-mode index is filled as `put_result` fills it (the failing variants' real
+signatures, `FailureModeIndex.write`), and `GET /api/v1/failure-modes` is timed through
+`failure_modes` (grouped counts, examples, trend, `new` against the previous version):
+target < 50 ms on the same 100k results.
+
     .venv/bin/python bench/bench_query_api.py [--results 100000] [--repeats 50]
 """
 
@@ -20,10 +25,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from tracepass.collector.api.failure_modes import failure_modes
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state.codec import encode_result
+from tracepass.collector.state.failure_index import stored_signatures
 from tracepass.collector.state.index import index_values
 from tracepass.collector.state.store import _PUT_RESULT
 from tracepass.evaluator.models import (
@@ -78,6 +86,7 @@ def _variants() -> list[tuple[str, StoredResult]]:
 def fill(store: StateStore, n: int) -> None:
     variants = _variants()
     prepared = [(encode_result(s), index_values(s)) for _, s in variants]
+    signatures = [stored_signatures(s) for _, s in variants]
     batch = 5000
     for start in range(0, n, batch):
         rows = []
@@ -91,11 +100,22 @@ def fill(store: StateStore, n: int) -> None:
             if i % 10 == 0:
                 violations.append(("forbidden_tool", key, T0 + i, idx[4]))
 
-        def op(conn: object, rows: list[tuple[object, ...]] = rows, v: object = violations) -> None:
-            conn.executemany(_PUT_RESULT, rows)  # type: ignore[attr-defined]
-            conn.executemany("INSERT INTO result_violations VALUES (?,?,?,?)", v)  # type: ignore[attr-defined]
+        def op(
+            conn: Any, rows: list[tuple[Any, ...]] = rows, v: object = violations, at: int = start
+        ) -> list[Any]:
+            conn.executemany(_PUT_RESULT, rows)
+            conn.executemany("INSERT INTO result_violations VALUES (?,?,?,?)", v)
+            changes = []
+            for i, row in enumerate(rows, start=at):
+                k = i % len(variants)
+                changes.append(
+                    store.failure_modes.write(conn, row[0], variants[k][1], signatures[k], row[2])
+                )
+            return changes
 
-        store.submit(op).result()
+        # Counted after the commit, as put_result does.
+        for change in store.submit(op).result():
+            store.failure_modes.applied(change)
 
 
 def timed(fn: Callable[[], object], repeats: int) -> float:
@@ -170,6 +190,23 @@ def main() -> None:
             print(f"{name:28s} {n:4d} rows  {ms:8.3f} ms  ({ms / lookup_ms:6.1f}x lookup)")
         verdict = "met" if worst < TARGET_MS else "NOT met"
         print(f"worst 50-row query {worst:.3f} ms: target < {TARGET_MS:.0f} ms {verdict}")
+        modes: dict[str, dict[str, str]] = {
+            "failure modes, 1.1 vs 1.0": {"agent_name": "travel", "agent_version": "1.1"},
+            "failure modes, all versions": {},
+            "failure modes, 1.1, since 1h": {"agent_version": "1.1", "since": "1h"},
+        }
+        worst_modes = 0.0
+        for name, params in modes.items():
+            ms = timed(
+                lambda p=params: failure_modes(store, p, lambda: T0 + args.results), args.repeats
+            )  # type: ignore[misc]
+            n = len(failure_modes(store, params, lambda: T0 + args.results)["failure_modes"])
+            worst_modes = max(worst_modes, ms)
+            print(f"{name:28s} {n:4d} modes {ms:8.3f} ms  ({ms / lookup_ms:6.1f}x lookup)")
+        verdict = "met" if worst_modes < TARGET_MS else "NOT met"
+        print(
+            f"worst failure-modes query {worst_modes:.3f} ms: target < {TARGET_MS:.0f} ms {verdict}"
+        )
         store.close()
 
 

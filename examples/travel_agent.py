@@ -231,7 +231,7 @@ class TravelAgent:
 
 @dataclass(frozen=True)
 class Scenario:
-    """What a user says, turn by turn; `reference_id` names its ground truth."""
+    """What a user says, turn by turn; `reference_id` names its ground truth ("": none)."""
 
     reference_id: str
     turns: tuple[str, ...]
@@ -251,6 +251,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("split-bill", ("What is 360 divided by 4?",)),
     Scenario("greeting", ("Hello!",)),
+    # No reference: traffic the agent handles the same way every time, which the collector
+    # proposes as a reference candidate (docs/reference-candidates.md).
+    Scenario("", ("What's the weather in Tokyo?",)),
 )
 
 

@@ -23,6 +23,8 @@ COMMANDS = [
     ["references", "validate"],
     ["references", "import"],
     ["references", "show"],
+    ["references", "candidates"],
+    ["references", "approve"],
     ["review"],
     ["review", "export"],
     ["review", "import"],

@@ -220,6 +220,35 @@ class UIConfig(_Section):
         return value
 
 
+class ApiConfig(_Section):
+    """Write access to the API and the UI (docs/api.md "Write access"). None: every
+    endpoint that changes state is off (404) and the UI hides its buttons."""
+
+    # The token with write scope, separate from `receiver.bearer_token` (read scope).
+    write_token: str | None = Field(default=None, min_length=1)
+
+
+class FailureModesConfig(_Section):
+    """Failure signatures of failing conversations (docs/failure-modes.md)."""
+
+    # Distinct signatures kept per agent version; the rest are counted under `other`.
+    max_per_version: int = Field(default=200, ge=1)
+
+
+class CandidatesConfig(_Section):
+    """Reference candidates from unreferenced live conversations
+    (docs/reference-candidates.md)."""
+
+    # Conversations of one task whose behaviour agrees before a candidate is proposed.
+    min_conversations: int = Field(default=5, ge=2)
+    # Where approved references are written (one new file each). None: the first
+    # directory among `references`.
+    directory: Path | None = None
+    # Tasks (normalized first queries) followed at once; the least recently seen are
+    # dropped beyond it (counted in the candidates' `dropped_tasks`).
+    max_tasks: int = Field(default=10000, ge=1)
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -231,6 +260,9 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+    api: ApiConfig = ApiConfig()
+    failure_modes: FailureModesConfig = FailureModesConfig()
+    candidates: CandidatesConfig = CandidatesConfig()
 
     @model_validator(mode="after")
     def _ui_window_exists(self) -> CollectorConfig:

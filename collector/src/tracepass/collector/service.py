@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
+from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
@@ -39,6 +40,7 @@ from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.binding import BindError
+from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
@@ -107,6 +109,7 @@ class CollectorService:
         self.pipeline: Pipeline | None = None
         self.views: ConversationViews | None = None
         self.read_model: ReadModel | None = None
+        self.triage: Triage | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -189,6 +192,8 @@ class CollectorService:
             end_grace_s=self.end_grace_s,
             sampler=sampler,
         )
+        if self.pipeline.store is not None:
+            self.pipeline.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         # Loads references (a broken file fails here) and recovers durable state.
         await self.pipeline.start()
         aggregator = self._restore_aggregator(rolling_config(cfg.metrics))
@@ -211,6 +216,7 @@ class CollectorService:
             self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
+        routes += self._triage_routes(cfg)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -219,6 +225,7 @@ class CollectorService:
                 self.pipeline.latest_result,
                 cfg.ui,
                 headline_k=cfg.metrics.headline_k,
+                write=self.triage.write if self.triage is not None else None,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -242,6 +249,8 @@ class CollectorService:
             extra_routes=routes,
             memory=memory,
         )
+        if self.triage is not None:
+            self.triage.mount(self.receivers.http_app)
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
         log.info(
@@ -300,6 +309,7 @@ class CollectorService:
             self.pipeline = None
             self.views = None
             self.read_model = None
+            self.triage = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
@@ -316,6 +326,16 @@ class CollectorService:
         await self.stop()
 
     # ------------------------------------------------------------------ results
+
+    def _triage_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
+        """Failure modes and reference candidates (`api/triage.py`): their read routes;
+        the write routes are mounted on the HTTP app before it starts."""
+        assert self.pipeline is not None
+        self.triage = Triage(cfg, self.pipeline, self.clock)
+        fed = self.triage.warm_up()
+        if fed:
+            log.info("reference candidates: %d unreferenced stored results read", fed)
+        return self.triage.read_routes()
 
     async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         # State recovery can complete conversations before the metrics exist.
@@ -335,6 +355,8 @@ class CollectorService:
             from tracepass.collector.export.failure_log import log_failure
 
             log_failure(result, info.conversation, info.revision)
+        if self.triage is not None:
+            self.triage.candidates.observe(result, info.conversation)
         self.evaluated += 1
         for listener in self.listeners:
             try:

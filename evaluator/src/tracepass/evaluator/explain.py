@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tracepass.evaluator.argmatch import MATCHERS, ArgumentMatchError, match_arguments
+from tracepass.evaluator.failure_signatures import is_failing, result_signatures
 from tracepass.evaluator.models import (
     ConversationResult,
     ExpectedTool,
@@ -31,7 +32,9 @@ from tracepass.evaluator.models import (
 __all__ = [
     "ArgumentDiff",
     "CallRow",
+    "FailureAnalysis",
     "failed_turns",
+    "failure_analysis",
     "failure_reasons",
     "natural_key",
     "trajectory_rows",
@@ -214,7 +217,15 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def _turn_reasons(turn: TurnResult) -> list[str]:
+def _turn_rows(turn: TurnResult) -> list[CallRow] | None:
+    """The trajectory rows of a turn whose tools are wrong (None: tools not wrong)."""
+    tc = turn.tool_correctness
+    if tc is None or tc.correct:
+        return None
+    return trajectory_rows(turn.tool_calls, turn.expected_tools)
+
+
+def _turn_reasons(turn: TurnResult, rows: list[CallRow] | None) -> list[str]:
     where = f"turn {turn.index + 1}"
     out: list[str] = []
     if turn.tool_error:
@@ -222,8 +233,7 @@ def _turn_reasons(turn: TurnResult) -> list[str]:
     if turn.answer_error:
         out.append(f"{where}: grader error: {turn.answer_error}")
     tc = turn.tool_correctness
-    if tc is not None and not tc.correct:
-        rows = trajectory_rows(turn.tool_calls, turn.expected_tools)
+    if tc is not None and rows is not None:
         for row in rows:
             if row.status == "missing" and row.expected is not None:
                 out.append(f"{where}: missing call {row.expected.name}")
@@ -253,23 +263,60 @@ def _turn_reasons(turn: TurnResult) -> list[str]:
     return out
 
 
-def failure_reasons(result: ConversationResult, limit: int = 5) -> list[str]:
-    """At most `limit` short strings saying why `result` is not a pass (empty for a
-    pass): outcome-level causes first, then each failing turn's, then violations."""
-    if result.outcome == Outcome.PASS:
-        return []
+@dataclass(frozen=True, slots=True)
+class FailureAnalysis:
+    """Why a result is not a pass, both ways: `reasons` in words (all of them, short),
+    `signatures` as failure-mode keys (`failure_signatures.py`)."""
+
+    reasons: tuple[str, ...]
+    signatures: tuple[str, ...]
+
+
+# The last few analyses, by result identity: the store's index, the failure log line
+# and the failure-mode index all ask about the same result within one evaluation, and
+# pairing calls is the costly part. Holding the result keeps its id from being reused.
+_RECENT: list[tuple[ConversationResult, bool | None, FailureAnalysis]] = []
+_RECENT_SIZE = 8
+
+
+def failure_analysis(result: ConversationResult, complete: bool | None = None) -> FailureAnalysis:
+    """Reasons and signatures of `result` computed once (trajectory rows paired once per
+    failing turn). `complete`: whether the conversation was complete (None: unknown;
+    it names the reason of an incomplete outcome)."""
+    for known, known_complete, analysis in _RECENT:
+        if known is result and (complete is None or known_complete == complete):
+            return analysis
+    analysis = _analyse(result, complete)
+    _RECENT.append((result, complete, analysis))
+    if len(_RECENT) > _RECENT_SIZE:
+        del _RECENT[0]
+    return analysis
+
+
+def _analyse(result: ConversationResult, complete: bool | None) -> FailureAnalysis:
+    if result.outcome == Outcome.PASS and not is_failing(result):
+        return FailureAnalysis((), ())
     out: list[str] = []
     if result.outcome == Outcome.UNSCORED:
         out.append("no reference matched")
     elif result.outcome == Outcome.INCOMPLETE:
         out.append(f"incomplete: {len(result.turns)} turn(s) evaluated")
-    for turn in result.turns:
-        if turn.correct is not True:
-            out.extend(_turn_reasons(turn))
+    turn_rows = [(t, _turn_rows(t)) for t in result.turns if t.correct is not True]
+    for turn, rows in turn_rows:
+        out.extend(_turn_reasons(turn, rows))
     for v in getattr(result, "violations", None) or ():
         rule = getattr(v, "rule", "violation")
         message = getattr(v, "message", "")
         out.append(f"violation {rule}: {message}" if message else f"violation {rule}")
     if not out:
         out.append(result.outcome.value)
-    return [_short(r) for r in out[:limit]]
+    signatures = result_signatures(result, turn_rows, complete=complete)
+    return FailureAnalysis(tuple(_short(r) for r in out), tuple(signatures))
+
+
+def failure_reasons(result: ConversationResult, limit: int = 5) -> list[str]:
+    """At most `limit` short strings saying why `result` is not a pass (empty for a
+    pass): outcome-level causes first, then each failing turn's, then violations."""
+    if result.outcome == Outcome.PASS:
+        return []
+    return list(failure_analysis(result).reasons[:limit])

@@ -34,6 +34,7 @@ FILTER_PARAMS = (
     "reference_id",
     "reference_set",
     "violation",
+    "failure_mode",
     "since",
     "until",
 )
@@ -123,6 +124,7 @@ def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.
             reference_id=_opt(params, "reference_id"),
             reference_set=_opt(params, "reference_set"),
             violation=_opt(params, "violation"),
+            failure_mode=_opt(params, "failure_mode"),
             since=None if since is None else parse_time("since", since, now),
             until=None if until is None else parse_time("until", until, now),
         ),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from aiohttp import web
+
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.core import ReceiverCore
@@ -38,6 +40,12 @@ class ReceiverServers:
             HttpReceiver(self.core, self.config, extra_routes) if self.config.http_enabled else None
         )
         self._started = False
+
+    @property
+    def http_app(self) -> web.Application | None:
+        """The HTTP server's application: a later stage mounts its write routes on it
+        before `start()` (`api/write_access.py`); None without the HTTP receiver."""
+        return self._http.app if self._http is not None else None
 
     @property
     def grpc_port(self) -> int | None:

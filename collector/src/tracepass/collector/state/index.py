@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result
-from tracepass.evaluator.explain import failed_turns, failure_reasons, violation_rules
+from tracepass.evaluator.explain import failed_turns, failure_analysis, violation_rules
+from tracepass.evaluator.failure_signatures import is_failing
+from tracepass.evaluator.models import ConversationResult, Outcome
 
 __all__ = [
     "INDEX_COLUMNS",
@@ -84,10 +86,14 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
     """The INDEX_COLUMNS values of one stored evaluation, in column order."""
     result = stored.result
     conv = stored.conversation
-    summary = {
-        "reasons": [] if result is None else failure_reasons(result),
+    summary: dict[str, Any] = {
+        "reasons": [] if result is None else _reasons(result, conv.complete),
         "trace_ids": list(conv.trace_ids),
     }
+    if result is not None and is_failing(result):
+        # Where this result's failure-mode rows are (`failure_index.py`): a later
+        # revision deletes them by primary key, without an index on conv_key.
+        summary["modes"] = list(failure_analysis(result, conv.complete).signatures)
     text = _encode_summary(summary)
     if result is None:
         return (conv.agent_name, conv.agent_version, None, None, None, len(conv.turns), 0, text)
@@ -101,6 +107,14 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
         failed_turns(result),
         text,
     )
+
+
+def _reasons(result: ConversationResult, complete: bool) -> list[str]:
+    """The list's reasons (at most five): the analysis the failure-mode index and the
+    failure log share (`explain.failure_analysis`, computed once per result)."""
+    if result.outcome == Outcome.PASS:
+        return []
+    return list(failure_analysis(result, complete).reasons[:5])
 
 
 def write_violations(
@@ -156,6 +170,7 @@ class ResultFilter:
     reference_id: str | None = None
     reference_set: str | None = None
     violation: str | None = None
+    failure_mode: str | None = None
     since: float | None = None
     until: float | None = None
 
@@ -240,7 +255,20 @@ def _query(
     through `result_violations`' (rule, closed_at, conv_key) index."""
     clauses: list[str] = []
     args: list[Any] = []
-    if where.violation is not None:
+    if where.failure_mode is not None:
+        # Like a violation filter, through the failure-mode rows' own index
+        # (`failure_index.py`); a violation filter on top is then an EXISTS probe.
+        source = "result_failure_modes f CROSS JOIN results r ON r.conv_key = f.conv_key"
+        t, k, o = "f.closed_at", "f.conv_key", "f.outcome"
+        clauses.append("f.signature = ?")
+        args.append(where.failure_mode)
+        if where.violation is not None:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM result_violations v WHERE v.rule = ? "
+                "AND v.conv_key = r.conv_key)"
+            )
+            args.append(where.violation)
+    elif where.violation is not None:
         # Time and order come from the violation rows (a copy of the results' closed_at);
         # CROSS JOIN keeps them the outer loop (SQLite's join-order hint), so the page is
         # read in index order instead of sorting every match of the other filters.

@@ -57,6 +57,12 @@ from tracepass.collector.state.codec import (
     encode_result,
     encode_routing,
 )
+from tracepass.collector.state.failure_index import (
+    FAILURE_INDEX_SCHEMA,
+    PRIOR,
+    FailureModeIndex,
+    stored_signatures,
+)
 from tracepass.collector.state.index import (
     INDEX_COLUMNS,
     INDEX_SCHEMA,
@@ -284,6 +290,9 @@ class StateStore:
         # `batch` durability's cost that runs off the event loop (benchmark report).
         self.writer_cpu_s = 0.0
         self._lock_fd: int | None = None
+        # Failure signatures per failing result (`failure_index.py`); its bound
+        # (`failure_modes.max_per_version`) may be set before `open()`.
+        self.failure_modes = FailureModeIndex()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -325,6 +334,7 @@ class StateStore:
             self._unlock()
             raise
         self._reader = self._connect()
+        self.failure_modes.load(self._reader)
         # Journal entries written by earlier processes end here; later ones are this
         # process's own (`window_journal` callers replay only the former).
         row = self._reader.execute("SELECT max(seq) FROM window_log").fetchone()
@@ -344,6 +354,7 @@ class StateStore:
             if str(mode).lower() != "wal":
                 raise StateError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
             conn.executescript(_SCHEMA)
+            conn.executescript(FAILURE_INDEX_SCHEMA)
             columns = {row[1] for row in conn.execute("PRAGMA table_info(requests)")}
             if "signal" not in columns:
                 conn.execute(
@@ -713,11 +724,17 @@ class StateStore:
                 "results WHERE purged=1 AND evaluated_at < ?)",
                 (evaluated_before,),
             )
+            gone[:] = self.failure_modes.delete(
+                conn, "purged=1 AND evaluated_at < ?", (evaluated_before,)
+            )
             return conn.execute(
                 "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
             ).rowcount
 
-        return await self.run(op)
+        gone: list[Any] = []  # failure-mode rows deleted, counted down once committed
+        deleted = await self.run(op)
+        self.failure_modes.applied((gone, []))
+        return deleted
 
     # ---------------------------------------------------------------- results
 
@@ -743,15 +760,21 @@ class StateStore:
         # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
         # thread's transactions short.
         indexed = index_values(stored)
+        signatures = stored_signatures(stored)
+        # The failure-mode rows the op replaced: counted once the commit succeeded (an
+        # op may run twice, so it only records them).
+        modes: list[Any] = [((), ())]
 
         def op(conn: sqlite3.Connection) -> int:
             # The result and its window-journal entry commit together or not at all: an
             # op is all or nothing (`_apply`).
+            prior = conn.execute(PRIOR, (key,)).fetchone()
             changed = conn.execute(
                 _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
             ).rowcount
             if changed:
                 write_violations(conn, key, stored, closed_at)
+                modes[0] = self.failure_modes.write(conn, key, stored, signatures, closed_at, prior)
             if journal is None:
                 return 0
             cur = conn.execute(
@@ -761,7 +784,9 @@ class StateStore:
             )
             return int(cur.lastrowid or 0)
 
-        return await self.run(op)
+        seq = await self.run(op)
+        self.failure_modes.applied(modes[0], indexed[0], indexed[1], closed_at)
+        return seq
 
     def get_result(self, key: str) -> StoredResult | None:
         """The latest stored evaluation of `key`, in either stored format."""
@@ -791,6 +816,12 @@ class StateStore:
         """One page of stored results matching `where`, newest first (`index.py`)."""
         assert self._reader is not None, "open() first"
         return list_results(self._reader, where, limit=limit, cursor=cursor)
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the read-only query `fn` on the reader connection (blocking): the seam
+        for index modules' own queries (`failure_index.py`)."""
+        assert self._reader is not None, "open() first"
+        return fn(self._reader)
 
     def reference_counts(
         self,

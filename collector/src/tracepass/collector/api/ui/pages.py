@@ -22,6 +22,7 @@ from aiohttp import web
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
+from tracepass.collector.api.write_access import WriteAccess
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
@@ -177,13 +178,21 @@ def _steps(steps: Sequence[AgentStep], calls: Sequence[ToolCall]) -> list[dict[s
 
 class UiPages:
     def __init__(
-        self, model: ReadModel, results: ResultLookup, config: UIConfig, headline_k: int = 3
+        self,
+        model: ReadModel,
+        results: ResultLookup,
+        config: UIConfig,
+        headline_k: int = 3,
+        write: WriteAccess | None = None,
     ) -> None:
         self.model = model
         self.results = results
         self.config = config
         self.headline_k = headline_k
         self.env = _env()
+        # Write access (docs/api.md): without it the "make this a reference" button is
+        # not rendered.
+        self.write = write if write is not None and write.enabled else None
 
     def trace_url(self, trace_id: str) -> str | None:
         template = self.config.trace_url_template
@@ -392,7 +401,16 @@ class UiPages:
                     outcome="any",
                 ),
             )
-        return self._page("conversation.html.j2", **context)
+        session = None
+        if self.write is not None:
+            csrf, session = self.write.page_session(request)
+            context["reference_form"] = {
+                "action": f"{UI_PREFIX}/conversations/{quote(conversation_id, safe='')}/reference",
+                "csrf": csrf,
+            }
+        response = self._page("conversation.html.j2", **context)
+        WriteAccess.set_session(response, session)
+        return response
 
     # ------------------------------------------------------------------ regressions
 
@@ -455,11 +473,16 @@ def _unknown_reference_id(
 
 
 def ui_routes(
-    model: ReadModel, results: ResultLookup, config: UIConfig, *, headline_k: int = 3
+    model: ReadModel,
+    results: ResultLookup,
+    config: UIConfig,
+    *,
+    headline_k: int = 3,
+    write: WriteAccess | None = None,
 ) -> list[GetRoute]:
     """The UI's GET routes (mounted behind the receiver's bearer-token check);
     `headline_k` is `metrics.headline_k`."""
-    pages = UiPages(model, results, config, headline_k)
+    pages = UiPages(model, results, config, headline_k, write)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")

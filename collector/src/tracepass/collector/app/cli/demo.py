@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracepass.collector.app.cli.common import fail, stderr_console, stdout_console
+from tracepass.collector.app.cli.common import fail, plain, stderr_console, stdout_console
 
 EPILOG = """\
 Examples:
@@ -137,6 +137,8 @@ def demo(
         f"demo {how}: {state.sent} conversations sent, {len(state.results)} evaluated",
         highlight=False,
     )
+    for line in outcome.triage:  # top failure modes, reference candidates
+        console.print(plain(line), highlight=False)
     if outcome.report is not None:
         console.print(f"report: {outcome.report}", highlight=False)
     else:

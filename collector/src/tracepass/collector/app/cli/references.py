@@ -1,4 +1,5 @@
-"""`tracepass references validate|import|show`."""
+"""`tracepass references validate|import|show` (and `candidates|approve`, in
+`reference_candidates.py`)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ class ImportFormat(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
+    from tracepass.collector.app.cli import reference_candidates
+
+    reference_candidates.register(references_app)
     app.add_typer(references_app, name="references")
 
 

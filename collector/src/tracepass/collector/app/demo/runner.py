@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tracepass.collector.app.demo.triage import triage_lines
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
@@ -140,6 +141,8 @@ class DemoOutcome:
     metrics_url: str | None
     report: Path | None
     report_error: str | None = None
+    # Top failure modes and reference candidates at the end (`triage.py`).
+    triage: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- config
@@ -311,6 +314,11 @@ async def run_demo(
                 loop.remove_signal_handler(installed_sig)
             bound = service.ports
             metrics_url = service.metrics_url
+            triage: list[str] = []
+            try:
+                triage = triage_lines(service)
+            except Exception as exc:  # the summary is a bonus: never fail the demo on it
+                triage = [f"(failure modes not read: {exc})"]
             await service.stop()
 
     path, error = report if report is not None else _report(state, options)
@@ -320,6 +328,7 @@ async def run_demo(
         metrics_url=metrics_url,
         report=path,
         report_error=error,
+        triage=triage,
     )
 
 

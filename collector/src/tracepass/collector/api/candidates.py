@@ -1,0 +1,278 @@
+"""Reference candidates in the running collector: fed by evaluated conversations that
+matched no reference, listed and approved through the API (docs/reference-candidates.md).
+
+    GET  /api/v1/reference-candidates                 the current proposals
+    GET  /api/v1/reference-candidates/{id}            one, with the YAML it would write
+    POST /api/v1/reference-candidates/{id}/approve    write it (optionally edited YAML)
+    POST /api/v1/reference-candidates/{id}/reject     hide it
+    POST /api/v1/conversations/{id}/reference         a candidate from one conversation
+
+The POST routes change state: they are mounted behind `WriteAccess` (write token,
+same-origin, CSRF). Approving writes a new file into the reference directory
+(`reference_writer.py`); the reference watcher loads it and from then on matching
+conversations are scored against it, so the task is no longer mined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tracepass.collector.api.reference_writer import ApprovalError, write_reference
+from tracepass.collector.api.write_access import WriteRoute
+from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.state import StoredResult
+from tracepass.evaluator.candidate_yaml import candidate_yaml
+from tracepass.evaluator.candidates import Candidate, CandidateMiner, single_candidate
+from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.references.matching import ReferenceCatalog, normalize_query
+
+__all__ = [
+    "CANDIDATES_PATH",
+    "CONVERSATION_REFERENCE_PATH",
+    "ReferenceCandidates",
+    "candidate_json",
+    "candidate_read_routes",
+    "candidate_write_routes",
+]
+
+log = logging.getLogger(__name__)
+
+CANDIDATES_PATH = "/api/v1/reference-candidates"
+CANDIDATE_PATH = CANDIDATES_PATH + "/{candidate_id}"
+CONVERSATION_REFERENCE_PATH = "/api/v1/conversations/{conversation_id}/reference"
+MAX_YAML_BYTES = 1 << 20
+
+
+def candidate_json(candidate: Candidate, state: str = "proposed") -> dict[str, Any]:
+    return {
+        "id": candidate.id,
+        "query": candidate.query,
+        "tools": candidate.tools,
+        "agreement": candidate.agreement,
+        "conversations": candidate.conversations,
+        "voting_conversations": candidate.voters,
+        "conversation_ids": list(candidate.conversation_ids),
+        "agent_versions": candidate.agent_versions,
+        "left_out": {
+            t.name: list(t.left_out) for turn in candidate.turns for t in turn.tools if t.left_out
+        },
+        "state": state,
+        "yaml": candidate_yaml(candidate),
+    }
+
+
+class ReferenceCandidates:
+    """The miner, the one-click candidates, and what was approved or rejected."""
+
+    def __init__(
+        self,
+        miner: CandidateMiner,
+        directory: Path | None,
+        *,
+        catalog: Callable[[], ReferenceCatalog] = ReferenceCatalog,
+        lookup: Callable[[str], StoredResult | None] = lambda _: None,
+    ) -> None:
+        self.miner = miner
+        self.directory = directory
+        self._catalog = catalog
+        self._lookup = lookup
+        self._single: dict[str, Candidate] = {}
+        self.rejected: set[str] = set()
+        self.approved: dict[str, Path] = {}
+        # Approved candidates stay findable (a second approval answers "already
+        # approved"), although their task is no longer mined.
+        self._kept: dict[str, Candidate] = {}
+
+    # ------------------------------------------------------------------ feeding
+
+    def observe(self, result: ConversationResult, conversation: Conversation | None) -> bool:
+        """Feed one evaluated conversation: used only when it matched no reference."""
+        if result.reference_id is not None or conversation is None:
+            return False
+        return self.miner.add(conversation, result)
+
+    # ------------------------------------------------------------------ reading
+
+    def _state(self, candidate_id: str) -> str:
+        if candidate_id in self.approved or (
+            self.directory is not None and (self.directory / f"{candidate_id}.yaml").exists()
+        ):
+            return "approved"
+        return "rejected" if candidate_id in self.rejected else "proposed"
+
+    def _referenced(self, candidate: Candidate) -> bool:
+        """The task got a reference since (approved, or a person wrote one)."""
+        return self._catalog().match_query(candidate.query) is not None
+
+    def proposals(self) -> list[Candidate]:
+        out = []
+        for c in self.miner.candidates():
+            if self._state(c.id) != "proposed":
+                continue
+            if self._referenced(c):
+                self.miner.close(normalize_query(c.query))
+                continue
+            out.append(c)
+        return out
+
+    def find(self, candidate_id: str) -> Candidate | None:
+        known = self._single.get(candidate_id) or self._kept.get(candidate_id)
+        if known is not None:
+            return known
+        return next((c for c in self.miner.candidates() if c.id == candidate_id), None)
+
+    def listing(self) -> dict[str, Any]:
+        return {
+            "candidates": [candidate_json(c) for c in self.proposals()],
+            "min_conversations": self.miner.min_conversations,
+            "tasks": len(self.miner),
+            "dropped_tasks": self.miner.dropped_tasks,
+            "writable": self.directory is not None,
+        }
+
+    def one(self, candidate_id: str) -> dict[str, Any] | None:
+        c = self.find(candidate_id)
+        return None if c is None else candidate_json(c, self._state(c.id))
+
+    # ------------------------------------------------------------------ changing
+
+    def from_conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        """ "Make this a reference": the candidate of one stored conversation (None: no
+        such conversation). Its id is derived from the conversation id, so asking twice
+        gives the same candidate."""
+        stored = self._lookup(conversation_id)
+        if stored is None:
+            return None
+        digest = hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()[:10]
+        candidate = single_candidate(stored.conversation, f"conv-{digest}")
+        self._single[candidate.id] = candidate
+        return candidate_json(candidate, self._state(candidate.id))
+
+    def approve(self, candidate_id: str, edited: str | None) -> tuple[int, dict[str, Any]]:
+        candidate = self.find(candidate_id)
+        if candidate is None:
+            return 404, {"error": f"no reference candidate {candidate_id!r}"}
+        if self.directory is None:
+            return 409, {
+                "error": "no reference directory to write to: set candidates.directory "
+                "or name a directory in references"
+            }
+        text = edited if edited is not None else candidate_yaml(candidate)
+        catalog = self._catalog()
+        try:
+            written = write_reference(
+                self.directory,
+                f"{candidate.id}.yaml",
+                text,
+                known_ids=lambda i: catalog.by_id(i) is not None,
+            )
+        except ApprovalError as exc:
+            return exc.status, {"error": str(exc)}
+        self.approved[candidate.id] = written.path
+        self._kept[candidate.id] = candidate
+        self.rejected.discard(candidate.id)
+        self.miner.close(normalize_query(candidate.query))
+        log.info("reference candidate %s approved: %s", candidate.id, written.path)
+        return (201 if written.created else 200), {
+            "id": candidate.id,
+            "state": "approved",
+            "path": str(written.path),
+            "reference_ids": list(written.reference_ids),
+            "created": written.created,
+        }
+
+    def reject(self, candidate_id: str) -> tuple[int, dict[str, Any]]:
+        candidate = self.find(candidate_id)
+        if candidate is None:
+            return 404, {"error": f"no reference candidate {candidate_id!r}"}
+        if self._state(candidate_id) == "approved":
+            return 409, {"error": f"reference candidate {candidate_id!r} is already approved"}
+        self.rejected.add(candidate_id)
+        return 200, {"id": candidate_id, "state": "rejected"}
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        status=status,
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        content_type="application/json",
+    )
+
+
+async def edited_yaml(request: web.Request) -> str | None:
+    """The edited YAML of an approval, if any: a JSON body's `yaml`, a form's `yaml`
+    field, or a YAML/text body. Raises ValueError for a body it cannot read."""
+    if request.content_length is not None and request.content_length > MAX_YAML_BYTES:
+        raise ValueError(f"body larger than {MAX_YAML_BYTES} bytes")
+    ctype = request.content_type
+    if ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        form: Mapping[str, Any] = await request.post()
+        value = form.get("yaml")
+        return value if isinstance(value, str) and value.strip() else None
+    raw = await request.read()
+    if len(raw) > MAX_YAML_BYTES:
+        raise ValueError(f"body larger than {MAX_YAML_BYTES} bytes")
+    if not raw.strip():
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("body is not UTF-8") from None
+    if ctype == "application/json":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"body is not JSON: {exc}") from None
+        value = data.get("yaml") if isinstance(data, dict) else None
+        if value is not None and not isinstance(value, str):
+            raise ValueError("`yaml` must be a string")
+        return value if value and value.strip() else None
+    return text
+
+
+def candidate_read_routes(candidates: ReferenceCandidates) -> list[GetRoute]:
+    async def listing(request: web.Request) -> web.StreamResponse:
+        return _json(candidates.listing())
+
+    async def one(request: web.Request) -> web.StreamResponse:
+        cid = request.match_info["candidate_id"]
+        body = candidates.one(cid)
+        if body is None:
+            return _json({"error": f"no reference candidate {cid!r}"}, 404)
+        return _json(body)
+
+    return [(CANDIDATES_PATH, listing), (CANDIDATE_PATH, one)]
+
+
+def candidate_write_routes(candidates: ReferenceCandidates) -> list[WriteRoute]:
+    async def approve(request: web.Request) -> web.StreamResponse:
+        try:
+            text = await edited_yaml(request)
+        except ValueError as exc:
+            return _json({"error": str(exc)}, 400)
+        status, body = candidates.approve(request.match_info["candidate_id"], text)
+        return _json(body, status)
+
+    async def reject(request: web.Request) -> web.StreamResponse:
+        status, body = candidates.reject(request.match_info["candidate_id"])
+        return _json(body, status)
+
+    async def from_conversation(request: web.Request) -> web.StreamResponse:
+        cid = request.match_info["conversation_id"]
+        body = candidates.from_conversation(cid)
+        if body is None:
+            return _json({"error": f"conversation {cid!r} not found"}, 404)
+        return _json(body, 201)
+
+    return [
+        ("POST", CANDIDATE_PATH + "/approve", approve),
+        ("POST", CANDIDATE_PATH + "/reject", reject),
+        ("POST", CONVERSATION_REFERENCE_PATH, from_conversation),
+    ]

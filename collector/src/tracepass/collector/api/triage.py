@@ -1,0 +1,121 @@
+"""From failing and unreferenced traffic to references, wired for one collector: the
+failure-modes endpoint, the reference candidates (fed by evaluated conversations), their
+UI pages and the write access guarding what changes state.
+
+`Triage.create` is called by the service once the pipeline has started (its store and
+reference watcher exist); `read_routes` go to the receiver's authorized GET routes,
+`mount` adds the write routes to the HTTP app before it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from tracepass.collector.api.candidates import (
+    ReferenceCandidates,
+    candidate_read_routes,
+    candidate_write_routes,
+)
+from tracepass.collector.api.failure_modes import failure_mode_routes
+from tracepass.collector.api.write_access import WriteAccess, mount_write_routes
+from tracepass.collector.config import CollectorConfig
+from tracepass.collector.pipeline import Pipeline
+from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.state.codec import decode_result
+from tracepass.evaluator.candidates import CandidateMiner
+
+__all__ = ["WARM_UP_LIMIT", "Triage", "reference_directory"]
+
+log = logging.getLogger(__name__)
+
+# Unreferenced results read back from the state file at start (newest first), so the
+# candidates survive a restart without a rescan per request.
+WARM_UP_LIMIT = 20000
+
+
+def reference_directory(cfg: CollectorConfig) -> Path | None:
+    """Where approved references go: `candidates.directory`, else the first directory
+    among `references`."""
+    if cfg.candidates.directory is not None:
+        return cfg.candidates.directory
+    return next((p for p in cfg.references if p.is_dir()), None)
+
+
+class Triage:
+    def __init__(
+        self,
+        cfg: CollectorConfig,
+        pipeline: Pipeline,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.pipeline = pipeline
+        self.clock = clock
+        self.write = WriteAccess(cfg.api.write_token)
+        directory = reference_directory(cfg)
+        if directory is not None and cfg.candidates.directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            watched = [p.resolve() for p in pipeline.references.paths]
+            if not any(
+                directory.resolve() == w or w in directory.resolve().parents for w in watched
+            ):
+                # Approved references must be loaded by the watcher.
+                pipeline.references.paths.append(directory)
+        self.candidates = ReferenceCandidates(
+            CandidateMiner(cfg.candidates.min_conversations, max_tasks=cfg.candidates.max_tasks),
+            directory,
+            catalog=lambda: pipeline.references.catalog,
+            lookup=pipeline.latest_result,
+        )
+        self.pages = None
+        if cfg.ui.enabled:
+            from tracepass.collector.api.ui.triage import TriagePages
+
+            self.pages = TriagePages(pipeline.store, self.candidates, self.write, clock)
+
+    def warm_up(self) -> int:
+        """Feed the unreferenced results stored by earlier runs; returns how many."""
+        store = self.pipeline.store
+        if store is None:
+            return 0
+        rows = store.read(
+            lambda conn: conn.execute(
+                "SELECT conv_key, view FROM results WHERE reference_id IS NULL "
+                "AND outcome IS NOT NULL ORDER BY closed_at DESC LIMIT ?",
+                (WARM_UP_LIMIT,),
+            ).fetchall()
+        )
+        fed = 0
+        for key, text in reversed(rows):
+            try:
+                stored = decode_result(text)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("candidates: stored result of %s not read: %s", key, exc)
+                continue
+            if stored.result is not None and self.candidates.observe(
+                stored.result, stored.conversation
+            ):
+                fed += 1
+        return fed
+
+    def read_routes(self) -> list[GetRoute]:
+        routes = [
+            *failure_mode_routes(self.pipeline.store, self.clock),
+            *candidate_read_routes(self.candidates),
+        ]
+        if self.pages is not None:
+            routes += self.pages.read_routes()
+        return routes
+
+    def mount(self, app: web.Application | None) -> None:
+        if app is None:
+            return
+        routes = candidate_write_routes(self.candidates)
+        if self.pages is not None:
+            routes += self.pages.write_routes()
+        mount_write_routes(app, self.write, routes)

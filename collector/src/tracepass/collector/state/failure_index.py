@@ -1,0 +1,495 @@
+"""The failure-mode index: one row per (failing conversation, failure signature), kept
+in the same transaction as the result, plus per-minute counts of those rows kept in
+memory, so "the top failure modes of v1.1" sums a few hundred counters instead of
+scanning rows or decoding stored results.
+
+The counters also count failing conversations, under the empty signature (`MARKER`:
+the denominator of a mode's share). That count has no rows of its own: at open it is
+read from the results whose summary lists failure modes (`index.py` writes them there).
+
+The counters (`ModeCounters`: scope → signature → minute → count, first, last) are
+built from the tables when the state file opens (grouped scans) and updated after
+each commit that wrote or deleted rows (never inside the transaction: the writer may run
+an op twice). `since`/`until` therefore apply at minute granularity; counts are exact
+for whole minutes, first/last seen exact except after a re-evaluation removed a row
+(then they may be a few seconds wide of the truth, within that minute).
+
+Bounds: at most `max_per_version` distinct signatures per agent version; a result's
+signatures beyond that are stored as `other` (the set per version is kept in memory by
+the writer thread, loaded from the table on first use). The signatures themselves are
+bounded by `failure_signatures.bound`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracepass.collector.state.codec import StoredResult
+from tracepass.evaluator.explain import failure_analysis
+from tracepass.evaluator.failure_signatures import OTHER, is_failing
+
+__all__ = [
+    "FAILURE_INDEX_SCHEMA",
+    "MARKER",
+    "MINUTE",
+    "FailureModeIndex",
+    "ModeCounters",
+    "ModeCounts",
+    "ModeScope",
+    "Row",
+    "stored_signatures",
+]
+
+MARKER = ""  # the counters' key for "failing conversations" (never a stored row)
+MINUTE = 60.0  # the counters' time granularity (seconds)
+HOUR = 3600.0  # the trend's granularity over a whole range
+# (signature, closed_at, agent_name, agent_version, reference_set) of one stored row.
+Row = tuple[str, float, str | None, str | None, str | None]
+Scope = tuple[str, str, str]  # (agent, version, reference set); None stored as ""
+FAILURE_INDEX_SCHEMA = """
+CREATE TABLE IF NOT EXISTS result_failure_modes (
+    signature TEXT NOT NULL,
+    conv_key TEXT NOT NULL,
+    closed_at REAL NOT NULL,
+    agent_name TEXT,
+    agent_version TEXT,
+    reference_set TEXT,
+    outcome TEXT,
+    PRIMARY KEY (signature, closed_at, conv_key)
+) WITHOUT ROWID;
+"""
+# Only the primary key's b-tree: each secondary index cost about as much per stored
+# row as the table itself. A key's rows are found from its results row (`PRIOR`: its
+# closed_at and the signatures in its summary), scopes from the counters.
+PRIOR = "SELECT closed_at, summary FROM results WHERE conv_key=?"
+# The table is clustered by (signature, closed_at, conv_key): the `failure_mode=` list
+# filter pages through it in completion order without an index of its own. A key's
+# rows are deleted before new ones are written, so (signature, conv_key) stays unique.
+_INSERT = "INSERT OR IGNORE INTO result_failure_modes VALUES (?,?,?,?,?,?,?)"
+_REPLACE = (
+    "DELETE FROM result_failure_modes WHERE signature=? AND closed_at=? AND conv_key=? "
+    "RETURNING signature, closed_at, agent_name, agent_version, reference_set"
+)
+
+
+def stored_signatures(stored: StoredResult) -> tuple[str, ...]:
+    """The failure signatures of a stored evaluation (empty: not failing). Shares the
+    analysis the list's reasons were computed with (`explain.failure_analysis`)."""
+    result = stored.result
+    if result is None or not is_failing(result):
+        return ()
+    return failure_analysis(result, stored.conversation.complete).signatures
+
+
+@dataclass(frozen=True, slots=True)
+class ModeScope:
+    """Which failures a query counts (None: any)."""
+
+    agent_name: str | None = None
+    agent_version: str | None = None
+    reference_set: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+@dataclass(slots=True)
+class ModeCounts:
+    signature: str
+    count: int
+    first_seen: float
+    last_seen: float
+    examples: list[str] = field(default_factory=list)
+    trend: list[int] = field(default_factory=list)
+
+
+class ModeCounters:
+    """scope → signature → [count, first seen, last seen, {minute: count}], and the
+    first failure of each (agent, version); guarded by a lock (updated on the event
+    loop after commits, read by queries). Whole-range questions read the per-signature
+    totals; only a time range or a trend walks the minutes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_scope: dict[Scope, dict[str, list[Any]]] = {}
+        self._first: dict[tuple[str, str], float] = {}
+
+    @staticmethod
+    def _scope(agent: str | None, version: str | None, rset: str | None) -> Scope:
+        return (agent or "", version or "", rset or "")
+
+    def _add_one(self, signature: str, at: float, scope: Scope, n: int, last: float) -> None:
+        modes = self._by_scope.setdefault(scope, {})
+        cell = modes.get(signature)
+        if cell is None:
+            cell = modes[signature] = [0, at, last, {}, {}]
+        cell[0] += n
+        cell[1] = min(cell[1], at)
+        cell[2] = max(cell[2], last)
+        minutes: dict[int, int] = cell[3]
+        minute = int(at // MINUTE)
+        minutes[minute] = minutes.get(minute, 0) + n
+        hours: dict[int, int] = cell[4]
+        hour = int(at // HOUR)
+        hours[hour] = hours.get(hour, 0) + n
+        version = (scope[0], scope[1])
+        self._first[version] = min(self._first.get(version, math.inf), at)
+
+    def add(self, rows: Iterable[Row], sign: int = 1) -> None:
+        with self._lock:
+            for signature, at, agent, version, rset in rows:
+                scope = (agent or "", version or "", rset or "")
+                if sign > 0:
+                    cell = self._by_scope.get(scope, {}).get(signature)
+                    if cell is None:
+                        self._add_one(signature, at, scope, 1, at)
+                        continue
+                    # The common case inline: a known mode's counters (no min over
+                    # versions, no new cells unless the minute/hour is new).
+                    cell[0] += 1
+                    if at < cell[1]:
+                        cell[1] = at
+                        self._first[(scope[0], scope[1])] = min(
+                            self._first[(scope[0], scope[1])], at
+                        )
+                    if at > cell[2]:
+                        cell[2] = at
+                    minutes = cell[3]
+                    minute = int(at // MINUTE)
+                    minutes[minute] = minutes.get(minute, 0) + 1
+                    hours = cell[4]
+                    hour = int(at // HOUR)
+                    hours[hour] = hours.get(hour, 0) + 1
+                    continue
+                modes = self._by_scope.get(scope, {})
+                cell = modes.get(signature)
+                if cell is None:
+                    continue
+                cell[0] -= 1
+                for cells, key in ((cell[3], int(at // MINUTE)), (cell[4], int(at // HOUR))):
+                    left = cells.get(key, 0) - 1
+                    if left > 0:
+                        cells[key] = left
+                    else:
+                        cells.pop(key, None)
+                if cell[0] <= 0:
+                    del modes[signature]
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Rebuild from the tables (at open): the modes from their rows, the failing
+        conversations from the results that list modes."""
+        with self._lock:
+            self._by_scope.clear()
+            self._first.clear()
+            rows = conn.execute(
+                "SELECT agent_name, agent_version, reference_set, signature, "
+                "count(*), min(closed_at), max(closed_at) "
+                "FROM result_failure_modes GROUP BY 1, 2, 3, 4, CAST(closed_at / ? AS INTEGER)",
+                (MINUTE,),
+            ).fetchall()
+            rows += conn.execute(
+                "SELECT agent_name, agent_version, reference_set, '', "
+                "count(*), min(closed_at), max(closed_at) FROM results "
+                """WHERE summary LIKE '%"modes"%' GROUP BY 1, 2, 3, CAST(closed_at / ? AS INTEGER)""",
+                (MINUTE,),
+            ).fetchall()
+            for agent, version, first in conn.execute(
+                "SELECT agent_name, agent_version, min(closed_at) FROM results "
+                "WHERE outcome IS NOT NULL GROUP BY 1, 2"
+            ):
+                key = (agent or "", version or "")
+                self._first[key] = min(self._first.get(key, math.inf), float(first))
+            for agent, version, rset, signature, n, first, last in rows:
+                scope = self._scope(agent, version, rset)
+                self._add_one(str(signature), float(first), scope, int(n), float(last))
+
+    def _scopes(self, scope: ModeScope) -> list[dict[str, list[Any]]]:
+        return [
+            modes
+            for (agent, version, rset), modes in self._by_scope.items()
+            if (scope.agent_name is None or agent == scope.agent_name)
+            and (scope.agent_version is None or version == scope.agent_version)
+            and (scope.reference_set is None or rset == scope.reference_set)
+        ]
+
+    @staticmethod
+    def _minute_range(scope: ModeScope) -> tuple[float, float]:
+        lo = -math.inf if scope.since is None else math.floor(scope.since / MINUTE)
+        hi = math.inf if scope.until is None else math.ceil(scope.until / MINUTE)
+        return lo, hi
+
+    def totals(self, scope: ModeScope) -> dict[str, tuple[int, float, float]]:
+        """signature → (count, first, last) in `scope`, the marker included.
+        `since`/`until` select whole minutes (those starting at or after since's
+        minute, before until's); then first/last are those minutes' bounds."""
+        timed = scope.since is not None or scope.until is not None
+        lo, hi = self._minute_range(scope)
+        out: dict[str, list[Any]] = {}
+        with self._lock:
+            for modes in self._scopes(scope):
+                for signature, (n, first, last, minutes, _) in modes.items():
+                    if timed:
+                        inside = [m for m in minutes if lo <= m < hi]
+                        if not inside:
+                            continue
+                        n = sum(minutes[m] for m in inside)
+                        first = max(first, min(inside) * MINUTE)
+                        last = min(last, (max(inside) + 1) * MINUTE)
+                    acc = out.get(signature)
+                    if acc is None:
+                        out[signature] = [n, first, last]
+                    else:
+                        acc[0] += n
+                        acc[1] = min(acc[1], first)
+                        acc[2] = max(acc[2], last)
+        return {k: (int(v[0]), float(v[1]), float(v[2])) for k, v in out.items() if v[0] > 0}
+
+    def trend(self, scope: ModeScope, signature: str) -> list[tuple[float, int]]:
+        """(start, count) of `signature` in `scope`: per minute within a time range,
+        per hour over the whole range."""
+        timed = scope.since is not None or scope.until is not None
+        lo, hi = self._minute_range(scope)
+        out: list[tuple[float, int]] = []
+        with self._lock:
+            for modes in self._scopes(scope):
+                cell = modes.get(signature)
+                if cell is None:
+                    continue
+                if timed:
+                    out.extend((m * MINUTE, n) for m, n in cell[3].items() if lo <= m < hi)
+                else:
+                    out.extend((h * HOUR, n) for h, n in cell[4].items())
+        return out
+
+    def signatures(self, scope: ModeScope) -> set[str]:
+        """Signatures ever seen in `scope` (time ignored), the marker left out."""
+        whole = ModeScope(scope.agent_name, scope.agent_version, scope.reference_set)
+        with self._lock:
+            return {s for modes in self._scopes(whole) for s in modes if s}
+
+    def signatures_exact(self, agent: str, version: str) -> set[str]:
+        """Signatures of the scopes whose agent and version are exactly these."""
+        with self._lock:
+            return {
+                s
+                for (a, v, _), modes in self._by_scope.items()
+                if a == agent and v == version
+                for s in modes
+                if s
+            }
+
+    def note_version(self, agent: str | None, version: str | None, at: float) -> None:
+        """A result of (agent, version) completed at `at`, failing or not: versions are
+        ordered by their first result, so a version without failures is still the
+        baseline of the next one."""
+        key = (agent or "", version or "")
+        first = self._first.get(key)
+        if first is None or at < first:
+            with self._lock:
+                self._first[key] = min(self._first.get(key, math.inf), at)
+
+    def first_seen(self) -> dict[tuple[str, str], float]:
+        """(agent, version) → earliest result (failing or not) counted."""
+        with self._lock:
+            return dict(self._first)
+
+
+class FailureModeIndex:
+    """Writes (writer thread), counters (event loop) and reads of the failure modes."""
+
+    def __init__(self, max_per_version: int = 200) -> None:
+        self.max_per_version = max_per_version
+        self.counters = ModeCounters()
+        # (agent, version) → signatures stored for it (writer thread only).
+        self._known: dict[tuple[str, str], set[str]] = {}
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        self.counters.load(conn)
+
+    # ------------------------------------------------------------------ writing
+
+    def write(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        stored: StoredResult,
+        signatures: Sequence[str],
+        closed_at: float,
+        prior: Sequence[Any] | None = None,
+    ) -> tuple[list[Row], list[Row]]:
+        """Replace the rows of `key` by `signatures` (inside the writer's transaction);
+        `prior`: the (closed_at, summary) of its results row before this write (`PRIOR`;
+        None: it had none). Returns (rows removed, rows added) for `counters` once the
+        commit succeeded."""
+        removed: list[Row] = []
+        if prior is not None:
+            removed = self._remove(conn, key, prior)
+        result = stored.result
+        if not signatures or result is None:
+            return removed, []
+        conv = stored.conversation
+        agent = result.agent_name if result.agent_name is not None else conv.agent_name
+        version = result.agent_version if result.agent_version is not None else conv.agent_version
+        known = self._known.get((agent or "", version or ""))
+        if known is None:
+            known = self._known_of(conn, agent or "", version or "")
+        rset = result.reference_set
+        added: list[Row] = [(MARKER, closed_at, agent, version, rset)]
+        kept = {MARKER}
+        for signature in signatures:
+            if signature not in known:
+                if len(known) >= self.max_per_version:
+                    signature = OTHER  # never counts against the bound
+                else:
+                    known.add(signature)
+            if signature not in kept:
+                kept.add(signature)
+                added.append((signature, closed_at, agent, version, rset))
+        outcome = result.outcome.value
+        rows = [(r[0], key, closed_at, agent, version, rset, outcome) for r in added[1:]]
+        conn.executemany(_INSERT, rows)
+        return removed, added
+
+    @staticmethod
+    def _remove(conn: sqlite3.Connection, key: str, prior: Sequence[Any]) -> list[Row]:
+        closed_at, summary = prior
+        try:
+            modes = json.loads(summary).get("modes") if summary else None
+        except ValueError:
+            modes = None
+        if not modes:
+            return []
+        removed: list[Row] = []
+        for signature in {OTHER, *modes}:
+            removed.extend(conn.execute(_REPLACE, (signature, closed_at, key)).fetchall())
+        if removed:  # the failing conversation itself, counted under MARKER
+            _, at, agent, version, rset = removed[0]
+            removed.append((MARKER, at, agent, version, rset))
+        return removed
+
+    def _known_of(self, conn: sqlite3.Connection, agent: str, version: str) -> set[str]:
+        """The signatures stored for a version, from the counters (once per version)."""
+        known = self._known.get((agent, version))
+        if known is None:
+            known = self.counters.signatures(ModeScope(agent or None, version or None))
+            if not agent or not version:
+                # The counters say "" for a missing name; a None filter means "any".
+                known = self.counters.signatures_exact(agent, version)
+            known.discard(OTHER)  # never counts against the bound
+            self._known[(agent, version)] = known
+        return known
+
+    def applied(
+        self,
+        change: tuple[list[Row], list[Row]],
+        agent: str | None = None,
+        version: str | None = None,
+        closed_at: float | None = None,
+    ) -> None:
+        """Count a committed `write`'s rows (on the event loop, after the commit), and
+        note the result's version (`closed_at` given: every stored result)."""
+        if closed_at is not None:
+            self.counters.note_version(agent, version, closed_at)
+        removed, added = change
+        if removed:
+            self.counters.add(removed, -1)
+        if added:
+            self.counters.add(added)
+
+    def delete(self, conn: sqlite3.Connection, where_sql: str, args: Sequence[Any]) -> list[Row]:
+        """Delete the rows of the results `where_sql` selects (a WHERE clause over
+        `results`, run before those rows go); returns them (subtract them from
+        `counters` once committed)."""
+        gone: list[Row] = []
+        for key, closed_at, summary in conn.execute(
+            f"SELECT conv_key, closed_at, summary FROM results WHERE {where_sql} "
+            "AND summary LIKE '%\"modes\"%'",
+            args,
+        ).fetchall():
+            gone.extend(self._remove(conn, key, (closed_at, summary)))
+        return gone
+
+    # ------------------------------------------------------------------ reading
+
+    def modes(
+        self,
+        conn: sqlite3.Connection,
+        scope: ModeScope,
+        *,
+        limit: int,
+        examples: int = 3,
+        trend_buckets: int = 8,
+    ) -> tuple[int, list[ModeCounts]]:
+        """(failing conversations in scope, the `limit` most frequent modes with their
+        latest `examples` conversation ids and counts in `trend_buckets` equal slices of
+        the scope's first..last failure), most frequent first (ties by signature)."""
+        totals = self.counters.totals(scope)
+        marker = totals.pop(MARKER, None)
+        total = marker[0] if marker is not None else 0
+        counts = sorted(
+            (ModeCounts(s, n, first, last) for s, (n, first, last) in totals.items()),
+            key=lambda m: (-m.count, m.signature),
+        )
+        top = counts[:limit]
+        if not top:
+            return total, []
+        lo = min(m.first_seen for m in counts)
+        hi = max(m.last_seen for m in counts)
+        width = max((hi - lo) / trend_buckets, 1e-3)
+        where, args = self._where(scope)
+        for m in top:
+            m.trend = [0] * trend_buckets
+            for start, n in self.counters.trend(scope, m.signature):
+                at = max(start, lo)
+                m.trend[min(int((at - lo) / width), trend_buckets - 1)] += n
+            # Latest first, read backwards from the mode's last row in scope.
+            m.examples = [
+                str(k)
+                for (k,) in conn.execute(
+                    "SELECT conv_key FROM result_failure_modes WHERE signature = ? "
+                    f"AND closed_at <= ?{where} ORDER BY closed_at DESC, conv_key DESC LIMIT ?",
+                    (m.signature, m.last_seen, *args, examples),
+                )
+            ]
+        return total, top
+
+    @staticmethod
+    def _where(scope: ModeScope) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        for column in ("agent_name", "agent_version", "reference_set"):
+            value = getattr(scope, column)
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        if scope.since is not None:
+            clauses.append("closed_at >= ?")
+            args.append(math.floor(scope.since / MINUTE) * MINUTE)
+        if scope.until is not None:
+            clauses.append("closed_at < ?")
+            args.append(math.ceil(scope.until / MINUTE) * MINUTE)
+        return (" AND " + " AND ".join(clauses)) if clauses else "", args
+
+    def signatures_of_version(self, scope: ModeScope) -> set[str]:
+        """The signatures seen in `scope` (any time): what `new` compares against."""
+        return self.counters.signatures(scope)
+
+    def previous_version(self, agent: str | None, version: str) -> str | None:
+        """The version of `agent` first seen just before `version` (None: none)."""
+        firsts = {v: t for (a, v), t in self.counters.first_seen().items() if a == (agent or "")}
+        mine = firsts.get(version)
+        if mine is None:
+            return None
+        earlier = [(t, v) for v, t in firsts.items() if t < mine]
+        return max(earlier)[1] if earlier else None
+
+    def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
+        """(agent, version) pairs with stored results, newest first."""
+        firsts = self.counters.first_seen()
+        pairs = [p for p in firsts if agent is None or p[0] == agent]
+        return sorted(pairs, key=lambda p: firsts[p], reverse=True)
