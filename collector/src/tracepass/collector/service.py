@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
+from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.triage import Triage
+from tracepass.collector.api.write_access import mount_write_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
@@ -110,6 +112,8 @@ class CollectorService:
         self.views: ConversationViews | None = None
         self.read_model: ReadModel | None = None
         self.triage: Triage | None = None
+        self.review: ReviewQueue | None = None
+        self.review_pages: Any = None  # api/ui/review.py ReviewPages, with the UI on
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self._judge_cache: Any = None
@@ -217,6 +221,7 @@ class CollectorService:
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
+        routes += await self._review_routes(cfg)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -226,6 +231,7 @@ class CollectorService:
                 cfg.ui,
                 headline_k=cfg.metrics.headline_k,
                 write=self.triage.write if self.triage is not None else None,
+                review=self.review_pages,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -251,6 +257,7 @@ class CollectorService:
         )
         if self.triage is not None:
             self.triage.mount(self.receivers.http_app)
+        self._mount_review()
         await self.receivers.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
         log.info(
@@ -310,6 +317,8 @@ class CollectorService:
             self.views = None
             self.read_model = None
             self.triage = None
+            self.review = None
+            self.review_pages = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
@@ -337,6 +346,30 @@ class CollectorService:
             log.info("reference candidates: %d unreferenced stored results read", fed)
         return self.triage.read_routes()
 
+    async def _review_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
+        """The review queue (`api/review.py`): its tables, its read routes and, with the
+        UI, its page; the write routes are mounted with the triage's (`_mount_review`)."""
+        assert self.pipeline is not None
+        assert self.triage is not None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock)
+        await self.review.open()
+        routes = self.review.read_routes()
+        if cfg.ui.enabled:
+            from tracepass.collector.api.ui.review import ReviewPages
+
+            self.review_pages = ReviewPages(self.review, self.triage.write)
+            routes += self.review_pages.read_routes()
+        return routes
+
+    def _mount_review(self) -> None:
+        app = self.receivers.http_app if self.receivers is not None else None
+        if self.review is None or self.triage is None or app is None:
+            return
+        routes = self.review.write_routes()
+        if self.review_pages is not None:
+            routes += self.review_pages.write_routes()
+        mount_write_routes(app, self.triage.write, routes)
+
     async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         # State recovery can complete conversations before the metrics exist.
         await self._metrics_ready.wait()
@@ -357,6 +390,11 @@ class CollectorService:
             log_failure(result, info.conversation, info.revision)
         if self.triage is not None:
             self.triage.candidates.observe(result, info.conversation)
+        if self.review is not None:
+            try:
+                await self.review.observe(result, info)
+            except Exception:
+                log.exception("review queue: %s not queued", result.conversation_id)
         self.evaluated += 1
         for listener in self.listeners:
             try:
