@@ -27,7 +27,7 @@ def _result(
     agent: str = "bot",
     judge: tuple[float | None, bool | None] | None = None,
 ) -> ConversationResult:
-    graders = ()
+    graders: tuple[GraderResult, ...] = ()
     if judge is not None:
         graders = (GraderResult(grader="llm", score=judge[0], passed=judge[1]),)
     turn = TurnResult(
