@@ -46,6 +46,7 @@ bench: setup
 ## version of the same tests runs in `make pytest` (tests/reliability/).
 reliability: setup
 	TRACEPASS_FUZZ_INPUTS=1000000 TRACEPASS_KILLS=30 TRACEPASS_OVERLOAD_S=600 \
+		TRACEPASS_INFLIGHT_REQUESTS=48 TRACEPASS_IDLE_CONNECTIONS=1100 TRACEPASS_QUERY_RESULTS=100000 \
 		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
 
 ## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework

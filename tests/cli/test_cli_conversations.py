@@ -151,7 +151,7 @@ def test_installed_executable_and_bad_input(tmp_path: Path) -> None:
         [str(TRACEPASS), "conversations", str(DATA / "traces.jsonl"), "-o", str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -162,7 +162,7 @@ def test_installed_executable_and_bad_input(tmp_path: Path) -> None:
         [str(TRACEPASS), "conversations", str(bad)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 2

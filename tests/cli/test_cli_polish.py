@@ -32,7 +32,7 @@ COMMANDS = [
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
     return subprocess.run(
-        [TRACEPASS, *args], capture_output=True, text=True, timeout=60, env=env, check=False
+        [TRACEPASS, *args], capture_output=True, text=True, timeout=300, env=env, check=False
     )
 
 

@@ -267,8 +267,8 @@ def test_progress_bar_on_a_terminal_keeps_stdout_json(traces: dict[str, Path]) -
             env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
         )
         os.close(secondary)
-        out, _ = proc.communicate(timeout=120)
-        reader.join(timeout=10)
+        out, _ = proc.communicate(timeout=300)
+        reader.join(timeout=60)
     finally:
         os.close(primary)
     err = b"".join(chunks)

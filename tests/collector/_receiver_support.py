@@ -213,7 +213,7 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
         ],
         check=True,
         capture_output=True,
-        timeout=30,
+        timeout=120,
     )
     return cert, key
 

@@ -191,9 +191,11 @@ def test_label_cardinality_collapses_to_other(logs: InMemoryLogRecordExporter) -
         s = scrape(tel)
         agents = {dict(lbl)["agent_name"] for n, lbl in s if n == "tracepass_conversations_total"}
         assert agents == {"agent0", "agent1", "other"}
-        other = {**IDENT, "agent_name": "other", "outcome": "pass"}
+        # The limit of 2 also bounds label sets: a third set folds into all-`other`.
+        other = {label: "other" for label in IDENT} | {"outcome": "pass"}
         assert s[("tracepass_conversations_total", frozenset(other.items()))] == 3
         assert s[("tracepass_label_overflow_total", frozenset({("label", "agent_name")}))] == 3
+        assert s[("tracepass_label_overflow_total", frozenset({("label", "combination")}))] == 3
         assert len(em.aggregator.keys()) == 3
     finally:
         tel.shutdown()

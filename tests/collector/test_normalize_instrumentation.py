@@ -63,7 +63,7 @@ def spans_of_script(script: str, tmp_path: Path) -> ExportTraceServiceRequest:
         [sys.executable, "-c", script, str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -48,7 +48,7 @@ def test_cli_names_base64_with_file_and_line(tmp_path: Path) -> None:
         [str(tracepass), "conversations", str(path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert out.returncode == 2

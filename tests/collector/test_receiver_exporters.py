@@ -90,7 +90,7 @@ async def test_grpc_exporter_retries_on_overload_with_retry_info(metrics: Metric
     async for servers in _serve(sink, metrics):
         spans = make_spans(2)
         exporter = GrpcExporter(
-            endpoint=f"127.0.0.1:{servers.grpc_port}", insecure=True, timeout=20
+            endpoint=f"127.0.0.1:{servers.grpc_port}", insecure=True, timeout=60
         )
         result = await asyncio.to_thread(export_with, exporter, spans)
         assert result == SpanExportResult.SUCCESS
@@ -107,7 +107,7 @@ async def test_http_exporter_retries_on_overload_with_retry_after(metrics: Metri
     async for servers in _serve(sink, metrics):
         spans = make_spans(2)
         exporter = HttpExporter(
-            endpoint=f"http://127.0.0.1:{servers.http_port}/v1/traces", timeout=20
+            endpoint=f"http://127.0.0.1:{servers.http_port}/v1/traces", timeout=60
         )
         result = await asyncio.to_thread(export_with, exporter, spans)
         assert result == SpanExportResult.SUCCESS

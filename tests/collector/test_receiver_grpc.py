@@ -60,7 +60,7 @@ async def _call(
     )
     channels.append(ch)
     stub = ch.unary_unary(METHOD)
-    result: bytes = await stub(data, metadata=metadata, timeout=10)
+    result: bytes = await stub(data, metadata=metadata, timeout=60)
     return result
 
 
@@ -135,11 +135,11 @@ async def test_export_takes_exactly_one_message(
                 yield data
 
         with pytest.raises(grpc.aio.AioRpcError) as info:
-            await stream(messages(2), timeout=10)
+            await stream(messages(2), timeout=60)
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "more than one request message" in (info.value.details() or "")
         with pytest.raises(grpc.aio.AioRpcError) as info:
-            await stream(messages(0), timeout=10)
+            await stream(messages(0), timeout=60)
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "or the client sent no message" in (info.value.details() or "")
         assert metrics.value("tracepass_export_requests", protocol="grpc", outcome="invalid") == 1

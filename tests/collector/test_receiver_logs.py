@@ -126,9 +126,9 @@ async def test_log_exporters_retry_on_overload(metrics: Metrics, protocol: str) 
     logs = genai_run(turns=1).logs
     async for servers in _serve(sink, metrics):
         exporter: LogRecordExporter = (
-            GrpcLogExporter(endpoint=f"127.0.0.1:{servers.grpc_port}", insecure=True, timeout=20)
+            GrpcLogExporter(endpoint=f"127.0.0.1:{servers.grpc_port}", insecure=True, timeout=60)
             if protocol == "grpc"
-            else HttpLogExporter(endpoint=_http(servers), timeout=20)
+            else HttpLogExporter(endpoint=_http(servers), timeout=60)
         )
         assert (
             await asyncio.to_thread(export_logs_with, exporter, logs)
@@ -224,7 +224,7 @@ async def test_partial_success_names_rejected_log_records(
         assert doc["partialSuccess"]["rejectedLogRecords"] == "2"
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{servers.grpc_port}")
         try:
-            raw = await channel.unary_unary(GRPC_METHOD)(request.SerializeToString(), timeout=10)
+            raw = await channel.unary_unary(GRPC_METHOD)(request.SerializeToString(), timeout=60)
         finally:
             await channel.close()
         assert ExportLogsServiceResponse.FromString(raw).partial_success.rejected_log_records == 2
@@ -300,7 +300,7 @@ async def test_malformed_logs_protobuf_is_located_on_both_protocols(
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{servers.grpc_port}")
         try:
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await channel.unary_unary(GRPC_METHOD)(truncated, timeout=10)
+                await channel.unary_unary(GRPC_METHOD)(truncated, timeout=60)
         finally:
             await channel.close()
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -326,7 +326,7 @@ async def test_oversized_logs_request_is_413_and_resource_exhausted(
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{servers.grpc_port}")
         try:
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await channel.unary_unary(GRPC_METHOD)(big, timeout=10)
+                await channel.unary_unary(GRPC_METHOD)(big, timeout=60)
         finally:
             await channel.close()
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

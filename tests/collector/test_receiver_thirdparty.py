@@ -211,7 +211,7 @@ async def test_fresh_capture_sent_by_the_real_exporter(
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        _, stderr = await asyncio.wait_for(proc.communicate(), timeout=100)
+        _, stderr = await asyncio.wait_for(proc.communicate(), timeout=300)
     finally:
         if proc.returncode is None:
             proc.kill()

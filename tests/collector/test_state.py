@@ -217,7 +217,7 @@ def test_acknowledged_spans_survive_kill_9(tmp_path: Path, child: str) -> None:
         os.kill(proc.pid, signal.SIGKILL)  # mid-stream: writes are still in flight
     finally:
         proc.kill()
-        proc.wait(timeout=10)
+        proc.wait(timeout=120)
         stderr = proc.stderr.read() if proc.stderr else ""
     assert len(acked) >= 600, stderr
     store = StateStore(path)

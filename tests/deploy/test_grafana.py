@@ -92,7 +92,7 @@ def promtool_check_exprs(exprs: list[str], tmp_path: Path) -> None:
         [require_tool("promtool"), "check", "rules", str(path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr + "\n" + "\n".join(exprs)

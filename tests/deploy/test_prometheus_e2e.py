@@ -68,10 +68,11 @@ SERVE_CONFIG: dict[str, Any] = {
         "decay_half_life_s": 10,
         "ks": [1, 3, 5],
         "min_conversations": 5,
-        # Three values per label: the versions "1.0", "2.0" (the policy agent, both
-        # recorded first: the test waits for them) and "0.9" fit, a fourth overflows;
-        # agent names and reference sets (with the policy's) fit.
-        "label_limit": 3,
+        # Five values per label and five label sets: the sets of versions "1.0", "2.0"
+        # (the policy agent, both recorded first: the test waits for them), "0.9",
+        # "junk" and the unmatched conversation fit; the policy agent's "0.1" set
+        # overflows (label="combination"), alone in the all-`other` set (n=4: no alert).
+        "label_limit": 5,
     },
 }
 PANEL_VALUES = {
@@ -153,10 +154,10 @@ class Prometheus:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=120)
                 raise AssertionError("Prometheus did not stop on SIGTERM") from None
         return self.proc.returncode
 
@@ -225,7 +226,7 @@ def prometheus(
             wait_until(started, 60, "Prometheus to start")
         except AssertionError:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=120)
             raise
         if proc.poll() is None:
             break
@@ -352,7 +353,7 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
         run_agent(s.http, "run", "--conversations", "1", "--version", "junk", "--prefix", "junk-")
         done = subprocess.run(
             [sys.executable, "-c", UNMATCHED_AGENT, s.http],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         # Four conversations of another version of the policy agent, three of them

@@ -143,7 +143,7 @@ class Serve:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=120)
             raise AssertionError(
                 f"tracepass serve did not stop on SIGTERM:\n{self.stderr()}"
             ) from None
@@ -186,7 +186,7 @@ def serve(
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=120)
         if proc.stdout is not None:
             proc.stdout.close()
 

@@ -51,7 +51,7 @@ def _start_demo(
         ports = wait_until(listening, 120, "the demo to listen")
     except BaseException:
         proc.kill()
-        proc.wait(timeout=10)
+        proc.wait(timeout=120)
         raise
     return proc, ports, report, out_path
 
@@ -90,7 +90,7 @@ def test_demo_short_run(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=120)
     out = out_path.read_text()
     assert "demo finished" in out
     assert report.is_file()
@@ -128,11 +128,11 @@ def test_demo_ctrl_c_ends_cleanly(tmp_path: Path) -> None:
         )
         children = _children(proc.pid)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0, (tmp_path / "demo.err").read_text()
+        assert proc.wait(timeout=300) == 0, (tmp_path / "demo.err").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=120)
     out = out_path.read_text()
     assert "demo interrupted" in out
     assert f"report: {report}" in out

@@ -112,7 +112,7 @@ def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         assert "gate PASS: pass_pow_k@3" in gate.stderr
     finally:
         server.terminate()
-        server.wait(timeout=60)
+        server.wait(timeout=300)
         stderr.close()
 
 

@@ -251,7 +251,7 @@ def test_which_spans_carry_the_conversation_attributes(setup: str) -> None:
         [sys.executable, "-c", _SETUP_SCRIPT, setup],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=True,
     )
     attrs = json.loads(out.stdout)

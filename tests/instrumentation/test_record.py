@@ -47,7 +47,7 @@ def _run_agent(kwargs: str, env: dict[str, str] | None = None) -> subprocess.Com
         [sys.executable, "-c", AGENT, kwargs],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         env={**os.environ, **(env or {})},
         check=False,
     )
@@ -58,7 +58,7 @@ def _conversations(path: Path) -> list[dict[str, object]]:
         [str(TRACEPASS), "conversations", str(path), "--format", "json"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=True,
     )
     document = json.loads(out.stdout)
@@ -125,6 +125,6 @@ def test_missing_exporter_names_the_extra(protocol: str, module: str, extra: str
         """
     )
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
     )
     assert f"tracepass-instrumentation[{extra}]" in out.stdout

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,15 @@ def write_config(tmp_path: Path, state: Path, **sections: dict[str, Any]) -> Pat
 
 
 class Serve:
-    def __init__(self, config: Path, *extra: str) -> None:
+    def __init__(
+        self, config: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
             [str(TRACEPASS), "serve", "--config", str(config), "--log-level", "warning", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=preexec_fn,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -70,7 +74,7 @@ class Serve:
         self.port = int(info["http_port"])
         self.grpc_port = int(info["grpc_port"])
         self.metrics_url = str(info["metrics_url"])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while self.request("GET", "/readyz")[0] != 200:
             assert time.monotonic() < deadline, "collector never became ready"
             time.sleep(0.05)
@@ -113,4 +117,4 @@ class Serve:
                 self.proc.kill()
             else:
                 self.proc.terminate()
-        self.proc.wait(timeout=30)
+        self.proc.wait(timeout=120)

@@ -36,7 +36,7 @@ SPANS = 400  # per request
 SECONDS = float(os.environ.get("TRACEPASS_OVERLOAD_S", "12"))  # `make reliability`: 600
 CALIBRATE_S = 3.0
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180 + 2 * SECONDS)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600 + 12 * SECONDS)]
 HEADROOM_MB = 80
 RETRYABLE = {429, 503}
 
@@ -156,8 +156,21 @@ def test_rss_stays_under_the_memory_cap_at_overload(tmp_path: Path) -> None:
         started = time.monotonic()
         for t in senders:
             t.start()
-        deadline = started + SECONDS
-        while time.monotonic() < deadline:
+        # At least SECONDS, and until 3x the calibrated volume was offered and the soft
+        # limit answered: on a loaded machine the paced senders fall behind their rate
+        # (the volume buffered is what fills memory: nothing completes), so the run goes
+        # on, up to a generous bound, instead of failing on a wall-clock rate.
+        target = 0.9 * OVERLOAD * capacity * SECONDS
+        nominal = started + SECONDS
+        give_up = started + max(10 * SECONDS, 180.0)
+        while True:
+            now = time.monotonic()
+            if now >= give_up or (
+                now >= nominal
+                and sum(t.sent for t in tallies) >= target
+                and any(t.refused for t in tallies)
+            ):
+                break
             peak = max(peak, serve.rss_mb())
             time.sleep(0.02)
         stop.set()
@@ -202,7 +215,7 @@ def test_rss_stays_under_the_memory_cap_at_overload(tmp_path: Path) -> None:
         f"conversations completed {completed:,.0f}"
     )
     assert peak < cap
-    assert offered >= 0.9 * OVERLOAD * capacity, "the load generator fell short of 3x"
+    assert sent >= 0.9 * OVERLOAD * capacity * SECONDS, "the load generator fell short of 3x"
     assert answered.count(503) > 0, "the load never reached the soft limit"
     assert -1 not in answered
     assert set(answered) <= {200} | RETRYABLE

@@ -43,17 +43,29 @@ class ReceiverConfig(_Section):
     # Concurrent export requests being ingested before answering 429 / RESOURCE_EXHAUSTED.
     max_inflight_requests: int = Field(default=64, gt=0)
     retry_after_s: float = Field(default=1.0, gt=0)
-    # Slow-client defences (OTLP/HTTP; a gRPC message has the body deadline too): open
-    # connections beyond the limit get a 503; a connection must deliver complete request
-    # headers within header_timeout_s, and a body within body_timeout_s (else 408).
-    max_connections: int = Field(default=1024, gt=0)
+    # Slow-client defences: open connections per port (HTTP and gRPC each) beyond the
+    # limit are refused (HTTP: 503); null fits the default (1024) under the process's
+    # file limit (receiver/fd_budget.py). An HTTP connection must deliver complete
+    # request headers within header_timeout_s (gRPC: its handshake), and a body or gRPC
+    # message within body_timeout_s (else 408 / DEADLINE_EXCEEDED).
+    max_connections: int | None = Field(default=None, gt=0)
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
+    # gRPC: concurrent calls per connection (HTTP/2 MAX_CONCURRENT_STREAMS), and how
+    # long a connection without calls stays open (an HTTP keep-alive connection gets
+    # header_timeout_s).
+    grpc_max_concurrent_streams: int = Field(default=100, gt=0)
+    grpc_idle_timeout_s: float = Field(default=120.0, gt=0)
     bearer_token: str | None = None
     tls: TLSConfig | None = None
     # Record every accepted export request to size-rotated files here (`serve --record`).
     record_dir: Path | None = None
     record_max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # Bounds on the whole recording (null: none): the oldest files are deleted once all
+    # of them together exceed record_max_bytes, or once their last write is older than
+    # record_max_age_s (the file being written is rotated at that age first).
+    record_max_bytes: int | None = Field(default=None, gt=0)
+    record_max_age_s: float | None = Field(default=None, gt=0)
 
 
 class AssemblyConfig(_Section):
@@ -66,6 +78,11 @@ class AssemblyConfig(_Section):
     max_open_conversations: int = Field(default=10_000, gt=0)
     max_buffered_spans: int = Field(default=1_000_000, gt=0)
     max_spans_per_conversation: int = Field(default=10_000, gt=0)
+    # GenAI log events held while their spans have not arrived (buffers of events
+    # only): their own budget, never made room for by evicting a conversation; beyond
+    # it the oldest are dropped (tracepass_log_events_dropped{reason="orphan_budget"}),
+    # and one logs request holding more such events than this is refused (503).
+    max_orphan_events: int = Field(default=10_000, gt=0)
     # Extra span/resource attribute keys that carry a conversation id, tried after the
     # built-in ones (gen_ai.conversation.id, session.id, traceloop association properties).
     conversation_id_keys: list[str] = Field(default_factory=list)
@@ -188,6 +205,9 @@ class LimitsConfig(_Section):
     # conversations kept for late spans are freed, a full garbage collection runs).
     max_memory_mb: float | None = Field(default=None, gt=0)
     soft_limit_ratio: float = Field(default=0.8, gt=0, lt=1)
+    # A read API / web UI query runs off the event loop and is interrupted after this
+    # long (504): a slow query must not hold the collector.
+    query_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class UIConfig(_Section):

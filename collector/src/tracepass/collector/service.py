@@ -217,7 +217,11 @@ class CollectorService:
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
         self.read_model = ReadModel(
-            self.pipeline.store, self.snapshot, rolling_config(cfg.metrics), clock=self.clock
+            self.pipeline.store,
+            self.snapshot,
+            rolling_config(cfg.metrics),
+            clock=self.clock,
+            query_timeout_s=cfg.limits.query_timeout_s,
         )
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
@@ -246,6 +250,8 @@ class CollectorService:
                 self.pipeline,
                 cfg.receiver.record_dir,
                 max_file_bytes=cfg.receiver.record_max_file_bytes,
+                max_bytes=cfg.receiver.record_max_bytes,
+                max_age_s=cfg.receiver.record_max_age_s,
             )
             sink = self._recorder
         self.receivers = ReceiverServers(

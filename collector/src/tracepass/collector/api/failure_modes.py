@@ -113,9 +113,16 @@ def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
 def failure_mode_routes(
     store: StateStore | None, clock: Callable[[], float] = time.time
 ) -> list[tuple[str, Any]]:
-    from tracepass.collector.api.routes import _answer
+    from tracepass.collector.api.routes import _json
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        return _answer(lambda: failure_modes(store, request.query, clock))
+        # (merge of main's query guard into this branch: answered inline until the
+        # failure-modes owner routes it through `_answer(model, …)`.)
+        try:
+            return _json(failure_modes(store, request.query, clock))
+        except ParamError as exc:
+            return _json({"error": str(exc), "parameter": exc.parameter}, status=400)
+        except LookupError as exc:
+            return _json({"error": str(exc)}, status=503)
 
     return [(FAILURE_MODES_PATH, handler)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from tracepass.collector.state.index import ResultFilter, decode_cursor
@@ -17,6 +17,7 @@ __all__ = [
     "MAX_LIMIT",
     "ListQuery",
     "ParamError",
+    "check_bounds",
     "format_time",
     "parse_list_query",
     "parse_time",
@@ -24,6 +25,8 @@ __all__ = [
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+MAX_PARAMS = 32
+MAX_VALUE_CHARS = 512
 _OUTCOMES = frozenset(o.value for o in Outcome)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -89,6 +92,17 @@ def _opt(params: Mapping[str, str], name: str) -> str | None:
     return value if value else None
 
 
+def check_bounds(params: Iterable[tuple[str, str]]) -> None:
+    """Refuse (400) a query string with more than MAX_PARAMS parameters (repeats
+    counted) or a value longer than MAX_VALUE_CHARS: nothing the API or the UI needs
+    comes close, and each extra value used to cost a query."""
+    for count, (name, value) in enumerate(params, start=1):
+        if count > MAX_PARAMS:
+            raise ParamError(name, f"more than {MAX_PARAMS} query parameters")
+        if len(value) > MAX_VALUE_CHARS:
+            raise ParamError(name, f"value longer than {MAX_VALUE_CHARS} characters")
+
+
 def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.time) -> ListQuery:
     """The filters of `GET /api/v1/conversations` (empty values mean "any"). `outcome`
     may list several values separated by commas (`fail,error`)."""
@@ -99,7 +113,8 @@ def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.
             continue
         if part not in _OUTCOMES:
             raise ParamError("outcome", f"{part!r} is not one of {', '.join(sorted(_OUTCOMES))}")
-        outcomes.append(part)
+        if part not in outcomes:  # `fail` 1,500 times is one query, not 1,500
+            outcomes.append(part)
     since = _opt(params, "since")
     until = _opt(params, "until")
     raw_limit = _opt(params, "limit")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from tracepass.collector.api.params import (
     ParamError,
     format_time,
     parse_list_query,
 )
+from tracepass.collector.api.query_guard import QueryGuard
 from tracepass.collector.state import StateStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
 from tracepass.evaluator import passk
@@ -27,6 +28,7 @@ from tracepass.evaluator.rolling import KeySnapshot, RollingConfig
 __all__ = ["ReadModel", "natural_key", "row_json"]
 
 Snapshots = Callable[[], Sequence[KeySnapshot]]
+T = TypeVar("T")
 
 
 def row_json(row: ResultRow) -> dict[str, Any]:
@@ -71,11 +73,21 @@ class ReadModel:
         rolling: RollingConfig,
         *,
         clock: Callable[[], float] = time.time,
+        query_timeout_s: float = 10.0,
     ) -> None:
         self.store = store
         self.snapshots = snapshots
         self.rolling = rolling
         self.clock = clock
+        self.guard = QueryGuard(
+            lambda: store.read_connection() if store is not None else None,
+            time_limit_s=query_timeout_s,
+        )
+
+    async def run(self, compute: Callable[[], T]) -> T:
+        """`compute` (a read of this model) off the event loop, under the time limit:
+        raises `QueryRefused` (503 busy / 504 too slow) besides its own errors."""
+        return await self.guard.run(compute)
 
     # ------------------------------------------------------------------ conversations
 

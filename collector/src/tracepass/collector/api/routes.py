@@ -5,18 +5,22 @@
     GET /api/v1/agents                 the rolling windows per agent × version × set
 
 Mounted on the receiver's HTTP server, which checks the bearer token. A bad parameter
-is a 400 naming it; no state file is a 503 (the lists are served from it).
+is a 400 naming it; no state file is a 503 (the lists are served from it). Queries run
+off the event loop under `limits.query_timeout_s` (`query_guard.py`): 504 beyond it,
+503 + Retry-After when too many wait.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
-from tracepass.collector.api.params import ParamError
+from tracepass.collector.api.params import ParamError, check_bounds
+from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.receiver.http_server import GetRoute
 
@@ -35,24 +39,35 @@ def _json(body: Any, status: int = 200) -> web.Response:
     )
 
 
-def _answer(compute: Callable[[], dict[str, Any]]) -> web.Response:
+async def _answer(
+    model: ReadModel, request: web.Request, compute: Callable[[], dict[str, Any]]
+) -> web.Response:
+    """Bounded parameters, then `compute` off the event loop under the time limit
+    (`query_guard.py`): 400 for a bad parameter, 503 (+ Retry-After) when busy or
+    without a state file, 504 when the query ran out of time."""
     try:
-        return _json(compute())
+        check_bounds(request.query.items())
+        return _json(await model.run(compute))
     except ParamError as exc:
         return _json({"error": str(exc), "parameter": exc.parameter}, status=400)
+    except QueryRefused as exc:
+        response = _json({"error": str(exc)}, status=exc.status)
+        if exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        return response
     except LookupError as exc:
         return _json({"error": str(exc)}, status=503)
 
 
 def read_routes(model: ReadModel) -> list[GetRoute]:
     async def conversations(request: web.Request) -> web.StreamResponse:
-        return _answer(lambda: model.conversations(request.query))
+        return await _answer(model, request, lambda: model.conversations(request.query))
 
     async def references_summary(request: web.Request) -> web.StreamResponse:
-        return _answer(lambda: model.reference_summary(request.query))
+        return await _answer(model, request, lambda: model.reference_summary(request.query))
 
     async def agents(request: web.Request) -> web.StreamResponse:
-        return _answer(model.agents)
+        return await _answer(model, request, model.agents)
 
     return [
         (CONVERSATIONS_PATH, conversations),

@@ -21,6 +21,11 @@ Why it is shaped like this:
   counted (`tracepass_log_events_dropped{reason="no_span"}`), like events whose own span
   never arrived in a conversation that completed. Events may also hold the first query
   the reference-turns rule needs (`_first_query`).
+- Such event-only buffers ("orphans") have a budget of their own,
+  `max_orphan_events`: they do not count as open conversations and are never made room
+  for by evicting one; beyond the budget the oldest are given up (counted
+  `reason="orphan_budget"`). Before, one request of 100k orphan events pushed open
+  conversations to twice the cap and evicted all 30 legitimate ones as incomplete.
 
 Time comes from an injected clock (seconds), so every rule is testable without sleeping.
 """
@@ -211,6 +216,9 @@ class Assembler:
         self._seq = 0
         self._ready: deque[Completed] = deque()
         self._given_up: list[str] = []  # keys of event buffers dropped (`take_given_up`)
+        # Open buffers holding only GenAI log events, oldest first, and their events.
+        self._orphans: OrderedDict[str, _Conv] = OrderedDict()
+        self._orphan_events = 0
         self._held = 0  # records held in open + retained conversations
         self._open_spans = 0
         # Instrument updates not yet reported: one `add` per instrument at the end of each
@@ -246,6 +254,20 @@ class Assembler:
     @property
     def open_count(self) -> int:
         return len(self._open)
+
+    @property
+    def conversation_count(self) -> int:
+        """Open conversations that hold spans: what `max_open_conversations` bounds
+        (event-only buffers have their own budget, `max_orphan_events`)."""
+        return len(self._open) - len(self._orphans)
+
+    @property
+    def orphan_events(self) -> int:
+        """GenAI log events held in buffers with no span yet."""
+        return self._orphan_events
+
+    def is_orphan(self, key: str) -> bool:
+        return key in self._orphans
 
     @property
     def held_spans(self) -> int:
@@ -300,11 +322,18 @@ class Assembler:
         ]
         n = len(batch)
         cfg = self.config
+        orphans = self._orphans
         if (
-            len(self._open) + n > cfg.max_open_conversations
+            len(self._open) - len(orphans) + n > cfg.max_open_conversations
             or self._held + n > cfg.max_buffered_spans
         ):
-            self._make_room(n, {k for k in keys if k is not None}, now)
+            # GenAI log events do not open conversations: only span keys need room.
+            conversation_keys = {
+                k
+                for k, r in zip(keys, batch, strict=True)
+                if k is not None and r.kind is not _EVENT
+            }
+            self._make_room(n, {k for k in keys if k is not None}, now, conversation_keys)
         touched: dict[str, _Conv] = {}
         signalled: set[str] = set()
         duplicate_at: list[int] = []
@@ -365,6 +394,8 @@ class Assembler:
             # `_insert`, inlined; the conversation is OPEN here (new, open or re-opened).
             conv_records[span_id if held is None else (rec.trace_id, span_id)] = rec
             inserted += 1
+            if orphans or rec.kind is _EVENT:
+                self._track_orphan(conv, rec.kind)
             if rec.conversation_id is not None:
                 conv.trace_only = False
             if rec.reference_id and conv.reference_id is None:
@@ -396,8 +427,10 @@ class Assembler:
         self._held += inserted
         self._open_spans += inserted
         self._gauge_delta += inserted
+        if self._orphan_events > cfg.max_orphan_events:
+            self._trim_orphans()
         for key, conv in touched.items():
-            if conv.state is not _OPEN:
+            if conv.state is not _OPEN or key not in self._open:  # completed or given up
                 continue
             conv.events_wait = None
             conv.last_seen = now
@@ -446,6 +479,29 @@ class Assembler:
         target.first_seen = min(target.first_seen, orphan.first_seen)
         merged.append((trace_id, cid))
 
+    def _track_orphan(self, conv: _Conv, kind: RecordKind) -> None:
+        """Keep `_orphans` right after `conv` took one record of `kind`: a buffer whose
+        first record is an event is an orphan until a span joins it."""
+        if conv.state is not _OPEN:
+            return
+        orphans = self._orphans
+        if kind is _EVENT:
+            if conv.key in orphans:
+                self._orphan_events += 1
+            elif len(conv.records) == 1:
+                orphans[conv.key] = conv
+                self._orphan_events += 1
+        elif conv.key in orphans:
+            del orphans[conv.key]
+            self._orphan_events -= len(conv.records) - 1
+
+    def _trim_orphans(self) -> None:
+        """Give up the oldest event-only buffers until the budget holds."""
+        limit = self.config.max_orphan_events
+        while self._orphan_events > limit and self._orphans:
+            conv = next(iter(self._orphans.values()))
+            self._give_up_events(conv, reason="orphan_budget")
+
     def _new_open(self, key: str, now: float) -> _Conv:
         conv = _Conv(key=key, state=_State.OPEN, first_seen=now, last_seen=now)
         self._convs[key] = conv
@@ -472,6 +528,8 @@ class Assembler:
             self._note_end(conv, rec, now)
         elif rec.kind is _EVENT:
             conv.has_events = True
+        if self._orphans or rec.kind is _EVENT:
+            self._track_orphan(conv, rec.kind)
         if rec.kind is not RecordKind.END:
             if rec.parent_span_id is None:
                 conv.roots[rec.trace_id] = rec
@@ -509,6 +567,8 @@ class Assembler:
         self._gauge_delta += len(conv.records)
 
     def _remove_open(self, conv: _Conv) -> None:
+        if self._orphans.pop(conv.key, None) is not None:
+            self._orphan_events -= len(conv.records)
         if self._open.pop(conv.key, None) is not None:
             self._open_spans -= len(conv.records)
             self._open_delta -= 1
@@ -669,14 +729,21 @@ class Assembler:
             self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
             log.info("conversation %s: %d GenAI log events never met their span", conv.key, n)
 
-    def _give_up_events(self, conv: _Conv) -> None:
-        """A buffer of GenAI log events whose spans never came: dropped and counted. No
+    def _give_up_events(self, conv: _Conv, reason: str = "no_span") -> None:
+        """A buffer of GenAI log events whose spans never came (or, `orphan_budget`, did
+        not come before the orphan budget needed room): dropped and counted. No
         tombstone: spans of its trace arriving later start afresh."""
         n = len(conv.records)
         self._remove_open(conv)
         self._held -= n
-        self.instruments.log_events_dropped.add(n, {"reason": "no_span"})
-        log.info("%d GenAI log events of %s never met their spans: dropped", n, conv.key)
+        self.instruments.log_events_dropped.add(n, {"reason": reason})
+        self._log.info(
+            f"events_dropped:{reason}",
+            "%d GenAI log events of %s never met their spans: dropped (%s)",
+            n,
+            conv.key,
+            reason,
+        )
         self._forget(conv)
         self._given_up.append(conv.key)
 
@@ -747,13 +814,25 @@ class Assembler:
 
     # ------------------------------------------------------------------ limits
 
-    def _make_room(self, incoming: int, keep: set[str], now: float) -> None:
+    def _make_room(
+        self,
+        incoming: int,
+        keep: set[str],
+        now: float,
+        conversation_keys: set[str] | None = None,
+    ) -> None:
         cfg = self.config
-        new_keys = sum(1 for k in keep if k not in self._convs)
-        while self._open and len(self._open) + new_keys > cfg.max_open_conversations:
+        opening = keep if conversation_keys is None else conversation_keys
+        new_keys = sum(1 for k in opening if k not in self._convs)
+        while self.conversation_count and (
+            self.conversation_count + new_keys > cfg.max_open_conversations
+        ):
             if not self._evict_lru(keep, "max_open_conversations"):
                 break
         while self._held + incoming > cfg.max_buffered_spans:
+            if self._orphans:  # events without spans go before any conversation does
+                self._give_up_events(next(iter(self._orphans.values())), "orphan_budget")
+                continue
             conv = next((c for k, c in self._retained.items() if k not in keep), None)
             if conv is not None:
                 n = len(conv.records)
@@ -779,7 +858,10 @@ class Assembler:
                 break
 
     def _evict_lru(self, keep: set[str], reason: str) -> bool:
-        victim = next((c for k, c in self._open.items() if k not in keep), None)
+        orphans = self._orphans
+        victim = next(
+            (c for k, c in self._open.items() if k not in keep and k not in orphans), None
+        )
         if victim is None:
             return False
         self.instruments.conversations_evicted.add(1, {"reason": reason})
@@ -822,6 +904,9 @@ class Assembler:
         if closed_at is None:
             conv.state = _State.OPEN
             self._open[key] = conv
+            if conv.records and _events_only(conv):
+                self._orphans[key] = conv
+                self._orphan_events += len(conv.records)
             self._open_spans += len(conv.records)
             self._open_delta += 1
             self._gauge_delta += len(conv.records)

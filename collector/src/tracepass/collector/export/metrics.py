@@ -204,6 +204,7 @@ class EvaluationMetrics:
         for key in self.aggregator:
             for label, value in zip(LABELS, key, strict=True):
                 self.limiter.seed(label, [value])
+            self.limiter.combination(key, count=False)
         for name, fn, desc in (
             ("tracepass_pass_at_k", self._obs_point("pass_at_k", refresh=True), "pass@k point estimates"),
             ("tracepass_pass_at_k_lower", self._obs_bound("pass_at_k", "lower"), "pass@k lower credible bound"),
@@ -223,21 +224,27 @@ class EvaluationMetrics:
     def key(self, result: ConversationResult) -> Key:
         """The bounded common label values (agent_name, agent_version, reference_set)."""
         limiter = self.limiter
-        return (
-            limiter("agent_name", result.agent_name),
-            limiter("agent_version", result.agent_version),
-            limiter("reference_set", result.reference_set),
+        return limiter.combination(
+            (
+                limiter("agent_name", result.agent_name),
+                limiter("agent_version", result.agent_version),
+                limiter("reference_set", result.reference_set),
+            )
         )
 
     def common_labels(
         self, agent_name: str | None, agent_version: str | None, reference_set: str | None
     ) -> dict[str, str]:
         """The bounded common labels (docs/exported-metrics.md) for these values."""
-        return {
-            "agent_name": self.limiter("agent_name", agent_name),
-            "agent_version": self.limiter("agent_version", agent_version),
-            "reference_set": self.limiter("reference_set", reference_set),
-        }
+        limiter = self.limiter
+        key = limiter.combination(
+            (
+                limiter("agent_name", agent_name),
+                limiter("agent_version", agent_version),
+                limiter("reference_set", reference_set),
+            )
+        )
+        return dict(zip(LABELS, key, strict=True))
 
     def record(
         self,
@@ -354,10 +361,12 @@ class EvaluationMetrics:
         """`replay` of a journalled `WindowEntry` (what the journal holds since schema
         version 5): the same entry `record` added, under the labels it maps to now."""
         limiter = self.limiter
-        key: Key = (
-            limiter("agent_name", entry.agent_name),
-            limiter("agent_version", entry.agent_version),
-            limiter("reference_set", entry.reference_set),
+        key: Key = limiter.combination(
+            (
+                limiter("agent_name", entry.agent_name),
+                limiter("agent_version", entry.agent_version),
+                limiter("reference_set", entry.reference_set),
+            )
         )
         return self._add_to_windows(key, entry, revision, now).accepted
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.receiver.memory import MemoryGuard
+from tracepass.collector.receiver.memory import MemoryGuard, Reservation
 from tracepass.collector.receiver.signals import Req, Signal, SignalName
 from tracepass.collector.receiver.sink import IngestResult, Overloaded, SpanSink
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
@@ -55,6 +55,8 @@ class Refusal(Exception):
     retry_after_s: float | None = None
     field: str = ""
     counted: bool = False
+    hang_up: bool = False  # answer, then close the connection (a body left unread)
+    memory: bool = False  # bytes in flight over the memory cap (gRPC: RESOURCE_EXHAUSTED)
 
     def __str__(self) -> str:
         return self.message
@@ -110,6 +112,29 @@ class ReceiverCore:
                 "unavailable",
                 f"collector overloaded: {self.memory.describe()}",
                 retry_after_s=self.config.retry_after_s,
+            )
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[Reservation]:
+        """Bytes in flight for one request, reserved against the memory cap before they
+        are read (`memory.py`) and released however the request ends."""
+        reservation = Reservation(self.memory)
+        try:
+            self.grow(reservation, nbytes)
+            yield reservation
+        finally:
+            reservation.release()
+
+    def grow(self, reservation: Reservation, nbytes: int) -> None:
+        """Raise the reservation to `nbytes`, or refuse the request (retryable 503 /
+        UNAVAILABLE) when the memory cap cannot cover it."""
+        if not reservation.grow_to(nbytes):
+            assert self.memory is not None
+            raise Refusal(
+                "unavailable",
+                f"collector overloaded: {self.memory.describe_reservation(nbytes - reservation.held)}",
+                retry_after_s=self.config.retry_after_s,
+                memory=True,
             )
 
     @contextmanager

@@ -12,6 +12,17 @@ never run for such a message, so the refusal would escape `tracepass_export_requ
 The method is therefore registered as client-streaming: wire-compatible with the unary
 call every OTLP exporter makes, but the handler starts before the message is read, and
 a request whose one message never arrives is one grpc refused — counted as `too_large`.
+
+Connections and calls are bounded like HTTP's (1,100 idle TCP connections once
+exhausted the file limit and 20,000 idle streams added ≈ 400 MB): at most
+`max_connections` connections (grpc closes the rest at once), a handshake within
+`header_timeout_s`, `grpc_max_concurrent_streams` calls per connection, a connection
+without calls closed after `grpc_idle_timeout_s`, and at most `max_connections` calls
+waiting for their message at a time (more: RESOURCE_EXHAUSTED, counted `overloaded`).
+Under a memory cap, a call reserves `max_request_bytes` until its message is in (grpc
+buffers a message before the handler sees it, so its size is not known earlier), then
+the message's size until it is answered (`memory.py`); a reservation the cap cannot
+cover is RESOURCE_EXHAUSTED with RetryInfo.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.receiver.binding import BindError, ensure_bindable
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
 from tracepass.collector.receiver.decode import InvalidPayload, decode_message
+from tracepass.collector.receiver.fd_budget import DEFAULT_MAX_CONNECTIONS
 from tracepass.collector.receiver.signals import SIGNALS, Signal
 from tracepass.collector.receiver.status import GRPC_CODES, grpc_trailers
 
@@ -39,19 +51,31 @@ _Handler = Callable[[AsyncIterator[bytes], aio.ServicerContext[Any, Any]], Await
 
 
 class GrpcReceiver:
-    def __init__(self, core: ReceiverCore, config: ReceiverConfig) -> None:
+    def __init__(
+        self,
+        core: ReceiverCore,
+        config: ReceiverConfig,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self._core = core
         self._config = config
         self._server: aio.Server | None = None
         self.port: int | None = None
+        self.max_connections = max_connections
+        self.receiving = 0  # calls whose message has not arrived yet
 
     async def start(self) -> int:
         cap = self._config.max_request_bytes
+        config = self._config
         server = aio.server(
             options=[
                 ("grpc.max_receive_message_length", cap),
                 ("grpc.max_send_message_length", 4 * 1024 * 1024),
                 ("grpc.so_reuseport", 0),
+                ("grpc.max_allowed_incoming_connections", self.max_connections),
+                ("grpc.max_concurrent_streams", config.grpc_max_concurrent_streams),
+                ("grpc.max_connection_idle_ms", int(config.grpc_idle_timeout_s * 1000)),
+                ("grpc.server_handshake_timeout_ms", int(config.header_timeout_s * 1000)),
             ],
         )
         server.add_generic_rpc_handlers(
@@ -111,32 +135,50 @@ class GrpcReceiver:
         try:
             core.check_auth(_metadata(context, "authorization"))
             core.check_open()
-            # The message is received before a slot is taken (a slow sender holds none),
-            # under the same deadline as an HTTP body.
-            timeout_s = self._config.body_timeout_s
-            try:
-                async with asyncio.timeout(timeout_s):
-                    body = await self._one_message(messages)
-            except TimeoutError:
-                raise Refusal(
-                    "timeout", f"request message not received within {timeout_s:g} s"
-                ) from None
-            with core.admit():
-                try:
-                    request = decode_message(body, signal.request_type)
-                except InvalidPayload as exc:
-                    raise Refusal("invalid", str(exc)) from None
-                result = await core.ingest(signal, "grpc", request)
+            # The largest message this call may bring is reserved before grpc reads it.
+            with core.reserve(self._config.max_request_bytes) as reservation:
+                body = await self._receive(messages)
+                reservation.shrink_to(len(body))
+                with core.admit():
+                    try:
+                        request = decode_message(body, signal.request_type)
+                    except InvalidPayload as exc:
+                        raise Refusal("invalid", str(exc)) from None
+                    result = await core.ingest(signal, "grpc", request)
         except Exception as exc:
             refusal = exc if isinstance(exc, Refusal) else core.unexpected(signal.name, "grpc", exc)
             core.refused(signal.name, "grpc", refusal)
             # For a message grpc refused, grpc has already sent its own RESOURCE_EXHAUSTED
-            # status and this abort only ends the handler.
-            await context.abort(
-                GRPC_CODES[refusal.kind], refusal.message, trailing_metadata=grpc_trailers(refusal)
-            )
+            # status and this abort only ends the handler. Memory refusals are
+            # RESOURCE_EXHAUSTED too (retryable with the RetryInfo sent).
+            code = GRPC_CODES[refusal.kind]
+            if refusal.memory:
+                code = grpc.StatusCode.RESOURCE_EXHAUSTED
+            await context.abort(code, refusal.message, trailing_metadata=grpc_trailers(refusal))
             raise AssertionError("unreachable") from None
         return signal.response(result).SerializeToString()
+
+    async def _receive(self, messages: AsyncIterator[bytes]) -> bytes:
+        """The call's one message, received before a slot is taken (a slow sender holds
+        none), under the same deadline as an HTTP body, by at most `max_connections`
+        calls at a time."""
+        if self.receiving >= self.max_connections:
+            raise Refusal(
+                "overloaded",
+                f"too many gRPC calls waiting for their message (limit {self.max_connections})",
+                retry_after_s=self._config.retry_after_s,
+            )
+        timeout_s = self._config.body_timeout_s
+        self.receiving += 1
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._one_message(messages)
+        except TimeoutError:
+            raise Refusal(
+                "timeout", f"request message not received within {timeout_s:g} s"
+            ) from None
+        finally:
+            self.receiving -= 1
 
     async def _one_message(self, messages: AsyncIterator[bytes]) -> bytes:
         body: bytes | None = None

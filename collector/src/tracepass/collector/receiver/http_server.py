@@ -22,6 +22,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from tracepass.collector.config import ReceiverConfig
+from tracepass.collector.receiver.accept_errors import rate_limit_accept_errors
 from tracepass.collector.receiver.binding import BindError, reason_of
 from tracepass.collector.receiver.connections import ConnectionGuard
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
@@ -32,6 +33,8 @@ from tracepass.collector.receiver.decode import (
     UnsupportedEncoding,
     decode_message,
 )
+from tracepass.collector.receiver.fd_budget import DEFAULT_MAX_CONNECTIONS
+from tracepass.collector.receiver.memory import Reservation
 from tracepass.collector.receiver.otlp_json import OtlpJsonError
 from tracepass.collector.receiver.signals import SIGNALS, Signal
 from tracepass.collector.receiver.status import HTTP_STATUS, retry_after_header, rpc_status
@@ -53,12 +56,13 @@ class HttpReceiver:
         core: ReceiverCore,
         config: ReceiverConfig,
         extra_routes: Sequence[GetRoute] = (),
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self._core = core
         self._config = config
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
-        self.guard = ConnectionGuard(config.max_connections, config.header_timeout_s)
+        self.guard = ConnectionGuard(max_connections, config.header_timeout_s)
         # aiohttp would otherwise inflate gzip bodies itself, without any size cap.
         app = web.Application(
             handler_args={"auto_decompress": False}, middlewares=[self._track_requests]
@@ -76,6 +80,7 @@ class HttpReceiver:
             self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0
         )
         await runner.setup()
+        rate_limit_accept_errors(asyncio.get_running_loop())
         ssl_context: ssl.SSLContext | None = None
         tls = self._config.tls
         if tls is not None:
@@ -140,39 +145,54 @@ class HttpReceiver:
             # The body is read BEFORE a slot is taken: a client trickling its body in
             # must cost a connection (bounded, with a deadline), never an in-flight slot.
             core.check_open()
-            body = await self._read_body(request)
-            with core.admit():
-                try:
-                    message = (
-                        signal.decode_json(body)
-                        if as_json
-                        else decode_message(body, signal.request_type)
-                    )
-                except OtlpJsonError as exc:
-                    raise Refusal("invalid", f"invalid OTLP/JSON: {exc}", field=exc.path) from None
-                except InvalidPayload as exc:
-                    raise Refusal("invalid", str(exc)) from None
-                result = await core.ingest(signal, "http", message)
+            self._check_length(request)
+            # The declared size is reserved against the memory cap before reading.
+            with core.reserve(request.content_length or 0) as reservation:
+                body = await self._read_body(request, reservation)
+                with core.admit():
+                    try:
+                        message = (
+                            signal.decode_json(body)
+                            if as_json
+                            else decode_message(body, signal.request_type)
+                        )
+                    except OtlpJsonError as exc:
+                        raise Refusal(
+                            "invalid", f"invalid OTLP/JSON: {exc}", field=exc.path
+                        ) from None
+                    except InvalidPayload as exc:
+                        raise Refusal("invalid", str(exc)) from None
+                    result = await core.ingest(signal, "http", message)
         except Refusal as refusal:
             core.refused(signal.name, "http", refusal)
-            if refusal.kind == "timeout":
+            if refusal.kind == "timeout" or refusal.hang_up:
                 return await self._answer_and_hang_up(request, self._error(refusal, as_json))
             return self._error(refusal, as_json)
         except Exception as exc:  # a decoder bug must still be answered and counted
             return self._error(core.unexpected(signal.name, "http", exc), as_json)
         return _message_response(200, signal.response(result), as_json)
 
-    async def _read_body(self, request: web.Request) -> bytes:
+    def _check_length(self, request: web.Request) -> None:
         cap = self._config.max_request_bytes
         length = request.content_length
         if length is not None and length > cap:
             raise Refusal("too_large", f"Content-Length {length} exceeds the limit of {cap} bytes")
+
+    async def _read_body(self, request: web.Request, reservation: Reservation) -> bytes:
+        cap = self._config.max_request_bytes
         timeout_s = self._config.body_timeout_s
+        grow = self._core.grow
         try:
             decoder = CappedDecompressor(request.headers.get("Content-Encoding", ""), cap)
             async with asyncio.timeout(timeout_s):
                 async for chunk in request.content.iter_chunked(_CHUNK):
                     decoder.feed(chunk)
+                    if decoder.size > reservation.held:  # decompressed, or undeclared
+                        try:
+                            grow(reservation, decoder.size)
+                        except Refusal as refusal:
+                            refusal.hang_up = True  # the rest of the body stays unread
+                            raise
             return decoder.finish()
         except TimeoutError:
             raise Refusal("timeout", f"request body not received within {timeout_s:g} s") from None
@@ -214,7 +234,11 @@ class HttpReceiver:
         if self._core.draining:
             return web.json_response({"status": "shutting down"}, status=503)
         if not self._core.sink.ready():
-            return web.json_response({"status": "not ready"}, status=503)
+            # A sink may say why (e.g. the state file was deleted: state/file_identity.py).
+            reason = getattr(self._core.sink, "unready_reason", None)
+            detail = reason() if callable(reason) else None
+            body = {"status": "not ready"} | ({"reason": detail} if detail else {})
+            return web.json_response(body, status=503)
         return web.json_response({"status": "ready"})
 
     def _authorized(self, handler: Handler) -> Handler:

@@ -11,6 +11,7 @@ from aiohttp import web
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.receiver.core import ReceiverCore
+from tracepass.collector.receiver.fd_budget import connection_cap, raise_nofile_limit
 from tracepass.collector.receiver.grpc_server import GrpcReceiver
 from tracepass.collector.receiver.http_server import GetRoute, HttpReceiver
 from tracepass.collector.receiver.memory import MemoryGuard
@@ -35,9 +36,17 @@ class ReceiverServers:
     ) -> None:
         self.config = config or ReceiverConfig()
         self.core = ReceiverCore(sink, instruments, self.config, memory)
-        self._grpc = GrpcReceiver(self.core, self.config) if self.config.grpc_enabled else None
+        # Per port, fitted under the file limit (raised to its hard value first).
+        self.max_connections = connection_cap(self.config.max_connections, raise_nofile_limit())
+        self._grpc = (
+            GrpcReceiver(self.core, self.config, self.max_connections)
+            if self.config.grpc_enabled
+            else None
+        )
         self._http = (
-            HttpReceiver(self.core, self.config, extra_routes) if self.config.http_enabled else None
+            HttpReceiver(self.core, self.config, extra_routes, self.max_connections)
+            if self.config.http_enabled
+            else None
         )
         self._started = False
 

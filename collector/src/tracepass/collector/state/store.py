@@ -63,7 +63,9 @@ from tracepass.collector.state.failure_index import (
     FailureModeIndex,
     stored_signatures,
 )
+from tracepass.collector.state.file_identity import FileIdentity
 from tracepass.collector.state.index import (
+    FILTER_INDEXES,
     INDEX_COLUMNS,
     INDEX_SCHEMA,
     ResultFilter,
@@ -293,6 +295,7 @@ class StateStore:
         # Failure signatures per failing result (`failure_index.py`); its bound
         # (`failure_modes.max_per_version`) may be set before `open()`.
         self.failure_modes = FailureModeIndex()
+        self.identity: FileIdentity | None = None  # set by open(): see file_identity.py
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -335,6 +338,7 @@ class StateStore:
             raise
         self._reader = self._connect()
         self.failure_modes.load(self._reader)
+        self.identity = FileIdentity(self.path)
         # Journal entries written by earlier processes end here; later ones are this
         # process's own (`window_journal` callers replay only the former).
         row = self._reader.execute("SELECT max(seq) FROM window_log").fetchone()
@@ -382,6 +386,7 @@ class StateStore:
                     f"{self.path}: state schema version {row[0]}, this tracepass reads "
                     f"version {SCHEMA_VERSION}; move the file away to start fresh"
                 )
+            conn.executescript(FILTER_INDEXES)  # files of any version (index.py)
             conn.close()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: not a usable SQLite state file: {exc}") from exc
@@ -809,6 +814,11 @@ class StateStore:
                 (after, upto),
             )
         ]
+
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The read connection (None until open): the API installs its query time limit
+        on it (`api/query_guard.py`)."""
+        return self._reader
 
     def list_results(
         self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None

@@ -12,14 +12,16 @@ tool arguments come from agents and users.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 import jinja2
 from aiohttp import web
 
-from tracepass.collector.api.params import FILTER_PARAMS, ParamError, format_time
+from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
+from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.api.write_access import WriteAccess
@@ -41,6 +43,7 @@ UI_PREFIX = "/ui"
 FAILING = "fail,error,incomplete"
 TREND_BUCKETS = 24
 ResultLookup = Callable[[str], StoredResult | None]
+PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _env() -> jinja2.Environment:
@@ -215,6 +218,24 @@ class UiPages:
     def _error(self, message: str, status: int) -> web.Response:
         return self._page("error.html.j2", status=status, title="error", message=message)
 
+    def limited(self, handler: PageHandler) -> PageHandler:
+        """The read API's limits for a page: bounded parameters (400), and its queries
+        (run through `ReadModel.run`) refused when busy (503) or too slow (504)."""
+
+        async def page(request: web.Request) -> web.StreamResponse:
+            try:
+                check_bounds(request.query.items())
+                return await handler(request)
+            except ParamError as exc:
+                return self._error(str(exc), 400)
+            except QueryRefused as exc:
+                response = self._error(str(exc), exc.status)
+                if exc.retry_after_s is not None:
+                    response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+                return response
+
+        return page
+
     # ------------------------------------------------------------------ overview
 
     async def overview(self, request: web.Request) -> web.StreamResponse:
@@ -275,7 +296,7 @@ class UiPages:
                         }
                     )
                 )
-        chart = self._trend(window)
+        chart = await self.model.run(lambda: self._trend(window))  # off the event loop
         return self._page(
             "overview.html.j2",
             title="agents",
@@ -329,7 +350,7 @@ class UiPages:
         if query.get("outcome") == "any":
             query["outcome"] = ""
         try:
-            body = self.model.conversations(query)
+            body = await self.model.run(lambda: self.model.conversations(query))
         except ParamError as exc:
             return self._error(str(exc), 400)
         except LookupError as exc:
@@ -433,7 +454,11 @@ class UiPages:
     async def regressions(self, request: web.Request) -> web.StreamResponse:
         params = dict(request.query)
         try:
-            body = self.model.reference_summary(params) if params.get("baseline_version") else None
+            body = (
+                await self.model.run(lambda: self.model.reference_summary(params))
+                if params.get("baseline_version")
+                else None
+            )
         except ParamError as exc:
             return self._error(str(exc), 400)
         except LookupError as exc:
@@ -506,8 +531,8 @@ def ui_routes(
 
     return [
         (UI_PREFIX, root),
-        (f"{UI_PREFIX}/", pages.overview),
-        (f"{UI_PREFIX}/conversations", pages.conversations),
-        (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.conversation),
-        (f"{UI_PREFIX}/regressions", pages.regressions),
+        (f"{UI_PREFIX}/", pages.limited(pages.overview)),
+        (f"{UI_PREFIX}/conversations", pages.limited(pages.conversations)),
+        (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.limited(pages.conversation)),
+        (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
     ]
