@@ -123,6 +123,9 @@ class EvaluationSettings(_Section):
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
     judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+    # `command` graders run programs as the collector's user: off unless set here (a
+    # reference file alone cannot turn them on). docs/graders.md.
+    allow_command_graders: bool = False
 
 
 class SamplingRuleConfig(_Section):
@@ -156,7 +159,10 @@ class MetricsConfig(_Section):
     prometheus_host: str | None = None
     prometheus_port: int = Field(default=9464, ge=0, le=65535)
     # When set, /metrics answers 401 unless `Authorization: Bearer <token>` is sent.
+    # None: receiver.bearer_token's (any token set protects /metrics); "": open.
     bearer_token: str | None = None
+    # Exemplars carry trace ids only; true adds the conversation id (user data).
+    exemplar_conversation_ids: bool = False
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
@@ -217,6 +223,10 @@ class UIConfig(_Section):
     # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
     # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
     trace_url_template: str | None = None
+    # `Host` names the UI answers (DNS-rebinding guard; others get 421). None: the
+    # loopback names and receiver.host (with 0.0.0.0, the machine's own names); ["*"]:
+    # any (docs/ui.md, "Security").
+    allowed_hosts: list[str] | None = None
     # The overview's window when the URL names none (and so the window of its
     # "vs previous version" links); None: the first of metrics.windows.
     default_window: str | None = None

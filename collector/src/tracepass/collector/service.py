@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from tracepass.collector.api.write_access import mount_write_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
+from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.sampling import ConversationSampler
@@ -147,9 +149,14 @@ class CollectorService:
 
         cfg = self.config
         ev = cfg.evaluation
-        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
+        self.telemetry = build_telemetry(
+            cfg.metrics,
+            default_host=cfg.receiver.host,
+            fallback_bearer_token=cfg.receiver.bearer_token,
+        )
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
+        register_schema_check_counter(meter)
         judge = None
         budget = None
         if ev.judge is not None:
@@ -233,8 +240,9 @@ class CollectorService:
                 self.read_model,
                 self.pipeline.latest_result,
                 cfg.ui,
-                headline_k=cfg.metrics.headline_k,
                 write=self.triage.write if self.triage is not None else None,
+                headline_k=cfg.metrics.headline_k,
+                bind_host=cfg.receiver.host,
                 review=self.review_pages,
             )
         memory = None
@@ -350,7 +358,8 @@ class CollectorService:
         fed = self.triage.warm_up()
         if fed:
             log.info("reference candidates: %d unreferenced stored results read", fed)
-        return self.triage.read_routes()
+        assert self.read_model is not None
+        return self.triage.read_routes(self.read_model)
 
     async def _review_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
         """The review queue (`api/review.py`): its tables, its read routes and, with the
@@ -359,11 +368,14 @@ class CollectorService:
         assert self.triage is not None
         self.review = ReviewQueue(cfg, self.pipeline, self.clock)
         await self.review.open()
-        routes = self.review.read_routes()
+        assert self.read_model is not None
+        routes = self.review.read_routes(self.read_model)
         if cfg.ui.enabled:
             from tracepass.collector.api.ui.review import ReviewPages
+            from tracepass.collector.api.ui.security import allowed_hosts
 
-            self.review_pages = ReviewPages(self.review, self.triage.write)
+            hosts = allowed_hosts(cfg.ui.allowed_hosts, cfg.receiver.host)
+            self.review_pages = ReviewPages(self.review, self.triage.write, hosts)
             routes += self.review_pages.read_routes()
         return routes
 
@@ -598,6 +610,8 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # read after recovery (pipeline names the path)
+        return f"the state file is damaged ({exc}); restore it or move it away (state.path)"
     if isinstance(exc, BindError):
         flag = _FLAG_OF_SETTING.get(exc.setting)
         where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"

@@ -37,7 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
-from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
+from tracepass.evaluator.checks import (
+    DEFAULT_REPEATED_CALL_LIMIT,
+    learned_violations,
+    needs_schema_validation,
+)
 from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
 from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
@@ -56,6 +60,7 @@ from tracepass.evaluator.models import (
     construct_unchecked,
 )
 from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
+from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
 from tracepass.evaluator.toolcorrectness import (
     CompiledTurn,
     called_names,
@@ -691,7 +696,20 @@ class Evaluator:
         reference_set: str | None = None,
         policy: Policy | None = None,
     ) -> ConversationResult:
-        done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
+        if needs_schema_validation(conversation):
+            # Schemas declared by spans cost what their sender chooses: the loop gives
+            # them schema_guard.INLINE_BUDGET_S, then a worker thread the full time limit.
+            try:
+                with inline_attempt():
+                    done = self._evaluate_without_loop(
+                        conversation, reference, reference_set, policy
+                    )
+            except LeaveTheLoop:
+                done = await asyncio.to_thread(
+                    self._evaluate_without_loop, conversation, reference, reference_set, policy
+                )
+        else:
+            done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
         if isinstance(done, ConversationResult):
             return done
         return await self.complete(conversation, done, reference_set=reference_set)
@@ -726,6 +744,14 @@ class Evaluator:
         answers = (
             None if done.policy is None else await self._grade_policy(done.policy, conversation)
         )
+        if needs_schema_validation(conversation):  # the learned checks: as in `aevaluate`
+            try:
+                with inline_attempt():
+                    return self._finish(conversation, base, done.policy, answers)
+            except LeaveTheLoop:
+                return await asyncio.to_thread(
+                    self._finish, conversation, base, done.policy, answers
+                )
         return self._finish(conversation, base, done.policy, answers)
 
     def evaluate(

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from tracepass.collector.api.params import ParamError, format_time, parse_time
+from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore
 from tracepass.collector.state.failure_index import ModeScope
 
@@ -111,18 +112,15 @@ def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
 
 
 def failure_mode_routes(
-    store: StateStore | None, clock: Callable[[], float] = time.time
+    model: ReadModel, clock: Callable[[], float] = time.time
 ) -> list[tuple[str, Any]]:
-    from tracepass.collector.api.routes import _json
+    """The endpoint, answered like the other list endpoints (`routes._answer`: bounded
+    parameters, off the event loop, under the query time limit)."""
+    from tracepass.collector.api.routes import _answer
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        # (merge of main's query guard into this branch: answered inline until the
-        # failure-modes owner routes it through `_answer(model, …)`.)
-        try:
-            return _json(failure_modes(store, request.query, clock))
-        except ParamError as exc:
-            return _json({"error": str(exc), "parameter": exc.parameter}, status=400)
-        except LookupError as exc:
-            return _json({"error": str(exc)}, status=503)
+        return await _answer(
+            model, request, lambda: failure_modes(model.store, request.query, clock)
+        )
 
     return [(FAILURE_MODES_PATH, handler)]

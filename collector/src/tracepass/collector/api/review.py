@@ -24,6 +24,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tracepass.collector.api.params import ParamError
+from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.write_access import WriteRoute
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline, ResultInfo
@@ -188,9 +190,9 @@ class ReviewQueue:
         try:
             limit = int(query.get("limit", "100"))
         except ValueError:
-            raise LabelError("limit: not an integer") from None
+            raise ParamError("limit", "not an integer") from None
         if not 1 <= limit <= MAX_LIST:
-            raise LabelError(f"limit: between 1 and {MAX_LIST}")
+            raise ParamError("limit", f"must be between 1 and {MAX_LIST}, got {limit}")
         queued, labelled = labels.counts()
         items = labels.queue(pending_only=pending, limit=limit)
         return {
@@ -253,23 +255,27 @@ class ReviewQueue:
 
     # ------------------------------------------------------------------ routes
 
-    def read_routes(self) -> list[GetRoute]:
-        def answer(compute: Callable[[], dict[str, Any]]) -> web.Response:
+    def read_routes(self, model: ReadModel) -> list[GetRoute]:
+        """Answered like the other lists (`routes._answer`): bounded parameters, the
+        query off the event loop under the read model's time limit."""
+        from tracepass.collector.api.routes import _answer
+
+        async def answer(
+            request: web.Request, compute: Callable[[], dict[str, Any]]
+        ) -> web.StreamResponse:
             try:
-                return _json(compute())
+                return await _answer(model, request, compute)
             except LabelError as exc:
                 return _json({"error": str(exc)}, status=400)
-            except LookupError as exc:
-                return _json({"error": str(exc)}, status=503)
 
         async def queue(request: web.Request) -> web.StreamResponse:
-            return answer(lambda: self.queue_json(request.query))
+            return await answer(request, lambda: self.queue_json(request.query))
 
         async def labels(request: web.Request) -> web.StreamResponse:
-            return answer(self.labels_json)
+            return await answer(request, self.labels_json)
 
         async def agreement_(request: web.Request) -> web.StreamResponse:
-            return answer(self.agreement_json)
+            return await answer(request, self.agreement_json)
 
         return [(QUEUE_PATH, queue), (LABELS_PATH, labels), (AGREEMENT_PATH, agreement_)]
 

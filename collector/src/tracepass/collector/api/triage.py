@@ -22,6 +22,7 @@ from tracepass.collector.api.candidates import (
     candidate_write_routes,
 )
 from tracepass.collector.api.failure_modes import failure_mode_routes
+from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.write_access import WriteAccess, mount_write_routes
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
@@ -103,9 +104,9 @@ class Triage:
                 fed += 1
         return fed
 
-    def read_routes(self) -> list[GetRoute]:
+    def read_routes(self, model: ReadModel) -> list[GetRoute]:
         routes = [
-            *failure_mode_routes(self.pipeline.store, self.clock),
+            *failure_mode_routes(model, self.clock),
             *candidate_read_routes(self.candidates),
         ]
         if self.pages is not None:

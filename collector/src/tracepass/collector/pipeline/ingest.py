@@ -69,6 +69,7 @@ from tracepass.collector.pipeline.scheduling import (
 from tracepass.collector.receiver.decode import count_log_records
 from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
+from tracepass.collector.state.unusable import unusable_state
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -106,6 +107,7 @@ class Pipeline:
         result_cache_size: int = 10_000,
         sampler: ConversationSampler | None = None,
         journal_entry: Callable[[ConversationResult], str] | None = None,
+        allow_command_graders: bool = False,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         self.state_config = state
@@ -130,6 +132,7 @@ class Pipeline:
             fuzzy=self.matching_config.fuzzy,
             fuzzy_threshold=self.matching_config.fuzzy_threshold,
             meter=meter,
+            allow_command_graders=allow_command_graders,
         )
         self._normalizer = normalizer
         self._logs_normalizer: LogsNormalizer | None = None
@@ -191,6 +194,7 @@ class Pipeline:
             state=config.state,
             matching=config.matching,
             references=config.references,
+            allow_command_graders=config.evaluation.allow_command_graders,
             **kwargs,
         )
 
@@ -204,11 +208,23 @@ class Pipeline:
         """Load references (a broken file fails startup), recover state, start ticking."""
         self.references.load()
         if self.store is not None:
-            await asyncio.to_thread(self.store.open)
-            await asyncio.to_thread(self._recover)
+            await self._open_state()
         if background:
             self._task = asyncio.create_task(self._loop(), name="tracepass-pipeline")
         self._ready = True
+
+    async def _open_state(self) -> None:
+        """Open the state file and recover from it; a damaged file or a read-only
+        directory is a `StateError` naming the path (exit 2), not a traceback."""
+        assert self.store is not None
+        try:
+            await asyncio.to_thread(self.store.open)
+            await asyncio.to_thread(self._recover)
+        except Exception as exc:
+            error = unusable_state(self.store.path, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
     def _recover(self) -> None:
         assert self.store is not None

@@ -17,6 +17,7 @@ import heapq
 import itertools
 import json
 import logging
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -206,16 +207,28 @@ def encode_cursor(completed_at: float, key: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+# A cursor this server hands out is a timestamp and a conversation key (ids are capped
+# well below this): anything longer is refused before it is decoded.
+MAX_CURSOR_CHARS = 4096
+
+
 def decode_cursor(cursor: str) -> tuple[float, str]:
-    """Raises ValueError for a cursor this server did not hand out."""
+    """Raises ValueError for a cursor this server did not hand out (also a huge number,
+    deep nesting or an overlong cursor: a 400, never a 500)."""
+    shown = cursor if len(cursor) <= 80 else cursor[:80] + "…"
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise ValueError(f"invalid cursor {shown!r} (longer than {MAX_CURSOR_CHARS} characters)")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         at, key = json.loads(raw)
-        if not isinstance(key, str):
+        if not isinstance(key, str) or isinstance(at, bool) or not isinstance(at, (int, float)):
             raise TypeError(key)
-        return float(at), key
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"invalid cursor {cursor!r}") from exc
+        when = float(at)
+        if not math.isfinite(when):
+            raise ValueError(at)
+        return when, key
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"invalid cursor {shown!r}") from exc
 
 
 _COLUMNS = (

@@ -6,6 +6,7 @@ tool arguments come from agents and users.
     /ui/                      agents × versions × reference sets, pass^k, trend chart
     /ui/conversations         the failing conversations, with the list API's filters
     /ui/conversations/{id}    turns, trajectory vs reference, verdicts, violations
+    /ui/conversation?id=      the same, for ids like `..` (ui/security.py)
     /ui/regressions           per-reference pass@1 of a version against a baseline
 """
 
@@ -23,6 +24,12 @@ from aiohttp import web
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
 from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui.security import (
+    allowed_hosts,
+    conversation_path,
+    reveal_invisible,
+    secured,
+)
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.api.write_access import WriteAccess
 from tracepass.collector.config import UIConfig
@@ -51,6 +58,7 @@ def _env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("tracepass.collector.api.ui", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=reveal_invisible,
     )
     env.globals["fmt"] = _fmt
     return env
@@ -356,7 +364,7 @@ class UiPages:
         except LookupError as exc:
             return self._error(str(exc), 503)
         rows = [
-            {**c, "url": f"{UI_PREFIX}/conversations/{quote(c['conversation_id'], safe='')}"}
+            {**c, "url": conversation_path(UI_PREFIX, c["conversation_id"])}
             for c in body["conversations"]
         ]
         next_url = None
@@ -385,7 +393,9 @@ class UiPages:
     # ------------------------------------------------------------------ one conversation
 
     async def conversation(self, request: web.Request) -> web.StreamResponse:
-        conversation_id = request.match_info["conversation_id"]
+        conversation_id = request.match_info.get("conversation_id") or request.query.get("id")
+        if not conversation_id:
+            return self._error("id: missing (/ui/conversation?id=…)", 400)
         stored = self.results(conversation_id)
         if stored is None:
             return self._error(f"conversation {conversation_id!r} not found", 404)
@@ -520,19 +530,26 @@ def ui_routes(
     *,
     headline_k: int = 3,
     write: WriteAccess | None = None,
+    bind_host: str = "127.0.0.1",
     review: ReviewPanel | None = None,
 ) -> list[GetRoute]:
-    """The UI's GET routes (mounted behind the receiver's bearer-token check);
-    `headline_k` is `metrics.headline_k`."""
+    """The UI's GET routes (mounted behind the receiver's bearer-token check), each
+    behind the Host check and with the security headers (`security.py`); `headline_k`
+    is `metrics.headline_k`; `write`: the write access the "make this a reference"
+    button needs (none: no button)."""
     pages = UiPages(model, results, config, headline_k, write, review)
+    hosts = allowed_hosts(config.allowed_hosts, bind_host)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
 
-    return [
+    routes: list[GetRoute] = [
         (UI_PREFIX, root),
         (f"{UI_PREFIX}/", pages.limited(pages.overview)),
         (f"{UI_PREFIX}/conversations", pages.limited(pages.conversations)),
         (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.limited(pages.conversation)),
+        # ?id= (ids like `..`, ui/security.py)
+        (f"{UI_PREFIX}/conversation", pages.limited(pages.conversation)),
         (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
     ]
+    return [(path, secured(handler, hosts)) for path, handler in routes]

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.ui.pages import UI_PREFIX, _env
+from tracepass.collector.api.ui.security import conversation_path, secured
 from tracepass.collector.api.write_access import CSRF_FIELD, WriteAccess, WriteRoute
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.evaluator.offline.review import is_judge
@@ -32,9 +33,13 @@ TURN_FIELD = "turn_"  # form field of turn i: turn_<i>
 
 
 class ReviewPages:
-    def __init__(self, queue: ReviewQueue, write: WriteAccess) -> None:
+    def __init__(
+        self, queue: ReviewQueue, write: WriteAccess, hosts: frozenset[str] | None = None
+    ) -> None:
         self.queue = queue
         self.write = write
+        # `ui.allowed_hosts` as resolved by `security.allowed_hosts` (the Host check).
+        self.hosts = hosts
         self.env = _env()
 
     @property
@@ -95,7 +100,7 @@ class ReviewPages:
             result = stored.result
             context["item"] = {
                 "conversation_id": wanted,
-                "url": f"{UI_PREFIX}/conversations/{quote(wanted, safe='')}",
+                "url": conversation_path(UI_PREFIX, wanted),
                 "action": f"{REVIEW_PAGE}/{quote(wanted, safe='')}/label",
                 "reason": queued.reason if queued is not None else None,
                 "agent": f"{result.agent_name or ''} {result.agent_version or ''}".strip(),
@@ -159,10 +164,14 @@ class ReviewPages:
         raise web.HTTPSeeOther(f"{REVIEW_PAGE}?" + urlencode({"conversation_id": conversation_id}))
 
     def read_routes(self) -> list[GetRoute]:
-        return [(REVIEW_PAGE, self.get)]
+        return [(REVIEW_PAGE, secured(self.get, self.hosts))]
 
     def write_routes(self) -> list[WriteRoute]:
         return [
-            ("POST", f"{REVIEW_PAGE}/{{conversation_id}}/label", self.label),
-            ("POST", f"{UI_PREFIX}/conversations/{{conversation_id}}/review", self.enqueue),
+            ("POST", f"{REVIEW_PAGE}/{{conversation_id}}/label", secured(self.label, self.hosts)),
+            (
+                "POST",
+                f"{UI_PREFIX}/conversations/{{conversation_id}}/review",
+                secured(self.enqueue, self.hosts),
+            ),
         ]

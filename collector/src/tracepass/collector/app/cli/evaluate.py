@@ -162,6 +162,14 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
+    allow_command_graders: Annotated[
+        bool,
+        typer.Option(
+            "--allow-command-graders",
+            help="Let references use `command` graders, which run programs as you "
+            "(off by default: a reference file alone cannot run commands).",
+        ),
+    ] = False,
 ) -> None:
     """Score conversations against references, with optional CI gates.
 
@@ -210,7 +218,7 @@ def evaluate(
             stderr_console().print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
         source = ", ".join(map(str, dataset))
     else:
-        sets = sources.reference_sets(references or [])
+        sets = sources.reference_sets(references or [], allow_command_graders=allow_command_graders)
         conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
         source = ", ".join(map(str, files))
     if sample_rate < 1.0:

@@ -63,12 +63,16 @@ def conversations_from_otlp(
     return assemble_offline(requests_from_otlp(files), conversation_id_keys=conversation_id_keys)
 
 
-def reference_sets(paths: Sequence[Path]) -> list[ReferenceSet]:
+def reference_sets(
+    paths: Sequence[Path], *, allow_command_graders: bool = False
+) -> list[ReferenceSet]:
+    """Load `paths` or exit 2; `command` graders only with `allow_command_graders`
+    (they run programs as this user: the commands that grade ask for a flag)."""
     for path in paths:
         if not path.exists():
             fail(f"{path}: no such file or directory (--references)")
     try:
-        sets = load_reference_sets(paths)
+        sets = load_reference_sets(paths, allow_command_graders=allow_command_graders)
     except ReferenceLoadError as exc:
         fail(str(exc))
     if not any(rs.references or rs.policies for rs in sets):

@@ -211,6 +211,8 @@ def demo_config(
 def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> None:
     """Play conversations at `rate` until the duration is over or `stop` is set."""
     opts = state.options
+    # Unreferenced but consistent traffic too, so a reference candidate appears.
+    scenarios = (*agent.SCENARIOS, *getattr(agent, "CANDIDATE_SCENARIOS", ()))
     interval = 1.0 / opts.rate
     next_at = time.monotonic()
     i = 0
@@ -218,7 +220,7 @@ def agent_loop(agent: ModuleType, state: DemoState, stop: threading.Event) -> No
         regressed = state.elapsed >= opts.switch_at
         state.version = "1.1" if regressed else "1.0"
         rng = agent.conversation_rng(opts.seed, f"demo-{i}")
-        scenario = agent.SCENARIOS[rng.randrange(len(agent.SCENARIOS))]
+        scenario = scenarios[rng.randrange(len(scenarios))]
         agent.run_conversation(
             scenario,
             version=state.version,
