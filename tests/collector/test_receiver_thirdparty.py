@@ -123,6 +123,7 @@ def _check(view: dict[str, Any]) -> None:
         "trace_ids",
         "turns",
         "evaluation",
+        "judgements",
         "revision",
         "status",
         "complete",

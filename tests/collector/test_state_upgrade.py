@@ -32,7 +32,7 @@ OLD_FILE = Path(__file__).resolve().parents[1] / "data" / "state" / "results_vie
 OLD_TURNS = TWO_TURN_VIEWS
 
 
-ADDED_RESULT_KEYS = ("policy_id", "policy_outcome", "violations")
+ADDED_RESULT_KEYS = ("policy_id", "policy_outcome", "violations", "judgements")
 ADDED_TURN_KEYS = ("violations", "policy_passed", "policy_graders", "policy_error")
 
 
@@ -61,6 +61,7 @@ def test_rows_in_the_old_view_format_load_and_render_the_same_view(tmp_path: Pat
         # policy verdict and violations: docs/references.md "Policies").
         for key in ADDED_RESULT_KEYS:
             assert view["evaluation"].pop(key) in (None, [])
+        assert view.pop("judgements") == []  # conversation judges (docs/judges.md)
         for turn in view["evaluation"]["turns"]:
             for key in ADDED_TURN_KEYS:
                 assert turn.pop(key) in (None, [])

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from tracepass.evaluator.models import ConversationJudgeSpec
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
 
@@ -111,6 +112,9 @@ class JudgeBudgetConfig(_Section):
     # `skipped_budget` (no trial), never a failure.
     calls_per_minute: float | None = Field(default=None, gt=0)
     calls_per_day: int | None = Field(default=None, ge=0)
+    # The judge's spend in USD per UTC day (its calls' reported tokens, priced): once
+    # reached, judge-needing conversations are `skipped_budget` until midnight UTC.
+    usd_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class EvaluationSettings(_Section):
@@ -126,6 +130,21 @@ class EvaluationSettings(_Section):
     # `command` graders run programs as the collector's user: off unless set here (a
     # reference file alone cannot turn them on). docs/graders.md.
     allow_command_graders: bool = False
+
+    # Judges of whole conversations (docs/judges.md); they need `judge`.
+    conversation_judges: list[ConversationJudgeSpec] = Field(default_factory=list)
+
+    @field_validator("conversation_judges")
+    @classmethod
+    def _judges_usable(cls, value: list[ConversationJudgeSpec]) -> list[ConversationJudgeSpec]:
+        # Unique names, and each rubric fits its token budget (refused here, at load).
+        from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+
+        try:
+            compile_all(value)
+        except ConversationJudgeError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class SamplingRuleConfig(_Section):

@@ -73,11 +73,18 @@ class BoundPorts:
 
 
 def load_judge(
-    spec: str, *, threshold: float, concurrency: int, cache: Any, budget: Any = None
+    spec: str,
+    *,
+    threshold: float,
+    concurrency: int,
+    cache: Any,
+    budget: Any = None,
+    price: Any = None,
 ) -> Any:
     """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
-    or a zero-argument factory), paying its calls from `budget` if given. Errors are
-    `ConfigError`s naming `evaluation.judge`."""
+    or a zero-argument factory), paying its calls from `budget` if given and pricing them
+    with `price` (a `pricing.PriceBook`). Errors are `ConfigError`s naming
+    `evaluation.judge`."""
     try:
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
@@ -85,8 +92,40 @@ def load_judge(
     from tracepass.evaluator.judge import LLMJudge
 
     return LLMJudge(
-        model, pass_threshold=threshold, concurrency=concurrency, cache=cache, budget=budget
+        model,
+        pass_threshold=threshold,
+        concurrency=concurrency,
+        cache=cache,
+        budget=budget,
+        price=price,
     )
+
+
+def judge_price_book(config: CollectorConfig) -> Any:
+    """The prices of the judge's own calls: the config's `pricing.models` (when this
+    build's config has that section) over the `genai-prices` library."""
+    from tracepass.evaluator.pricing import PriceBook
+
+    pricing = getattr(config, "pricing", None)
+    models = getattr(pricing, "models", None)
+    return PriceBook(models if isinstance(models, dict) else None)
+
+
+def conversation_judge_specs(ev: Any) -> list[Any]:
+    """`evaluation.conversation_judges`, checked: each rubric fits its token budget, and
+    the judges have a model (`evaluation.judge`). Errors are `ConfigError`s."""
+    from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+
+    specs = list(ev.conversation_judges)
+    if specs and ev.judge is None:
+        raise ConfigError(
+            "evaluation.conversation_judges needs evaluation.judge (the chat model that judges)"
+        )
+    try:
+        compile_all(specs)
+    except ConversationJudgeError as exc:
+        raise ConfigError(f"evaluation.conversation_judges: {exc}") from exc
+    return specs
 
 
 class CollectorService:
@@ -165,8 +204,14 @@ class CollectorService:
 
                 self._judge_cache = JudgeCache(ev.judge_cache)
             limits = ev.judge_budget
-            if limits.calls_per_minute is not None or limits.calls_per_day is not None:
-                budget = JudgeBudget(limits.calls_per_minute, limits.calls_per_day)
+            if (
+                limits.calls_per_minute is not None
+                or limits.calls_per_day is not None
+                or limits.usd_per_day is not None
+            ):
+                budget = JudgeBudget(
+                    limits.calls_per_minute, limits.calls_per_day, usd_per_day=limits.usd_per_day
+                )
                 register_budget_gauge(meter, budget)
             judge = load_judge(
                 ev.judge,
@@ -174,6 +219,7 @@ class CollectorService:
                 concurrency=ev.judge_concurrency,
                 cache=self._judge_cache,
                 budget=budget,
+                price=judge_price_book(cfg),
             )
         sampler = ConversationSampler(
             cfg.sampling,
@@ -182,6 +228,7 @@ class CollectorService:
             budget=budget,
             default_grader=ev.default_grader,
             common_labels=self._common_labels,
+            judges_every_conversation=bool(ev.conversation_judges),
         )
         evaluator = Evaluator(
             EvaluationConfig(
@@ -191,6 +238,7 @@ class CollectorService:
                 default_grader=ev.default_grader,
             ),
             judge=judge,
+            conversation_judges=conversation_judge_specs(ev),
         )
         self.pipeline = Pipeline.from_config(
             cfg,
@@ -219,8 +267,10 @@ class CollectorService:
         self._replay_window_journal()
         register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
         if judge is not None:
-            # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
+            # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total;
+            # their tokens and cost: tracepass_judge_tokens_total, tracepass_judge_cost_usd_total.
             judge.on_call = self.metrics.record_judge_call
+            judge.on_spend = self.metrics.record_judge_spend
         self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
         self.read_model = ReadModel(
@@ -453,7 +503,7 @@ class CollectorService:
         metrics = self.metrics
         if store is None or metrics is None:
             return
-        from tracepass.collector.export.window_entry import decode_entry
+        from tracepass.collector.export.window_entry import decode_entries
 
         upto = store.journal_upto(AGGREGATOR_BLOB)
         self._journal_applied = upto
@@ -465,9 +515,11 @@ class CollectorService:
                     result = ConversationResult.model_validate_json(entry.text)
                     added = metrics.replay(result, revision=entry.revision, now=entry.evaluated_at)
                 elif entry.format == JOURNAL_WINDOW:
-                    added = metrics.replay_entry(
-                        decode_entry(entry.text), revision=entry.revision, now=entry.evaluated_at
-                    )
+                    added = False
+                    for window in decode_entries(entry.text):  # + judge series' entries
+                        added |= metrics.replay_entry(
+                            window, revision=entry.revision, now=entry.evaluated_at
+                        )
                 else:
                     raise ValueError(f"unknown journal entry format {entry.format}")
             except ValueError as exc:

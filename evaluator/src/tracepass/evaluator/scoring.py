@@ -19,6 +19,9 @@ Rules (docs/metrics.md has the full table):
 * no reference → every turn unscored and outcome UNSCORED (INCOMPLETE if not complete);
 * the learned checks (`checks.py`) run on every conversation and their violations are
   reported per turn; they decide nothing on their own;
+* conversation judges (`conversation_judges.py`, docs/judges.md), when configured, read
+  the whole scored conversation and add their verdicts (`judgements`); they change
+  neither the outcome nor the result's series (each is a series of its own);
 * an agent policy (`policies.py`), when one applies, adds its rules and graders to the
   learned checks: a turn is correct only if it also passes the policy, and the outcome
   is the worse of the reference's and the policy's (no verdict > INCOMPLETE > FAIL >
@@ -42,11 +45,13 @@ from tracepass.evaluator.checks import (
     learned_violations,
     needs_schema_validation,
 )
+from tracepass.evaluator.conversation_judges import CompiledJudge, ConversationJudges
 from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
 from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
+    ConversationJudgeSpec,
     ConversationResult,
     Outcome,
     Policy,
@@ -312,11 +317,14 @@ def _with_policy(
 @dataclass(frozen=True, slots=True)
 class PendingEvaluation:
     """What is left to do inside an event loop: grade the reference (`cref`) and/or the
-    policy's graders. `base` is the reference result when it is already done."""
+    policy's graders, then run the conversation judges. `base` is the reference result
+    when it is already done; `finished` the whole result when only judges are left."""
 
     base: ConversationResult | None
     cref: _CompiledReference | None
     policy: CompiledPolicy | None
+    finished: ConversationResult | None = None
+    judges: tuple[CompiledJudge, ...] = ()
 
 
 class Evaluator:
@@ -326,10 +334,17 @@ class Evaluator:
     _CACHE_LIMIT = 4096
 
     def __init__(
-        self, config: EvaluationConfig | None = None, judge: LLMJudge | None = None
+        self,
+        config: EvaluationConfig | None = None,
+        judge: LLMJudge | None = None,
+        *,
+        conversation_judges: Sequence[ConversationJudgeSpec] = (),
     ) -> None:
+        """`conversation_judges`: judges of whole conversations (raises
+        `ConversationJudgeError` for one that cannot be used)."""
         self.config = config if config is not None else EvaluationConfig()
         self.judge = judge
+        self.conversation_judges = ConversationJudges(conversation_judges, judge)
         cfg = self.config
         self._fair_forge = cfg.profile == "fair-forge"
         self._weights = cfg.weights.raw() if self._fair_forge else cfg.weights.normalized()
@@ -424,6 +439,7 @@ class Evaluator:
                 "policy_id": None,
                 "policy_outcome": None,
                 "violations": (),
+                "judgements": (),
             },
         )
 
@@ -472,6 +488,7 @@ class Evaluator:
                 "policy_id": None,
                 "policy_outcome": None,
                 "violations": (),
+                "judgements": (),
             },
         )
 
@@ -662,7 +679,31 @@ class Evaluator:
                 answers = cpol.grade_sync(conversation)
             except NeedsEventLoop:
                 return PendingEvaluation(base, cref, cpol)
-        return self._finish(conversation, base, cpol, answers)
+        finished = self._finish(conversation, base, cpol, answers)
+        judges = self._judges_for(conversation, finished, policy)
+        if judges:
+            return PendingEvaluation(None, None, None, finished=finished, judges=judges)
+        return finished
+
+    def _judges_for(
+        self, conversation: Conversation, result: ConversationResult, policy: Policy | None
+    ) -> tuple[CompiledJudge, ...]:
+        """The conversation judges that read this scored conversation (usually none: one
+        attribute test when no judge is configured and no policy has any)."""
+        if not self.conversation_judges and (policy is None or not policy.conversation_judges):
+            return ()
+        return self.conversation_judges.select(conversation, result.reference_set, policy)
+
+    async def _judged(
+        self,
+        conversation: Conversation,
+        result: ConversationResult,
+        judges: tuple[CompiledJudge, ...],
+    ) -> ConversationResult:
+        if not judges:
+            return result
+        judgements = await self.conversation_judges.run(conversation, judges)
+        return result.model_copy(update={"judgements": judgements})
 
     async def _score_on_loop(
         self, conversation: Conversation, cref: _CompiledReference, reference_set: str | None
@@ -735,24 +776,33 @@ class Evaluator:
         reference_set: str | None = None,
     ) -> ConversationResult:
         """Finish what `try_evaluate` left (same arguments as that call)."""
+        if done.finished is not None:
+            return await self._judged(conversation, done.finished, done.judges)
         base = done.base
+        policy = None if done.policy is None else done.policy.policy
         if base is None:
             assert done.cref is not None
             base = await self._score_on_loop(conversation, done.cref, reference_set)
             if base.outcome is Outcome.SKIPPED_BUDGET:
-                return base
+                return await self._judged(
+                    conversation, base, self._judges_for(conversation, base, policy)
+                )
         answers = (
             None if done.policy is None else await self._grade_policy(done.policy, conversation)
         )
         if needs_schema_validation(conversation):  # the learned checks: as in `aevaluate`
             try:
                 with inline_attempt():
-                    return self._finish(conversation, base, done.policy, answers)
+                    result = self._finish(conversation, base, done.policy, answers)
             except LeaveTheLoop:
-                return await asyncio.to_thread(
+                result = await asyncio.to_thread(
                     self._finish, conversation, base, done.policy, answers
                 )
-        return self._finish(conversation, base, done.policy, answers)
+        else:
+            result = self._finish(conversation, base, done.policy, answers)
+        return await self._judged(
+            conversation, result, self._judges_for(conversation, result, policy)
+        )
 
     def evaluate(
         self,

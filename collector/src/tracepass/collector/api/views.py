@@ -12,11 +12,12 @@ from tracepass.evaluator.models import (
     AgentStep,
     Conversation,
     ConversationResult,
+    Judgement,
     ToolCall,
     Turn,
 )
 
-__all__ = ["conversation_json", "conversation_view_json", "stored_view_json"]
+__all__ = ["conversation_json", "conversation_view_json", "judgement_json", "stored_view_json"]
 
 
 def tool_call_json(call: ToolCall, *, with_agent: bool = False) -> dict[str, Any]:
@@ -68,6 +69,22 @@ def conversation_json(conversation: Conversation) -> dict[str, Any]:
     }
 
 
+def judgement_json(j: Judgement) -> dict[str, Any]:
+    """A conversation judge's verdict (docs/api.md): no verdict shows as `passed` and
+    `score` null with `outcome` error / skipped_budget and the reason in `error`."""
+    return {
+        "name": j.name,
+        "passed": j.passed,
+        "score": j.score,
+        "reasoning": j.reasoning,
+        "rubric_version": j.rubric_version,
+        "model": j.model,
+        "outcome": j.outcome.value,
+        "error": j.error,
+        "truncated": j.truncated,
+    }
+
+
 def conversation_view_json(
     conversation: Conversation,
     result: ConversationResult | None,
@@ -78,6 +95,7 @@ def conversation_view_json(
     """The conversation API's answer: the conversation shape plus its evaluation."""
     view = conversation_json(conversation)
     view["evaluation"] = None if result is None else result.model_dump(mode="json")
+    view["judgements"] = [] if result is None else [judgement_json(j) for j in result.judgements]
     view["revision"] = revision
     view["status"] = status
     view["complete"] = conversation.complete

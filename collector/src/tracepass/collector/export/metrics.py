@@ -31,6 +31,7 @@ from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
+from tracepass.collector.export.judge_series import judgement_entries
 from tracepass.collector.export.outcomes import (
     result_success,
     success_of,
@@ -49,6 +50,7 @@ from tracepass.collector.export.window_entry import (
     task_of,
     window_entry,
 )
+from tracepass.evaluator.judge_spend import JudgeSpend
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
@@ -190,6 +192,17 @@ class EvaluationMetrics:
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
         )
+        self.judge_tokens = m.create_counter(
+            "tracepass_judge_tokens",
+            description="Tokens of LLM judge calls as the provider reported them, by type",
+        )
+        self.judge_cost = m.create_counter(
+            "tracepass_judge_cost_usd", description="Cost of LLM judge calls in USD"
+        )
+        self.judge_unpriced = m.create_counter(
+            "tracepass_judge_unpriced_calls",
+            description="LLM judge calls whose cost is unknown (not counted in the cost), by reason",
+        )
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
             description="Label values collapsed into 'other' by the cardinality limit",
@@ -315,7 +328,49 @@ class EvaluationMetrics:
         if self._events is not None:
             labels = dict(zip(LABELS, key, strict=True))
             self._events.emit(result, labels, revision, conversation)
+        if result.judgements:
+            self._record_judgements(result, revision, now, conversation)
         return True
+
+    def _record_judgements(
+        self,
+        result: ConversationResult,
+        revision: int,
+        now: float,
+        conversation: Conversation | None,
+    ) -> None:
+        """Each conversation judge's verdict as a trial of its series
+        `reference_set="judge:<name>"` (`judge_series.py`): windows, counter, exemplar."""
+        trace = None
+        if conversation is not None and conversation.trace_ids:
+            trace = conversation.trace_ids[-1]
+        for entry in judgement_entries(result):
+            key = self.key_of(entry)
+            added = self._add_to_windows(key, entry, revision, now)
+            if not added.accepted:
+                continue
+            outcome = json.loads(entry.tag)[0]
+            with self._hot_lock:
+                if added.replaced and added.previous_key is not None:
+                    self._supersede(added.previous_key, added.previous_tag)
+                self.conversations.add(1, (*key, outcome))
+            if self.exemplars is not None:
+                self.exemplars.observe_many(
+                    [("tracepass_conversations", (*key, outcome), trace, 1.0)],
+                    conversation_id=result.conversation_id,
+                    timestamp=now,
+                )
+
+    def key_of(self, entry: WindowEntry) -> Key:
+        """The bounded label values of a window entry (as `key` for a result)."""
+        limiter = self.limiter
+        return limiter.combination(
+            (
+                limiter("agent_name", entry.agent_name),
+                limiter("agent_version", entry.agent_version),
+                limiter("reference_set", entry.reference_set),
+            )
+        )
 
     def _add_to_windows(self, key: Key, entry: WindowEntry, revision: int, now: float) -> AddResult:
         """The one way into the windows: live results and journal replays alike."""
@@ -360,15 +415,7 @@ class EvaluationMetrics:
     def replay_entry(self, entry: WindowEntry, *, revision: int, now: float) -> bool:
         """`replay` of a journalled `WindowEntry` (what the journal holds since schema
         version 5): the same entry `record` added, under the labels it maps to now."""
-        limiter = self.limiter
-        key: Key = limiter.combination(
-            (
-                limiter("agent_name", entry.agent_name),
-                limiter("agent_version", entry.agent_version),
-                limiter("reference_set", entry.reference_set),
-            )
-        )
-        return self._add_to_windows(key, entry, revision, now).accepted
+        return self._add_to_windows(self.key_of(entry), entry, revision, now).accepted
 
     def _exemplars(
         self,
@@ -427,6 +474,21 @@ class EvaluationMetrics:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the
         judge's own vocabulary, passed through)."""
         self.judge_calls.add(1, {"outcome": outcome})
+
+    def record_judge_spend(self, spend: JudgeSpend) -> None:
+        """`LLMJudge(on_spend=...)` hook: one judge model call's tokens and cost."""
+        for kind, count in (
+            ("input", spend.input_tokens),
+            ("output", spend.output_tokens),
+            ("cached_input", spend.cached_input_tokens),
+            ("reasoning", spend.reasoning_tokens),
+        ):
+            if count:
+                self.judge_tokens.add(count, {"type": kind})
+        if spend.cost_usd is not None:
+            self.judge_cost.add(spend.cost_usd)
+        else:
+            self.judge_unpriced.add(1, {"reason": spend.unpriced_reason or "unknown"})
 
     # ------------------------------------------------------------------ gauges
 

@@ -31,6 +31,7 @@ from tracepass.collector.api.ui.security import (
     secured,
 )
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
+from tracepass.collector.api.views import judgement_json
 from tracepass.collector.api.write_access import WriteAccess
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
@@ -411,6 +412,7 @@ class UiPages:
             "result": None,
             "turns": [],
             "violations": [],
+            "judgements": [],
             "reasons": [],
             "raw_turns": [
                 {"index": i + 1, "query": t.query, "answer": t.answer}
@@ -435,6 +437,7 @@ class UiPages:
                 },
                 turns=[_turn(t) for t in result.turns],
                 violations=_violations(result),
+                judgements=[judgement_json(j) for j in result.judgements],
                 reasons=failure_reasons(result, limit=20),
                 list_url=self._list_url(
                     agent_name=result.agent_name,

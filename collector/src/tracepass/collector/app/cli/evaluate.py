@@ -51,6 +51,8 @@ Examples:
 
   tracepass evaluate --dataset fair_forge.json --profile fair-forge
 
+  tracepass evaluate traces.jsonl -r refs/ --config tracepass.yaml --format html -o report.html
+
   tracepass evaluate traces.jsonl --references refs/ --fail-under pass_pow_k@3=0.8 --fail-under tool_correctness=0.9 --gate-on lower
 
 Exit codes: 0 ok, 1 a --fail-under gate failed, 2 usage or input error.
@@ -121,6 +123,15 @@ def evaluate(
             "--judge",
             help="module:attr of a langchain-core BaseChatModel instance or factory "
             "(needed by llm graders).",
+        ),
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A `tracepass serve` config file: its evaluation.conversation_judges judge "
+            "every conversation, with its evaluation.judge model unless --judge is given.",
+            show_default=False,
         ),
     ] = None,
     threshold: Annotated[
@@ -203,6 +214,22 @@ def evaluate(
             fail("give OTLP trace FILEs with --references PATH, or --dataset FILE")
         if not references:
             fail("--references PATH is required with trace FILEs")
+    conversation_judges: list[Any] = []
+    if config_file is not None:
+        from tracepass.collector.config import ConfigError, load_config
+
+        try:
+            settings = load_config(config_file).evaluation
+        except ConfigError as exc:
+            fail(str(exc))
+        conversation_judges = list(settings.conversation_judges)
+        if judge is None:
+            judge = settings.judge
+        if conversation_judges and judge is None:
+            fail(
+                f"{config_file}: evaluation.conversation_judges needs a model: "
+                "evaluation.judge in the file, or --judge module:attr"
+            )
     judge_obj = None
     if judge is not None:
         from tracepass.evaluator.judge import LLMJudge
@@ -242,7 +269,7 @@ def evaluate(
         tool_threshold=tool_threshold,
         default_grader=default_grader.value,
     )
-    evaluator = Evaluator(config, judge=judge_obj)
+    evaluator = Evaluator(config, judge=judge_obj, conversation_judges=conversation_judges)
     catalog = ReferenceCatalog(sets)
 
     show = progress if progress is not None else sys.stderr.isatty()
