@@ -172,3 +172,28 @@ def test_labelled_rows_keep_the_export_columns() -> None:
         }
     ]
     assert labelled_rows(doc, {})[0]["human_label"] == ""
+
+
+def test_conversation_judges_count_against_the_conversation_label() -> None:
+    from tracepass.evaluator.models import Judgement
+
+    def judged(cid: str, passed: bool) -> dict[str, object]:
+        result = _result(cid).model_copy(
+            update={
+                "judgements": (
+                    Judgement(
+                        name="tone",
+                        outcome=Outcome.PASS if passed else Outcome.FAIL,
+                        score=1.0 if passed else 0.0,
+                        passed=passed,
+                        rubric_version="1",
+                    ),
+                )
+            }
+        )
+        return result.model_dump(mode="json")
+
+    found = live_agreement([(judged("a", True), True, {}), (judged("b", True), False, {})])
+    tone = next(j for j in found if j["judge"] == "judge:tone")
+    assert tone["level"] == "conversation"
+    assert tone["matrix"] == {"tp": 1, "fp": 1, "fn": 0, "tn": 0}

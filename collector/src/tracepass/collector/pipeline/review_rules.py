@@ -39,6 +39,11 @@ def judge_uncertain(result: ConversationResult, threshold: float, margin: float)
                 return True
             if abs(grader.score - threshold) <= margin:
                 return True
+    for judgement in result.judgements:  # conversation judges
+        if judgement.passed is None and judgement.outcome.value == "error":
+            return True
+        if judgement.score is not None and abs(judgement.score - threshold) <= margin:
+            return True
     return False
 
 

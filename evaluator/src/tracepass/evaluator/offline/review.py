@@ -218,8 +218,9 @@ def judge_pairs(
     result: Mapping[str, Any], passed: bool | None, turns: Mapping[int, bool]
 ) -> dict[tuple[str, str], list[LabelledPair]]:
     """(judge, level) → (judge, human) pairs from one labelled conversation: every LLM
-    judge's verdict on each labelled turn (level `turn`), and tracepass's verdict on the
-    conversation against the person's (`outcome`, level `conversation`)."""
+    judge's verdict on each labelled turn (level `turn`), tracepass's verdict on the
+    conversation against the person's (`outcome`, level `conversation`), and each
+    conversation judge's (`judge:<name>`, level `conversation`)."""
     pairs: dict[tuple[str, str], list[LabelledPair]] = {}
     for i, turn in enumerate(result.get("turns") or []):
         human = turns.get(int(turn.get("index", i)))
@@ -232,6 +233,11 @@ def judge_pairs(
     if passed is not None and result.get("correct") is not None:
         key = (CONVERSATION_JUDGE, "conversation")
         pairs.setdefault(key, []).append(LabelledPair(bool(result["correct"]), passed))
+    # Conversation judges (`judgements`): their verdict on the whole conversation.
+    for judgement in result.get("judgements") or []:
+        if passed is not None and judgement.get("passed") is not None:
+            key = (f"judge:{judgement.get('name')}", "conversation")
+            pairs.setdefault(key, []).append(LabelledPair(bool(judgement["passed"]), passed))
     return pairs
 
 
