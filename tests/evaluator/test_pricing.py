@@ -147,3 +147,37 @@ def test_configured_cost_is_linear_in_the_counts(
     assert got is not None
     assert got >= 0
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        ("gpt-4o", "openai"),
+        ("gpt-4o-mini", None),
+        ("o3-mini", "openai"),
+        ("claude-3-5-sonnet-20241022", "anthropic"),
+        ("claude-3-5-haiku-latest", None),
+        ("gemini-2.5-pro", "gcp.gemini"),  # tiered: asked per call
+        ("gemini-2.0-flash", None),
+        ("anthropic.claude-3-haiku-20240307-v1:0", "aws.bedrock"),
+    ],
+)
+@pytest.mark.parametrize(
+    "usage",
+    [
+        TokenUsage(input_tokens=1234, output_tokens=567),
+        TokenUsage(input_tokens=300_000, output_tokens=9, cached_input_tokens=250_000),
+        TokenUsage(input_tokens=0, output_tokens=0),
+    ],
+)
+def test_fast_rates_equal_the_library_answer(
+    model: str, provider: str | None, usage: TokenUsage
+) -> None:
+    """Resolved per-token rates give the library's own figure for any counts."""
+    from tracepass.evaluator.pricing import _LIBRARY, library_provider
+
+    day = "2026-11-01"
+    fast = _LIBRARY.price(model, library_provider(provider), usage, day)
+    slow = _LIBRARY.compute(model, library_provider(provider), usage, day)
+    assert slow is not None
+    assert fast == pytest.approx(slow, rel=1e-9, abs=1e-15)

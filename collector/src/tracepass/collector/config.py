@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from tracepass.evaluator.models import ConversationJudgeSpec
+from tracepass.evaluator.pricing import ModelPrice, PriceBook
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 
 
@@ -269,6 +270,17 @@ class UIConfig(_Section):
         return value
 
 
+class PricingConfig(_Section):
+    """Model prices in USD per million tokens, over the genai-prices library's
+    (docs/cost-latency.md): `models: {name: {input_per_mtok, output_per_mtok,
+    cached_input_per_mtok?, reasoning_per_mtok?}}`."""
+
+    models: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    def book(self) -> PriceBook:
+        return PriceBook(self.models)
+
+
 class ApiConfig(_Section):
     """Write access to the API and the UI (docs/api.md "Write access"). None: every
     endpoint that changes state is off (404) and the UI hides its buttons."""
@@ -338,6 +350,7 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+    pricing: PricingConfig = PricingConfig()
     api: ApiConfig = ApiConfig()
     failure_modes: FailureModesConfig = FailureModesConfig()
     candidates: CandidatesConfig = CandidatesConfig()

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracepass.evaluator.usage import Latency, TimelineSpan, Usage
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,6 +107,10 @@ class Turn(_Frozen):
     end_ns: int | None = None
     offered_tools: tuple[ToolDefinition, ...] | None = None
     tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The turn's spans for the timeline, and its tokens, cost and latency (usage.py).
+    spans: tuple[TimelineSpan, ...] = ()
+    usage: Usage | None = None
+    latency: Latency | None = None
     # Multi-agent turns: the agents that ran below the turn's own agent, nested as their
     # spans were (empty for a single agent, and then not serialized).
     steps: tuple[AgentStep, ...] = Field(default=(), exclude_if=_is_empty)
@@ -123,6 +129,9 @@ class Conversation(_Frozen):
     # scored with outcome "incomplete" rather than pass/fail.
     complete: bool = True
     attributes: dict[str, Any] = Field(default_factory=dict)
+    # Over every turn's spans (usage.py): tokens, cost, wall latency.
+    usage: Usage | None = None
+    latency: Latency | None = None
 
 
 # --------------------------------------------------------------------------- reference side

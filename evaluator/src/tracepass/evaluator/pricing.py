@@ -171,33 +171,97 @@ def library_provider(provider: str | None) -> str | None:
     return _PROVIDER_IDS.get(key, key)
 
 
-class _Library:
-    """genai-prices, imported on first use (~0.4 s) and asked once per distinct call.
+@dataclass(frozen=True, slots=True)
+class _Rates:
+    """A library price that is linear in the counts we pass (USD per token, plus a
+    per-request price): computed here without asking the library per call."""
 
-    The library's answer depends on the model, provider, counts and day (prices have a
-    history); the same call shape repeats a lot (retries, scripted and cached agents), so
-    answers are memoized per UTC day in a bounded cache.
+    input: float
+    output: float
+    cached: float
+    per_request: float
+
+    def cost(self, usage: TokenUsage) -> float:
+        cached = usage.cached_input_tokens or 0
+        return (
+            ((usage.input_tokens or 0) - cached) * self.input
+            + cached * self.cached
+            + (usage.output_tokens or 0) * self.output
+            + self.per_request
+        )
+
+
+# What a (model, provider, day) resolves to: linear rates, the library per call (tiered or
+# otherwise non-linear prices), or unknown.
+_PER_CALL: Final = "per_call"
+_UNKNOWN: Final = "unknown"
+
+
+class _Library:
+    """genai-prices, imported on first use (~0.4 s).
+
+    Asking the library costs ~120 us a call (it validates the usage and walks its price
+    units), and a conversation has several model calls with different counts. So each
+    (model, provider, day) is resolved once: when the model's price is plain per-token
+    rates for what we pass (input, cache reads, output; a per-request price), the cost
+    is computed here from those rates (checked against the library in
+    tests/evaluator/test_pricing.py); tiered prices go to the library per call.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calc: Any = None
         self._usage: Any = None
+        self._tiered: Any = None
+        self._resolved: dict[tuple[str, str | None, str], _Rates | str] = {}
 
     def _load(self) -> None:
         with self._lock:
             if self._calc is None:
                 from genai_prices import Usage, calc_price
+                from genai_prices.types import TieredPrices
 
                 self._usage = Usage
+                self._tiered = TieredPrices
                 self._calc = calc_price
 
     def price(self, model: str, provider: str | None, usage: TokenUsage, day: str) -> float | None:
+        key = (model, provider, day)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolve(model, provider, day)
+            if len(self._resolved) >= 4096:  # many models or days: stay bounded
+                self._resolved.clear()
+            self._resolved[key] = found
+        if isinstance(found, _Rates):
+            return found.cost(usage)
+        if found == _UNKNOWN:
+            return None
         return _library_price(self, model, provider, usage, day)
 
-    def compute(
-        self, model: str, provider: str | None, usage: TokenUsage, day: str
-    ) -> float | None:
+    def _resolve(self, model: str, provider: str | None, day: str) -> _Rates | str:
+        result = self._ask(model, provider, TokenUsage(1, 1), day)
+        if result is None:
+            return _UNKNOWN
+        fields = {
+            k: v
+            for k, v in vars(result.model_price).items()
+            if v is not None and not k.startswith("_")
+        }
+        if any(isinstance(v, self._tiered) for v in fields.values()):
+            return _PER_CALL
+        if "input_mtok" not in fields or "output_mtok" not in fields:
+            return _PER_CALL
+        # Other units (audio, images, cache writes, searches) are billed only for counts
+        # we never pass: the price is linear in ours.
+        return _Rates(
+            input=float(fields["input_mtok"]) / _PER_MTOK,
+            output=float(fields["output_mtok"]) / _PER_MTOK,
+            cached=float(fields.get("cache_read_mtok", fields["input_mtok"])) / _PER_MTOK,
+            per_request=float(fields.get("requests_kcount", 0)) / 1000.0,
+        )
+
+    def _ask(self, model: str, provider: str | None, usage: TokenUsage, day: str) -> Any:
         if self._calc is None:
             self._load()
         counts: dict[str, int] = {
@@ -212,7 +276,7 @@ class _Library:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = self._calc(
+                    return self._calc(
                         self._usage(**counts),
                         model_ref=model,
                         provider_id=provider_id,
@@ -222,9 +286,17 @@ class _Library:
                 continue
             except (ValueError, ArithmeticError):
                 return None
-            total = float(result.total_price)
-            return total if math.isfinite(total) else None
         return None
+
+    def compute(
+        self, model: str, provider: str | None, usage: TokenUsage, day: str
+    ) -> float | None:
+        """The library's own answer for one call (no fast path)."""
+        result = self._ask(model, provider, usage, day)
+        if result is None:
+            return None
+        total = float(result.total_price)
+        return total if math.isfinite(total) else None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -237,13 +309,22 @@ def _library_price(
 _LIBRARY: Final = _Library()
 
 
+_DAY_NS: Final = 86_400 * 10**9
+_DAYS: dict[int, str] = {}
+
+
 def _day_of(at_ns: int | None) -> str:
-    if at_ns is None or at_ns <= 0:
+    """The UTC date of `at_ns` (epoch ns; None or unusable: today), ISO formatted; one
+    conversion per distinct day (model calls of a day share it)."""
+    if at_ns is None or at_ns <= 0 or at_ns > 253_402_300_799 * 10**9:  # after 9999-12-31
         return datetime.now(tz=UTC).date().isoformat()
-    try:
-        return datetime.fromtimestamp(at_ns / 1e9, tz=UTC).date().isoformat()
-    except (OverflowError, OSError, ValueError):
-        return datetime.now(tz=UTC).date().isoformat()
+    day = at_ns // _DAY_NS
+    text = _DAYS.get(day)
+    if text is None:
+        if len(_DAYS) >= 4096:
+            _DAYS.clear()
+        text = _DAYS[day] = datetime.fromtimestamp(day * 86_400, tz=UTC).date().isoformat()
+    return text
 
 
 class PriceBook:

@@ -16,6 +16,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
+from tracepass.evaluator.usage import Latency, TimelineSpan, Usage, span_duration_s
 
 __all__ = ["conversation_json", "conversation_view_json", "judgement_json", "stored_view_json"]
 
@@ -46,6 +47,40 @@ def step_json(step: AgentStep) -> dict[str, Any]:
     }
 
 
+# `usage` when a conversation was stored before usage was read: every count unknown.
+_NO_USAGE = Usage(missing={"cost_usd": "recorded before tokens and cost were read"})
+
+
+def usage_json(usage: Usage | None) -> dict[str, Any]:
+    """`usage: {input_tokens, output_tokens, cached_input_tokens, reasoning_tokens,
+    model_calls, cost_usd, missing}` (a count the spans do not carry is null, not 0;
+    `missing` says why a figure is null when there is a reason beyond that)."""
+    return (usage or _NO_USAGE).model_dump(mode="json")
+
+
+def latency_json(latency: Latency | None) -> dict[str, Any] | None:
+    if latency is None:
+        return None
+    data = latency.model_dump(mode="json")
+    data.pop("duration_s")
+    return data
+
+
+def timeline_json(span: TimelineSpan) -> dict[str, Any]:
+    data = span.model_dump(mode="json")
+    data["duration_s"] = span_duration_s(span)
+    return data
+
+
+def _extras(owner: Turn | Conversation) -> dict[str, Any]:
+    latency = owner.latency
+    return {
+        "usage": usage_json(owner.usage),
+        "duration_s": None if latency is None else latency.duration_s,
+        "latency": latency_json(latency),
+    }
+
+
 def turn_json(turn: Turn) -> dict[str, Any]:
     """A turn; a multi-agent turn (one with agent steps) also names each call's agent and
     lists its `steps` (single-agent turns: the conversation's agent made every call)."""
@@ -54,6 +89,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "query": turn.query,
         "answer": turn.answer,
         "tool_calls": [tool_call_json(c, with_agent=multi) for c in turn.tool_calls],
+        **_extras(turn),
+        "spans": [timeline_json(s) for s in turn.spans],
     }
     if multi:
         out["steps"] = [step_json(s) for s in turn.steps]
@@ -65,6 +102,7 @@ def conversation_json(conversation: Conversation) -> dict[str, Any]:
         "conversation_id": conversation.id,
         "agent": {"name": conversation.agent_name, "version": conversation.agent_version},
         "trace_ids": list(conversation.trace_ids),
+        **_extras(conversation),
         "turns": [turn_json(t) for t in conversation.turns],
     }
 

@@ -44,6 +44,7 @@ from tracepass.collector.export.preaggregated import (
     SdkInstruments,
     attach,
 )
+from tracepass.collector.export.usage_metrics import UsageMetrics
 from tracepass.collector.export.window_entry import (
     UNMATCHED_TASK,
     WindowEntry,
@@ -188,6 +189,8 @@ class EvaluationMetrics:
             LAG_BUCKETS,
             unit="s",
         )
+        # Tokens, model calls, cost and latency per conversation (usage_metrics.py).
+        self.usage = UsageMetrics(ins, LABELS)
         # Rare: through the SDK.
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
@@ -323,6 +326,8 @@ class EvaluationMetrics:
                 self.tool_calls.add(tool_calls, key)
             if lag_s is not None and math.isfinite(lag_s):
                 self.evaluation_lag.record(max(0.0, lag_s), key)
+            if conversation is not None and not added.replaced:
+                self.usage.record(key, conversation)
         if self.exemplars is not None:
             self._exemplars(result, key, outcome, outcomes, turn_tally, conversation, now)
         if self._events is not None:

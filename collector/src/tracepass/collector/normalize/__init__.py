@@ -40,6 +40,7 @@ from tracepass.collector.normalize.registry import (
 )
 from tracepass.collector.normalize.stats import NONE, ReadTally
 from tracepass.collector.normalize.table import BY_KEY, BY_SPAN_NAME, adapters_for_scope
+from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, read_usage
 from tracepass.instrumentation import semconv as sc
 
 __all__ = [
@@ -110,6 +111,7 @@ _HOT_FIELDS = (
     "final_answer_uses_tools",
     "attributes",
     "tool_definitions",
+    "usage",
 )
 if tuple(f.name for f in dataclasses.fields(SpanRecord)) != _HOT_FIELDS:  # pragma: no cover
     raise ImportError("SpanRecord's fields changed: update _HOT_FIELDS and normalize_request")
@@ -157,6 +159,7 @@ _TOOL = RecordKind.TOOL
 _TURN = RecordKind.TURN
 _MODEL = RecordKind.MODEL
 _GENAI_CONVERSATION = CONVERSATION_ID_KEYS[0]
+_MAX_SPAN_NS = MAX_SPAN_DURATION_NS
 _AGENT_NAME = sc.AGENT_NAME
 _AGENT_VERSION = sc.AGENT_VERSION
 _ERROR_TYPE = sc.ERROR_TYPE
@@ -317,6 +320,7 @@ def normalize_request(
                     None,  # final_answer_uses_tools
                     kept,  # attributes
                     None,  # tool_definitions
+                    None,  # usage: model calls only, read below
                 )
                 # Dispatch (table.py, docs/conventions.md): first claim wins.
                 convention: str | None = None
@@ -351,6 +355,16 @@ def normalize_request(
                     applied = [a.name for a in adapters if a.adapt(rec, attrs, span)]
                     if applied:
                         kept[ADAPTERS_ATTR] = applied
+                if rec.kind is _MODEL:
+                    usage = read_usage(attrs)
+                    if usage is not None:
+                        rec.usage = usage
+                        if usage.problem is not None and tally is not None:
+                            tally.count_unreadable("token_count")
+                if tally is not None and (
+                    rec.end_ns < rec.start_ns or rec.end_ns - rec.start_ns > _MAX_SPAN_NS
+                ):
+                    tally.count_unreadable("span_time")
                 if rec.agent_name is None:
                     rec.agent_name = service_name
                 elif rec.agent_name.__class__ is str:

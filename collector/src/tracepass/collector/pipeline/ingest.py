@@ -39,6 +39,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import AddOutcome, Assembler, Completed, build_conversation
+from tracepass.collector.assembly.timeline import DEFAULT_PRICES
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
@@ -71,6 +72,7 @@ from tracepass.collector.receiver.sink import IngestResult, Overloaded
 from tracepass.collector.state import StateError, StateStore, StoredResult
 from tracepass.collector.state.unusable import unusable_state
 from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.pricing import PriceBook
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = ["Pipeline"]
@@ -108,8 +110,11 @@ class Pipeline:
         sampler: ConversationSampler | None = None,
         journal_entry: Callable[[ConversationResult], str] | None = None,
         allow_command_graders: bool = False,
+        prices: PriceBook | None = None,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
+        # Model prices for conversation costs (`pricing.models` over the price library).
+        self.prices = prices if prices is not None else DEFAULT_PRICES
         self.state_config = state
         self.matching_config = matching or MatchingConfig()
         self.evaluator = evaluator
@@ -195,6 +200,7 @@ class Pipeline:
             matching=config.matching,
             references=config.references,
             allow_command_graders=config.evaluation.allow_command_graders,
+            prices=config.pricing.book(),
             **kwargs,
         )
 
@@ -553,7 +559,9 @@ class Pipeline:
             if self.store is not None:
                 await self.store.discard(item.key)
             return None
-        conversation = build_conversation(item.key, item.records, complete=item.complete)
+        conversation = build_conversation(
+            item.key, item.records, complete=item.complete, prices=self.prices
+        )
         match = self.references.catalog.match(conversation)
         self._note_unknown_reference_id(conversation, match, item.revision)
         if match is None and item.revision == 0:
@@ -712,4 +720,7 @@ class Pipeline:
         if snap is None or not snap[2]:
             return None
         records, revision, _ = snap
-        return build_conversation(conversation_id, records, complete=False), revision
+        return (
+            build_conversation(conversation_id, records, complete=False, prices=self.prices),
+            revision,
+        )

@@ -73,6 +73,7 @@ from tracepass.collector.state.index import (
     backfill,
     index_values,
     list_results,
+    version_costs,
     write_violations,
 )
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
@@ -268,6 +269,13 @@ def _settle(outcomes: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
 _STOP = object()
 
 
+def _lacks_index_columns(conn: sqlite3.Connection) -> bool:
+    """Whether `results` misses an index column added since its file was created (added
+    by `_migrate_results`, NULL for the rows already stored)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    return any(name not in have for name, _ in INDEX_COLUMNS)
+
+
 class StateStore:
     def __init__(
         self,
@@ -371,7 +379,7 @@ class StateStore:
                     f"{JOURNAL_RESULT}"
                 )
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None or int(row[0]) in _UPGRADABLE:
+            if row is None or int(row[0]) in _UPGRADABLE or _lacks_index_columns(conn):
                 self._migrate_results(conn)
             if row is None:
                 conn.execute(
@@ -861,6 +869,15 @@ class StateStore:
                 args.append(value)
         rows = self._reader.execute(sql + " GROUP BY reference_id", args)
         return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
+
+    def version_costs(
+        self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
+    ) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
+        """Costs and durations per (agent, version) since `since` (`index.version_costs`)."""
+        assert self._reader is not None, "open() first"
+        return version_costs(
+            self._reader, since, agent_name=agent_name, reference_set=reference_set
+        )
 
     def outcome_trend(
         self, since: float, buckets: int

@@ -30,6 +30,7 @@ from tracepass.collector.api.ui.security import (
     reveal_invisible,
     secured,
 )
+from tracepass.collector.api.ui.timeline import timeline_of
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
 from tracepass.collector.api.views import judgement_json
 from tracepass.collector.api.write_access import WriteAccess
@@ -43,7 +44,7 @@ from tracepass.evaluator.explain import (
     natural_key,
     trajectory_rows,
 )
-from tracepass.evaluator.models import AgentStep, ToolCall, TurnResult
+from tracepass.evaluator.models import AgentStep, Conversation, ToolCall, TurnResult
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]
 
@@ -62,6 +63,9 @@ def _env() -> jinja2.Environment:
         finalize=reveal_invisible,
     )
     env.globals["fmt"] = _fmt
+    env.globals["usd"] = _usd
+    env.globals["secs"] = _secs
+    env.globals["count"] = _count
     return env
 
 
@@ -71,6 +75,23 @@ def _fmt(value: Any, digits: int = 2) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _usd(value: float | None) -> str:
+    """A cost as the API's number, rounded for reading ($ and 6 significant digits)."""
+    if value is None:
+        return "unknown"
+    return f"${value:.6g}" if value < 1000 else f"${value:,.2f}"
+
+
+def _secs(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
 
 
 def _value(v: Any) -> str:
@@ -165,6 +186,19 @@ def _turn(turn: TurnResult) -> dict[str, Any]:
         "tools_checked": turn.expected_tools is not None,
         "calls": [_call_row(r) for r in trajectory_rows(turn.tool_calls, turn.expected_tools)],
         "violations": _violations(turn),
+    }
+
+
+def _figures(conv: Conversation) -> dict[str, Any]:
+    """The conversation page's cost and latency summary and its timeline."""
+    usage, latency = conv.usage, conv.latency
+    missing = {**(latency.missing if latency else {}), **(usage.missing if usage else {})}
+    return {
+        "usage": usage,
+        "latency": latency,
+        "duration_s": None if latency is None else latency.duration_s,
+        "missing": sorted(missing.items()),
+        "timeline": timeline_of(conv),
     }
 
 
@@ -306,6 +340,9 @@ class UiPages:
                     )
                 )
         chart = await self.model.run(lambda: self._trend(window))  # off the event loop
+        costs = self._version_costs(window)
+        for row in rows:
+            row["figures"] = costs.get((row["agent_name"], row["agent_version"]))
         return self._page(
             "overview.html.j2",
             title="agents",
@@ -318,6 +355,17 @@ class UiPages:
             chart=chart,
             agreement=self.review.agreement_rows() if self.review is not None else None,
         )
+
+    def _version_costs(self, window: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        """(agent, version) → cost per conversation and latency p95 in the window (the
+        `versions` of /api/v1/references/summary); empty without a state file."""
+        if self.model.store is None:
+            return {}
+        since = self.model.clock() - self.model.window_seconds(window)
+        return {
+            (v["agent_name"], v["agent_version"]): v
+            for v in self.model.version_summary(since, window, None, None)
+        }
 
     def _default_window(self, windows: list[str]) -> str:
         """`ui.default_window` (the demo's whole-run window, so the page is not empty a
@@ -418,6 +466,7 @@ class UiPages:
                 {"index": i + 1, "query": t.query, "answer": t.answer}
                 for i, t in enumerate(conv.turns)
             ],
+            **_figures(conv),
             # Multi-agent turns: who did what, by turn (empty lists for single agents).
             "agent_steps": [_steps(t.steps, t.tool_calls) for t in conv.turns],
         }

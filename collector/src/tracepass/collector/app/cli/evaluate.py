@@ -181,6 +181,15 @@ def evaluate(
             "(off by default: a reference file alone cannot run commands).",
         ),
     ] = False,
+    pricing: Annotated[
+        Path | None,
+        typer.Option(
+            "--pricing",
+            help="A config file whose pricing.models prices the models (else the "
+            "genai-prices library's prices only).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Score conversations against references, with optional CI gates.
 
@@ -246,7 +255,9 @@ def evaluate(
         source = ", ".join(map(str, dataset))
     else:
         sets = sources.reference_sets(references or [], allow_command_graders=allow_command_graders)
-        conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
+        conversations = sources.conversations_from_otlp(
+            files, conversation_id_key or (), sources.price_book(pricing)
+        )
         source = ", ".join(map(str, files))
     if sample_rate < 1.0:
         # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
@@ -312,6 +323,9 @@ def evaluate(
         unscored=unscored,
         as_models=True,
     )
+    from tracepass.evaluator.offline.cost_report import cost_latency_by_version
+
+    document["cost_latency"] = cost_latency_by_version(conversations)
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
         document["gates"] = [o.as_json() for o in outcomes]

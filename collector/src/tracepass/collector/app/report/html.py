@@ -172,4 +172,36 @@ def render_report(doc: Mapping[str, Any], *, title: str = "tracepass evaluation"
         judges=_judge_rows(summary),
         judgements=_judgement_rows(doc),
         judgements_total=len(doc.get("judgements") or []),
+        cost_latency=[_cost_row(v) for v in doc.get("cost_latency") or []],
     )
+
+
+def _cost_row(v: Mapping[str, Any]) -> dict[str, str]:
+    """One version's tokens, cost and latency, formatted (unknown figures as "—")."""
+
+    def usd(x: Any) -> str:
+        return "—" if x is None else f"${x:.6g}"
+
+    def secs(x: Any) -> str:
+        return "—" if x is None else f"{x:.3g} s"
+
+    def count(x: Any) -> str:
+        return "—" if x is None else f"{x:,}"
+
+    tokens = v.get("tokens") or {}
+    label = " ".join(str(p) for p in (v.get("agent_name"), v.get("agent_version")) if p)
+    return {
+        "version": label or "—",
+        "conversations": str(v.get("conversations", 0)),
+        "priced": str(v.get("priced", 0)),
+        "model_calls": count(v.get("model_calls")),
+        "input": count(tokens.get("input_tokens")),
+        "output": count(tokens.get("output_tokens")),
+        "cached": count(tokens.get("cached_input_tokens")),
+        "reasoning": count(tokens.get("reasoning_tokens")),
+        "cost_mean": usd(v.get("cost_usd_mean")),
+        "cost_p95": usd(v.get("cost_usd_p95")),
+        "cost_total": usd(v.get("cost_usd_total")),
+        "p50": secs(v.get("duration_s_p50")),
+        "p95": secs(v.get("duration_s_p95")),
+    }
