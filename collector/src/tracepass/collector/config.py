@@ -23,6 +23,7 @@ from pydantic import (
 from tracepass.evaluator.models import ConversationJudgeSpec
 from tracepass.evaluator.pricing import ModelPrice, PriceBook
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
+from tracepass.evaluator.vocabulary import DefaultGrader, Profile
 
 
 class _Section(BaseModel):
@@ -100,6 +101,18 @@ class StateConfig(_Section):
     # Evaluation results (served by /api/v1/conversations/{id}) are deleted this long after
     # their spans were purged; 0 keeps them forever. Metrics never read them back.
     results_retention_s: float = Field(default=7 * 86400.0, ge=0)
+    # Where evaluation results are stored and read back by the API and UI: null = this
+    # state file (one replica); `postgresql://user@host:port/db` = one PostgreSQL
+    # database shared by several replicas, so any replica shows all of them. Results
+    # wait in this state file's outbox while the database is unreachable.
+    results_url: str | None = None
+
+    @field_validator("results_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or null for the state file)")
+        return value
 
 
 class MatchingConfig(_Section):
@@ -119,10 +132,10 @@ class JudgeBudgetConfig(_Section):
 
 
 class EvaluationSettings(_Section):
-    profile: Literal["default", "fair-forge"] = "default"
+    profile: Profile = "default"
     threshold: float = Field(default=0.7, ge=0, le=1)
     tool_threshold: float = Field(default=1.0, ge=0, le=1)
-    default_grader: Literal["exact", "contains", "numeric", "llm"] = "contains"
+    default_grader: DefaultGrader = "contains"
     # module:attr of a langchain-core BaseChatModel instance or factory, for the llm grader.
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)

@@ -79,6 +79,7 @@ from tracepass.evaluator.trajectory import (
     name_trajectory,
     trajectory_scores,
 )
+from tracepass.evaluator.vocabulary import Profile
 
 if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
@@ -115,7 +116,7 @@ class ToolWeights(BaseModel):
 class EvaluationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    profile: Literal["default", "fair-forge"] = "default"
+    profile: Profile = "default"
     threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     tool_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     weights: ToolWeights = Field(default_factory=ToolWeights)

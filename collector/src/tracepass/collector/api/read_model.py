@@ -19,7 +19,7 @@ from tracepass.collector.api.params import (
     parse_list_query,
 )
 from tracepass.collector.api.query_guard import QueryGuard
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import ResultsStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
 from tracepass.evaluator import passk
 from tracepass.evaluator.explain import natural_key
@@ -71,7 +71,7 @@ class ReadModel:
 
     def __init__(
         self,
-        store: StateStore | None,
+        store: ResultsStore | None,
         snapshots: Snapshots,
         rolling: RollingConfig,
         *,
@@ -104,7 +104,7 @@ class ReadModel:
             "next_cursor": None if nxt is None else encode_cursor(*nxt),
         }
 
-    def _store(self) -> StateStore:
+    def _store(self) -> ResultsStore:
         if self.store is None:
             raise LookupError("this collector keeps no state file (state.path)")
         return self.store

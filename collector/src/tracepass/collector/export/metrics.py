@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry._logs import Logger
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -60,6 +60,7 @@ from tracepass.evaluator.rolling import (
     KeySnapshot,
     RollingAggregator,
     RollingConfig,
+    StateCapture,
 )
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -407,6 +409,23 @@ class EvaluationMetrics:
                 self._tags.clear()
             self._tags[cache_key] = tag
         return tag
+
+    def restore_windows(self, aggregator: RollingAggregator) -> None:
+        """Adopt windows restored from a snapshot (`export/windows.py`, before the first
+        result): their label values count against the cardinality limit as before."""
+        with self._lock:
+            self.aggregator = aggregator
+            for key in aggregator:
+                for label, value in zip(LABELS, key, strict=True):
+                    self.limiter.seed(label, [value])
+            self._dirty = True
+
+    def capture_windows(self, position: Callable[[], T]) -> tuple[StateCapture, T]:
+        """A point-in-time copy of the windows and `position()` read under the same lock
+        every writer of the windows takes (what `export/windows.py` persists: the copy
+        and the journal position it includes)."""
+        with self._lock:
+            return self.aggregator.capture(), position()
 
     def replay(self, result: ConversationResult, *, revision: int, now: float) -> bool:
         """Put an evaluation from the state file's window journal back into the windows

@@ -20,9 +20,13 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize import genai_events, traceloop, tracepass_conv
+from tracepass.collector.normalize import genai_events, tracepass_conv
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
 from tracepass.collector.normalize.arguments import RAW_KEY
+from tracepass.collector.normalize.conversation_ids import (
+    CONVERSATION_ID_KEYS,
+    resolve_conversation_id,
+)
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
@@ -59,16 +63,6 @@ __all__ = [
 
 # What OTLP files and receivers hand over: trace or logs export requests.
 OtlpRequest = ExportTraceServiceRequest | ExportLogsServiceRequest
-
-# Resolution order of the conversation id (first non-empty wins); then the configured
-# extra keys on the span, then the same extra keys on the resource.
-CONVERSATION_ID_KEYS: tuple[str, ...] = (
-    sc.CONVERSATION_ID,
-    "session.id",
-    traceloop.ASSOCIATION + "session_id",
-    traceloop.ASSOCIATION + "conversation_id",
-    traceloop.ASSOCIATION + "thread_id",
-)
 
 _STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 
@@ -115,26 +109,6 @@ _HOT_FIELDS = (
 )
 if tuple(f.name for f in dataclasses.fields(SpanRecord)) != _HOT_FIELDS:  # pragma: no cover
     raise ImportError("SpanRecord's fields changed: update _HOT_FIELDS and normalize_request")
-
-
-def resolve_conversation_id(
-    attrs: dict[str, Any], extra_keys: Sequence[str] = (), resource_fallback: str | None = None
-) -> str | None:
-    """The conversation id of one span (see `CONVERSATION_ID_KEYS`); None means the
-    collector treats the trace as the conversation."""
-    for key in CONVERSATION_ID_KEYS:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    for key in extra_keys:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    return resource_fallback
 
 
 def _conversation_id(

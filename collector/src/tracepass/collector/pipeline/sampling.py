@@ -29,12 +29,13 @@ from tracepass.collector.normalize.records import SpanRecord
 from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.models import Reference
 from tracepass.evaluator.sampling import SamplingPolicy, SamplingRule
+from tracepass.evaluator.vocabulary import JUDGE_GRADERS
 
 __all__ = ["ConversationSampler", "needs_judge"]
 
 log = logging.getLogger(__name__)
 
-_JUDGE_GRADERS = frozenset({"llm"})
+_JUDGE_GRADERS = JUDGE_GRADERS
 
 # (agent_name, agent_version, reference_set) → the exported common labels, bounded; the
 # export layer supplies it (the pipeline does not import export).

@@ -40,6 +40,7 @@ __all__ = [
     "index_values",
     "list_results",
     "version_costs",
+    "violation_rows",
     "write_violations",
 ]
 
@@ -163,12 +164,20 @@ def write_violations(
     copied, so a violation filter (with or without outcomes) pages through this table's
     own indexes in completion order."""
     conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
-    result = stored.result
-    if result is not None:
+    rows = violation_rows(stored)
+    if rows:
         conn.executemany(
             "INSERT OR IGNORE INTO result_violations VALUES (?,?,?,?)",
-            [(rule, key, closed_at, result.outcome.value) for rule in violation_rules(result)],
+            [(rule, key, closed_at, outcome) for rule, outcome in rows],
         )
+
+
+def violation_rows(stored: StoredResult) -> list[tuple[str, str | None]]:
+    """(rule, outcome) of every violated rule of one stored evaluation."""
+    result = stored.result
+    if result is None:
+        return []
+    return [(rule, result.outcome.value) for rule in violation_rules(result)]
 
 
 def backfill(conn: sqlite3.Connection, path: object) -> int:

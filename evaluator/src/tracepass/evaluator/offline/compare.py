@@ -27,6 +27,7 @@ from scipy import integrate, special
 
 from tracepass.evaluator import passk
 from tracepass.evaluator.offline.gates import point_estimate
+from tracepass.evaluator.vocabulary import K_METRICS
 
 _TAIL = 1e-12
 
@@ -275,7 +276,7 @@ def _overall(
         else None,
     }
     result["status"] = _status(result["delta_rate"], result["delta_tool_correctness"], tolerance)
-    for metric in ("pass_at_k", "pass_pow_k"):
+    for metric in K_METRICS:
         block = {}
         for k in ks:
             bv, est_b = point_estimate(base["summary"].get(metric, {}).get(str(k)) or {})

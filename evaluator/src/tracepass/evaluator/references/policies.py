@@ -21,8 +21,7 @@ from tracepass.evaluator.models import (
     PolicyRule,
     PolicyTool,
 )
-from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
-from tracepass.evaluator.references.schema import (
+from tracepass.evaluator.references._fields import (
     Path,
     _fail,
     _graders,
@@ -32,6 +31,7 @@ from tracepass.evaluator.references.schema import (
     _type_name,
     _unknown,
 )
+from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
 
 __all__ = ["parse_policies"]
 
