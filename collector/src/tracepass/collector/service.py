@@ -30,7 +30,6 @@ from typing import Any
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
 from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.triage import Triage
-from tracepass.collector.api.write_access import mount_write_routes
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
@@ -131,6 +130,16 @@ def build_evaluator(config: CollectorConfig, judge: Any = None) -> Any:
     )
 
 
+def shared_results_store(config: CollectorConfig) -> Any:
+    """The PostgreSQL results store of `state.results_url` (None: the state file)."""
+    url = config.state.results_url
+    if url is None:
+        return None
+    from tracepass.collector.state.postgres import PostgresResults
+
+    return PostgresResults(url)
+
+
 class CollectorService:
     """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
     `snapshot()` and `views.conversation_view(id)` while running.
@@ -162,7 +171,6 @@ class CollectorService:
         self.read_model: ReadModel | None = None
         self.triage: Triage | None = None
         self.review: ReviewQueue | None = None
-        self.review_pages: Any = None  # api/ui/review.py ReviewPages, with the UI on
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self.store: StateStore | None = None
@@ -195,9 +203,9 @@ class CollectorService:
     async def _start(self) -> None:
         # Imported here: the metrics stack pulls in prometheus_client and the SDK, which
         # commands that never run a collector should not pay for.
+        from tracepass.collector.export.judge_series import journal_entry
         from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
         from tracepass.collector.export.telemetry import build_telemetry
-        from tracepass.collector.export.window_entry import journal_entry
 
         cfg = self.config
         self.telemetry = build_telemetry(
@@ -230,7 +238,7 @@ class CollectorService:
             durability=cfg.state.durability,
             batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
-        shared = self._shared_results()
+        shared = shared_results_store(cfg)
         results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
         self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
@@ -325,15 +333,6 @@ class CollectorService:
         judge.on_spend = self.metrics.record_judge_spend
         return judge, budget
 
-    def _shared_results(self) -> Any:
-        """The PostgreSQL results store of `state.results_url` (None: the state file)."""
-        url = self.config.state.results_url
-        if url is None:
-            return None
-        from tracepass.collector.state.postgres import PostgresResults
-
-        return PostgresResults(url)
-
     def _retention_cutoff(self) -> float | None:
         """Results evaluated before this are deleted (None: kept forever)."""
         keep = self.config.state.results_retention_s
@@ -401,7 +400,7 @@ class CollectorService:
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
                 bind_host=cfg.receiver.host,
-                review=self.review_pages,
+                review=self.review.pages if self.review is not None else None,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -429,7 +428,8 @@ class CollectorService:
         )
         if self.triage is not None:
             self.triage.mount(self.receivers.http_app)
-        self._mount_review()
+        if self.review is not None:
+            self.review.mount(self.receivers.http_app)
         await self.receivers.start()
 
     async def stop(self) -> None:
@@ -469,7 +469,6 @@ class CollectorService:
             self.read_model = None
             self.triage = None
             self.review = None
-            self.review_pages = None
         if self.store is not None:
             await asyncio.to_thread(self.store.close)  # a store that never opened: no-op
             self.store = None
@@ -500,31 +499,14 @@ class CollectorService:
         return self.triage.read_routes(self.read_model)
 
     async def _review_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
-        """The review queue (`api/review.py`): its tables, its read routes and, with the
-        UI, its page; the write routes are mounted with the triage's (`_mount_review`)."""
+        """The review queue (`api/review.py`): its tables and read routes; its write
+        routes are mounted with the triage's."""
         assert self.pipeline is not None
-        assert self.triage is not None
-        self.review = ReviewQueue(cfg, self.pipeline, self.clock)
-        await self.review.open()
         assert self.read_model is not None
-        routes = self.review.read_routes(self.read_model)
-        if cfg.ui.enabled:
-            from tracepass.collector.api.ui.review import ReviewPages
-            from tracepass.collector.api.ui.security import allowed_hosts
-
-            hosts = allowed_hosts(cfg.ui.allowed_hosts, cfg.receiver.host)
-            self.review_pages = ReviewPages(self.review, self.triage.write, hosts)
-            routes += self.review_pages.read_routes()
-        return routes
-
-    def _mount_review(self) -> None:
-        app = self.receivers.http_app if self.receivers is not None else None
-        if self.review is None or self.triage is None or app is None:
-            return
-        routes = self.review.write_routes()
-        if self.review_pages is not None:
-            routes += self.review_pages.write_routes()
-        mount_write_routes(app, self.triage.write, routes)
+        write = self.triage.write if self.triage is not None else None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
+        await self.review.open()
+        return self.review.routes(self.read_model)
 
     def _observe_candidate(self, result: ConversationResult, info: ResultInfo) -> None:
         """The reference-candidates link of the chain (after the failure log)."""

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.api.write_access import WriteRoute
+from tracepass.collector.api.write_access import WriteAccess, WriteRoute, mount_write_routes
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.pipeline.review_rules import ReviewRules
@@ -137,9 +137,13 @@ class ReviewQueue:
         cfg: CollectorConfig,
         pipeline: Pipeline,
         clock: Callable[[], float] = time.time,
+        write: WriteAccess | None = None,
     ) -> None:
+        self.cfg = cfg
         self.pipeline = pipeline
         self.clock = clock
+        self.write = write if write is not None else WriteAccess(cfg.api.write_token)
+        self.pages: Any = None  # `ui/review.py` ReviewPages, with the UI on (`routes`)
         store = pipeline.store
         self.labels = ReviewLabels(store) if store is not None else None
         self.rules = ReviewRules(
@@ -254,6 +258,27 @@ class ReviewQueue:
         return 200, {"label": label_json(label)}
 
     # ------------------------------------------------------------------ routes
+
+    def routes(self, model: ReadModel) -> list[GetRoute]:
+        """Every read route: the API's and, with the UI on, the queue page's."""
+        routes = self.read_routes(model)
+        if self.cfg.ui.enabled:
+            from tracepass.collector.api.ui.review import ReviewPages
+            from tracepass.collector.api.ui.security import allowed_hosts
+
+            hosts = allowed_hosts(self.cfg.ui.allowed_hosts, self.cfg.receiver.host)
+            self.pages = ReviewPages(self, self.write, hosts)
+            routes += self.pages.read_routes()
+        return routes
+
+    def mount(self, app: web.Application | None) -> None:
+        """The write routes (API and UI) on the HTTP app, behind `WriteAccess`."""
+        if app is None:
+            return
+        routes = self.write_routes()
+        if self.pages is not None:
+            routes += self.pages.write_routes()
+        mount_write_routes(app, self.write, routes)
 
     def read_routes(self, model: ReadModel) -> list[GetRoute]:
         """Answered like the other lists (`routes._answer`): bounded parameters, the

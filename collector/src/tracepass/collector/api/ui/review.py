@@ -14,17 +14,19 @@ the queue read-only and no forms. The overview's agreement table comes from
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.ui.pages import UI_PREFIX, _env
 from tracepass.collector.api.ui.security import conversation_path, secured
 from tracepass.collector.api.write_access import CSRF_FIELD, WriteAccess, WriteRoute
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.evaluator.offline.review import is_judge
+
+if TYPE_CHECKING:  # the queue builds these pages (`ReviewQueue.routes`)
+    from tracepass.collector.api.review import ReviewQueue
 
 __all__ = ["REVIEW_PAGE", "ReviewPages"]
 
