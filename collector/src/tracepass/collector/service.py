@@ -378,7 +378,7 @@ class CollectorService:
             components.append(EventsComponent(events, metrics.common_labels))
         components.append(FailureLogComponent())
         components.append(ListenerComponent(self._observe_candidate))
-        components.append(ListenerComponent(self._observe_review))
+        components.append(ListenerComponent(lambda r, i: self.review and self.review.observe(r, i)))
         components.extend(ListenerComponent(listener) for listener in self.listeners)
         return ResultChain(components)
 
@@ -389,7 +389,9 @@ class CollectorService:
         assert self.read_model is not None
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
-        routes += await self._review_routes(cfg)
+        write = self.triage.write if self.triage is not None else None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
+        routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -400,7 +402,7 @@ class CollectorService:
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
                 bind_host=cfg.receiver.host,
-                review=self.review.pages if self.review is not None else None,
+                review=self.review.pages,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -428,8 +430,7 @@ class CollectorService:
         )
         if self.triage is not None:
             self.triage.mount(self.receivers.http_app)
-        if self.review is not None:
-            self.review.mount(self.receivers.http_app)
+        self.review.mount(self.receivers.http_app)
         await self.receivers.start()
 
     async def stop(self) -> None:
@@ -498,25 +499,10 @@ class CollectorService:
         assert self.read_model is not None
         return self.triage.read_routes(self.read_model)
 
-    async def _review_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
-        """The review queue (`api/review.py`): its tables and read routes; its write
-        routes are mounted with the triage's."""
-        assert self.pipeline is not None
-        assert self.read_model is not None
-        write = self.triage.write if self.triage is not None else None
-        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
-        await self.review.open()
-        return self.review.routes(self.read_model)
-
     def _observe_candidate(self, result: ConversationResult, info: ResultInfo) -> None:
         """The reference-candidates link of the chain (after the failure log)."""
         if self.triage is not None:
             self.triage.candidates.observe(result, info.conversation)
-
-    async def _observe_review(self, result: ConversationResult, info: ResultInfo) -> None:
-        """The review-queue link of the chain (`review.rules`, after the candidates)."""
-        if self.review is not None:
-            await self.review.observe(result, info)
 
     async def persist(self) -> None:
         """Persist the rolling windows now (also done periodically and at stop)."""

@@ -259,6 +259,11 @@ class ReviewQueue:
 
     # ------------------------------------------------------------------ routes
 
+    async def start(self, model: ReadModel) -> list[GetRoute]:
+        """Open the tables, then `routes`."""
+        await self.open()
+        return self.routes(model)
+
     def routes(self, model: ReadModel) -> list[GetRoute]:
         """Every read route: the API's and, with the UI on, the queue page's."""
         routes = self.read_routes(model)
