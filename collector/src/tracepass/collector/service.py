@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
+from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
@@ -170,6 +171,7 @@ class CollectorService:
         self.views: ConversationViews | None = None
         self.read_model: ReadModel | None = None
         self.triage: Triage | None = None
+        self.review: ReviewQueue | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self.store: StateStore | None = None
@@ -379,6 +381,7 @@ class CollectorService:
             components.append(EventsComponent(events, metrics.common_labels))
         components.append(FailureLogComponent())
         components.append(ListenerComponent(self._observe_candidate))
+        components.append(ListenerComponent(lambda r, i: self.review and self.review.observe(r, i)))
         components.extend(ListenerComponent(listener) for listener in self.listeners)
         return ResultChain(components)
 
@@ -389,6 +392,9 @@ class CollectorService:
         assert self.read_model is not None
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
+        write = self.triage.write if self.triage is not None else None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
+        routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -399,6 +405,7 @@ class CollectorService:
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
                 bind_host=cfg.receiver.host,
+                review=self.review.pages,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -426,6 +433,7 @@ class CollectorService:
         )
         if self.triage is not None:
             self.triage.mount(self.receivers.http_app)
+        self.review.mount(self.receivers.http_app)
         await self.receivers.start()
 
     async def stop(self) -> None:
@@ -464,6 +472,7 @@ class CollectorService:
             self.views = None
             self.read_model = None
             self.triage = None
+            self.review = None
         if self.store is not None:
             await asyncio.to_thread(self.store.close)  # a store that never opened: no-op
             self.store = None
