@@ -141,6 +141,14 @@ def shared_results_store(config: CollectorConfig) -> Any:
     return PostgresResults(url)
 
 
+def retention_cutoff(config: CollectorConfig, now: float) -> float | None:
+    """Results evaluated before this are deleted (None: kept forever)."""
+    keep = config.state.results_retention_s
+    if keep <= 0:
+        return None
+    return now - config.assembly.retention_s - keep
+
+
 class CollectorService:
     """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
     `snapshot()` and `views.conversation_view(id)` while running.
@@ -336,13 +344,6 @@ class CollectorService:
         judge.on_spend = self.metrics.record_judge_spend
         return judge, budget
 
-    def _retention_cutoff(self) -> float | None:
-        """Results evaluated before this are deleted (None: kept forever)."""
-        keep = self.config.state.results_retention_s
-        if keep <= 0:
-            return None
-        return self.clock() - self.config.assembly.retention_s - keep
-
     def _build_chain(self, results: ResultsWriter, meter: Any, shared: Any) -> ResultChain:
         """The result consumers in the order each result visits them: stored first (its
         journal number goes on), counted (a stale revision stops the events and the
@@ -371,7 +372,7 @@ class CollectorService:
                 self.store,
                 shared,
                 meter=meter,
-                retention_cutoff=self._retention_cutoff,
+                retention_cutoff=lambda: retention_cutoff(self.config, self.clock()),
             )
             components.append(self._forwarder)
         components += [counted, self._windows]
