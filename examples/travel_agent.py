@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
+from opentelemetry import trace
+
 from tracepass.instrumentation import (
     agent,
     configure,
@@ -49,6 +51,10 @@ from tracepass.instrumentation import (
 )
 
 AGENT_NAME = "travel-assistant"
+# The (scripted) model behind each version: 1.1 moved to a larger model, so the demo
+# shows cost and latency per version next to pass^k (docs/cost-latency.md).
+MODEL_BY_VERSION = {"1.0": "gpt-4o-mini", "1.1": "gpt-4o"}
+_tracer = trace.get_tracer("travel-assistant")
 
 # ----------------------------------------------------------------------------- world data
 
@@ -141,12 +147,29 @@ class TravelAgent:
     city: str | None = None
     flights: list[dict[str, Any]] = field(default_factory=list)
     last_amount: tuple[float, str] | None = None
+    model: str = MODEL_BY_VERSION["1.0"]
 
     def _slip(self) -> bool:
         return self.rng.random() < self.regression
 
     @agent(name=AGENT_NAME)
     def respond(self, query: str) -> str:
+        answer = self._route(query)
+        self._model_call(query, answer)
+        return answer
+
+    def _model_call(self, query: str, answer: str) -> None:
+        """The model call that wrote the answer, as a GenAI `chat` span with the token
+        counts a provider reports (scripted: counted from the words)."""
+        with _tracer.start_as_current_span(f"chat {self.model}") as span:
+            span.set_attribute("gen_ai.operation.name", "chat")
+            span.set_attribute("gen_ai.provider.name", "openai")
+            span.set_attribute("gen_ai.request.model", self.model)
+            span.set_attribute("gen_ai.response.model", self.model)
+            span.set_attribute("gen_ai.usage.input_tokens", 180 + 4 * len(query.split()))
+            span.set_attribute("gen_ai.usage.output_tokens", 8 + 2 * len(answer.split()))
+
+    def _route(self, query: str) -> str:
         q = query.lower()
         if "weather" in q or "fahrenheit" in q or "celsius" in q:
             return self._weather(q)
@@ -273,7 +296,9 @@ def run_conversation(
     reference_id: str | None = None,
 ) -> list[tuple[str, str]]:
     """Play one scenario inside `conversation(...)`; returns (query, answer) pairs."""
-    bot = TravelAgent(regression=regression, rng=rng)
+    bot = TravelAgent(
+        regression=regression, rng=rng, model=MODEL_BY_VERSION.get(version, "gpt-4o-mini")
+    )
     out = []
     with conversation(conversation_id, reference_id=reference_id, agent_version=version):
         for query in scenario.turns:
