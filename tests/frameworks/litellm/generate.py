@@ -27,8 +27,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import generator_support as support
 import harness
+import otlp_sink
 
 FRAMEWORK = "litellm"
 TURN_SPAN = f"{harness.AGENT_NAME} turn"
-TRACES_PATH = "/v1/traces"
 #: LiteLLM routes a model name by its provider prefix; `mock_response` answers before any
 #: request is made, so the provider is never contacted.
 MODEL = f"openai/{support.MODEL_NAME}"
@@ -94,50 +92,6 @@ TOOL_SPECS: list[dict[str, Any]] = [
 ]
 
 
-class _Sink(ThreadingHTTPServer):
-    bodies: list[bytes]
-    problems: list[str]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Accepts OTLP/HTTP protobuf trace exports; anything else is recorded as a problem."""
-
-    server: _Sink
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path != TRACES_PATH:
-            self.server.problems.append(f"POST {self.path}: not {TRACES_PATH}")
-            self.send_response(404)
-        elif "protobuf" not in (self.headers.get("Content-Type") or ""):
-            self.server.problems.append(f"content type {self.headers.get('Content-Type')}")
-            self.send_response(415)
-        else:
-            if self.headers.get("Content-Encoding") == "gzip":
-                import gzip
-
-                body = gzip.decompress(body)
-            self.server.bodies.append(body)
-            self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def otlp_json(body: bytes) -> dict[str, Any]:
-    """One protobuf export request as OTLP/JSON (ids in hex)."""
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    request = ExportTraceServiceRequest()
-    request.ParseFromString(body)
-    return harness._hex_ids(MessageToDict(request))
-
-
 def run_call(name: str, arguments: str) -> str:
     """What the loop tells the model: JSON text (a string as it is), a failure as
     `{"error": message}`."""
@@ -189,10 +143,6 @@ def run_turns() -> list[str | None]:
 
 
 def generate(scenario: str) -> Path:
-    server = _Sink(("127.0.0.1", 0), _Handler)
-    server.bodies = []
-    server.problems = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     settings = {
         "litellm.callbacks": '[OpenTelemetry()] (= ["otel"], built at start-up)',
         "USE_OTEL_LITELLM_REQUEST_SPAN": "true",
@@ -201,16 +151,16 @@ def generate(scenario: str) -> Path:
         "OTEL_SERVICE_NAME": harness.SERVICE_NAME,
         "turn span attribute session.id": harness.CONVERSATION_ID,
     }
-    os.environ.update(
-        {
-            "OTEL_EXPORTER": "otlp_http",
-            "OTEL_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}{TRACES_PATH}",
-            "OTEL_SERVICE_NAME": harness.SERVICE_NAME,
-            "USE_OTEL_LITELLM_REQUEST_SPAN": "true",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        }
-    )
-    try:
+    with otlp_sink.OtlpSink() as sink:
+        os.environ.update(
+            {
+                "OTEL_EXPORTER": "otlp_http",
+                "OTEL_ENDPOINT": sink.endpoint,
+                "OTEL_SERVICE_NAME": harness.SERVICE_NAME,
+                "USE_OTEL_LITELLM_REQUEST_SPAN": "true",
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            }
+        )
         import litellm
         from litellm.integrations.opentelemetry import OpenTelemetry
         from opentelemetry import trace
@@ -222,15 +172,8 @@ def generate(scenario: str) -> Path:
         provider: Any = trace.get_tracer_provider()
         provider.force_flush()
         provider.shutdown()
-    finally:
-        server.shutdown()
-        server.server_close()
     support.check_answers(scenario, answers)
-    if server.problems:
-        raise SystemExit(f"{scenario}: unexpected OTLP requests: {server.problems}")
-    requests = [otlp_json(body) for body in server.bodies]
-    if not requests:
-        raise SystemExit(f"{scenario}: the instrumentation produced no spans")
+    requests = sink.requests(scenario)
     meta = support.meta(
         FRAMEWORK,
         "litellm (built-in otel callback)",
@@ -247,13 +190,7 @@ def generate(scenario: str) -> Path:
             "Exported by LiteLLM's own OTLP/HTTP exporter (protobuf) to a loopback receiver.",
         ],
     )
-    directory = harness.corpus_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    otlp = directory / f"{scenario}.otlp.jsonl"
-    otlp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in requests))
-    expected = directory / f"{scenario}.expected.json"
-    expected.write_text(json.dumps(harness.expected_document(meta), indent=2) + "\n")
-    return otlp
+    return Path(otlp_sink.write_corpus(scenario, requests, meta))
 
 
 SCENARIOS = {"litellm_otel": generate}
