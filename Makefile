@@ -42,11 +42,12 @@ bench: setup
 	$(BIN)/python bench/run_all.py
 
 ## The attack of issue 13, long version (docs/reliability.md): 1,000,000 fuzzed inputs,
-## 30 kill -9 during a replay, 10 minutes of overload under a memory cap. The fast
+## 30 kill -9 during a replay, 10 minutes of overload under a memory cap, 2,000 fuzzed span-declared schemas. The fast
 ## version of the same tests runs in `make pytest` (tests/reliability/).
 reliability: setup
 	TRACEPASS_FUZZ_INPUTS=1000000 TRACEPASS_KILLS=30 TRACEPASS_OVERLOAD_S=600 \
 		TRACEPASS_INFLIGHT_REQUESTS=48 TRACEPASS_IDLE_CONNECTIONS=1100 TRACEPASS_QUERY_RESULTS=100000 \
+		TRACEPASS_FUZZ_SCHEMAS=2000 \
 		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
 
 ## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework

@@ -10,6 +10,7 @@ conversation, fresh ids in every request so assembly really buffers them). Nothi
 completes during the run (idle timeout is long): this measures ingestion into assembly.
 
     .venv/bin/python bench/bench_collector.py [--requests N] [--repeats R] [--concurrency C]
+    .venv/bin/python bench/bench_collector.py --usage-only   # token usage reading on/off
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.metrics import Meter, NoOpMeter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -42,7 +44,7 @@ ASSISTANT = (
 )
 
 
-def payload(k: int) -> bytes:
+def payload(k: int, *, model_calls: bool = False) -> bytes:
     req = ExportTraceServiceRequest()
     rs = req.resource_spans.add()
     rs.resource.attributes.add(key="service.name").value.string_value = "bench"
@@ -63,6 +65,18 @@ def payload(k: int) -> bytes:
             attrs.add(key="gen_ai.agent.name").value.string_value = "bot"
             attrs.add(key="gen_ai.agent.version").value.string_value = "1.2.0"
             attrs.add(key="gen_ai.input.messages").value.string_value = USER
+            attrs.add(key="gen_ai.output.messages").value.string_value = ASSISTANT
+        elif model_calls and i % 4 == 1:
+            # A model call with token usage (the `--usage` comparison's spans).
+            span.name = "chat gpt-4o"
+            span.parent_span_id = (g - g % 4 + 1).to_bytes(8, "big")
+            attrs.add(key="gen_ai.operation.name").value.string_value = "chat"
+            attrs.add(key="gen_ai.provider.name").value.string_value = "openai"
+            attrs.add(key="gen_ai.request.model").value.string_value = "gpt-4o"
+            attrs.add(key="gen_ai.response.model").value.string_value = "gpt-4o-2024-08-06"
+            attrs.add(key="gen_ai.usage.input_tokens").value.int_value = 1200 + i
+            attrs.add(key="gen_ai.usage.output_tokens").value.int_value = 80 + i
+            attrs.add(key="gen_ai.usage.cache_read.input_tokens").value.int_value = 1024
             attrs.add(key="gen_ai.output.messages").value.string_value = ASSISTANT
         else:
             span.name = "execute_tool get_weather"
@@ -250,6 +264,74 @@ def stages(payloads: list[bytes]) -> dict[str, float]:
     return out
 
 
+def usage_reading(requests: int, repeats: int) -> None:
+    """What reading token usage costs at ingest (issue 23: <= 5 %): the same payloads
+    (a quarter of the spans are model calls carrying usage, model and provider) through
+    normalization and through `ingest()` (decode + normalize + assembly, durability
+    none), with the usage reader on, and off (`read_usage` replaced by a function that
+    reads nothing: the collector before it existed), alternating in the same run."""
+    import tracepass.collector.normalize as normalize_pkg
+    from tracepass.collector.normalize import normalize_request
+
+    real = normalize_pkg.read_usage
+    payloads = [payload(k, model_calls=True) for k in range(requests)]
+    reqs = [ExportTraceServiceRequest.FromString(p) for p in payloads]
+    n = len(payloads) * SPANS_PER_REQUEST
+    rates: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        for label, reader in (("off", lambda attrs: None), ("on", real)):
+            normalize_pkg.read_usage = reader  # type: ignore[assignment]
+            try:
+                t0 = time.process_time()
+                for r in reqs:
+                    normalize_request(r)
+                rates.setdefault(f"normalize {label}", []).append(n / (time.process_time() - t0))
+                with tempfile.TemporaryDirectory() as tmp:
+                    _, c = asyncio.run(direct_ingest(payloads, "none", Path(tmp)))
+                rates.setdefault(f"ingest {label}", []).append(c)
+            finally:
+                normalize_pkg.read_usage = real
+    # Building the conversations (evaluation path, not ingest): the figures (timeline
+    # spans, usage, latency, prices) on and off.
+    import tracepass.collector.assembly.build as build_mod
+
+    real_figures = build_mod.turn_figures
+    by_conv: dict[str, list[Any]] = {}
+    for r in reqs:
+        for rec in normalize_request(r)[0]:
+            by_conv.setdefault(rec.conversation_id or "", []).append(rec)
+    convs = list(by_conv.items())
+    for _ in range(repeats):
+        for label, figures in (
+            ("off", lambda root, members, book: ((), None, None)),
+            ("on", real_figures),
+        ):
+            build_mod.turn_figures = figures  # type: ignore[assignment]
+            try:
+                t0 = time.process_time()
+                for key, recs in convs:
+                    build_mod.build_conversation(key, recs)
+                rates.setdefault(f"build {label}", []).append(
+                    (time.process_time() - t0) / len(convs) * 1e6
+                )
+            finally:
+                build_mod.turn_figures = real_figures
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"-- token usage reading (CPU time, median of {repeats}, {n} spans, 1/4 model calls)")
+    for stage in ("normalize", "ingest"):
+        off, on = med[f"{stage} off"], med[f"{stage} on"]
+        print(
+            f"  {stage + ' (usage off / on)':<40}: {off:>9,.0f} / {on:>9,.0f} spans/s"
+            f"  -> reading usage costs {1 - on / off:+.1%}"
+        )
+    off, on = med["build off"], med["build on"]
+    print(
+        f"  {'build a conversation (figures off / on)':<40}: {off:>8.1f} / {on:>8.1f} us"
+        f"  -> +{on - off:.1f} us per conversation ({len(convs)} conversations of 8 spans,"
+        " 2 model calls priced by the library)"
+    )
+
+
 def _show(label: str, rate: float, base: float, spread: tuple[float, float]) -> str:
     return (
         f"{label:<42}: {rate:>9,.0f} spans/s  ({rate / base:.2f}x)"
@@ -268,12 +350,20 @@ def main() -> None:
         default="noop",
         help="collector instruments: no-op meter (default) or a real OTel SDK meter",
     )
+    parser.add_argument(
+        "--usage-only",
+        action="store_true",
+        help="only the token-usage reading comparison (reader on vs off, same run)",
+    )
     args = parser.parse_args()
     global METRICS
     METRICS = args.metrics
     # The GC setting `Pipeline.start` applies (process-wide), applied first so the
     # baseline and every collector run measure under the same one.
     tune_gc()
+    if args.usage_only:
+        usage_reading(args.requests, max(args.repeats, 5))
+        return
     payloads = [payload(k) for k in range(args.requests)]
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
@@ -324,6 +414,7 @@ def main() -> None:
     for key in sorted(k for k in cpu if k.startswith("stage ")):
         print(f"  {key:<40}: {statistics.median(cpu[key]):>9,.0f} spans/s")
     print("ingest-only targets: >= 20,000 spans/s and >= 0.5x baseline (HTTP, batch)")
+    usage_reading(args.requests, args.repeats)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,26 @@ Per repetition and durability mode (`none`, `batch`), two runs on fresh servers:
 Same run, same process: the protobuf parse + read-every-attribute baseline
 (`_baseline.py`) on the same payloads, in this process's CPU time.
 
+With `--postgres URL` (a server whose user may CREATE DATABASE) or `--postgres auto` (a
+throw-away cluster, as the tests start one), each repetition also runs `batch` with a
+PostgreSQL results store (`$TRACEPASS_RESULTS_URL`, a fresh database per run): counted
+until /metrics shows every conversation evaluated AND `tracepass_results_backlog` is 0
+(every result committed in PostgreSQL), and reported as a ratio to `batch` with the
+state file's results in the same repetition.
+
     .venv/bin/python bench/bench_e2e.py [--requests N] [--repeats R] [--concurrency C]
+        [--postgres URL|auto]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _baseline import decode_and_read_attributes
@@ -33,6 +44,7 @@ from _e2e import (
     SPANS_PER_REQUEST,
     LoadGenerator,
     requests,
+    scrape,
     start_server,
     wait_evaluated,
 )
@@ -44,11 +56,26 @@ def baseline_rate(payloads: list[bytes]) -> float:
     return n / (time.process_time() - c0)
 
 
+def results_backlog(metrics_text: str) -> float:
+    for line in metrics_text.splitlines():
+        if line.startswith("tracepass_results_backlog"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def run(
-    payloads: list[bytes], mode: str, *, complete: bool, concurrency: int, tmp: Path
+    payloads: list[bytes],
+    mode: str,
+    *,
+    complete: bool,
+    concurrency: int,
+    tmp: Path,
+    results_url: str | None = None,
 ) -> tuple[float, int, float]:
     """(server CPU seconds, 503/429 answers, wall seconds) of one run on a fresh server."""
-    server = start_server(tmp / f"{mode}-{'full' if complete else 'ingest'}", mode)
+    name = f"{mode}-{'full' if complete else 'ingest'}{'-pg' if results_url else ''}"
+    env = {"TRACEPASS_RESULTS_URL": results_url} if results_url else None
+    server = start_server(tmp / name, mode, extra_env=env)
     try:
         time.sleep(0.3)  # start-up work (imports, reference load) is not counted
         gen = LoadGenerator(server.http_port, payloads, concurrency=concurrency, start=False)
@@ -59,6 +86,8 @@ def run(
             # Polled every 0.5 s: each scrape renders every series (and refreshes the
             # pass@k gauges), work a 15 s Prometheus scrape would do 30x less often.
             wait_evaluated(server, len(payloads) * CONVERSATIONS_PER_REQUEST, every_s=0.5)
+            while results_url and results_backlog(scrape(server.metrics_url)) > 0:
+                time.sleep(0.5)  # until PostgreSQL committed every result
         return server.cpu_s() - c0, load.refused, time.perf_counter() - w0
     finally:
         server.stop()
@@ -69,6 +98,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--postgres", metavar="URL|auto", default=None)
     args = parser.parse_args()
     full = requests(args.requests)
     ingest = requests(args.requests, prefix="i", matching=False, end_marker=False)
@@ -80,7 +110,9 @@ def main() -> None:
     beyond: dict[str, list[float]] = {}
     refused: dict[str, list[int]] = {}
     wall: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    pg_ratio: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        new_database = _databases(args.postgres, stack) if args.postgres else None
         for r in range(args.repeats):
             base.append(baseline_rate(full))
             for mode in ("none", "batch"):
@@ -96,6 +128,19 @@ def main() -> None:
                 beyond.setdefault(mode, []).append((cpu_full - cpu_ing) / convs * 1e6)
                 refused.setdefault(mode, []).append(ref + ref_i)
                 wall.setdefault(mode, []).append(w)
+            if new_database is not None:
+                cpu_pg, ref_pg, w = run(
+                    full,
+                    "batch",
+                    complete=True,
+                    concurrency=args.concurrency,
+                    tmp=Path(tmp) / str(r),
+                    results_url=new_database(f"bench_e2e_{r}"),
+                )
+                rate.setdefault("batch+postgres", []).append(spans / cpu_pg)
+                refused.setdefault("batch+postgres", []).append(ref_pg)
+                wall.setdefault("batch+postgres", []).append(w)
+                pg_ratio.append((spans / cpu_pg) / rate["batch"][-1])
     b = statistics.median(base)
     print(
         f"{args.requests} requests x {SPANS_PER_REQUEST} spans = {spans} spans, {convs} "
@@ -126,10 +171,39 @@ def main() -> None:
             f"  [{min(refused[mode])} .. {max(refused[mode])}]; wall of full run "
             f"{statistics.median(wall[mode]):.1f} s"
         )
+    if pg_ratio:
+        med = statistics.median(rate["batch+postgres"])
+        print(
+            f"{'e2e batch, PostgreSQL results (until stored)':<46}: {med:>9,.0f} spans/CPU-s"
+            f"  ({statistics.median(pg_ratio):.3f}x batch with SQLite results, same "
+            f"repetition) [{min(pg_ratio):.3f} .. {max(pg_ratio):.3f}]; 503/429 "
+            f"{statistics.median(refused['batch+postgres'])}; wall "
+            f"{statistics.median(wall['batch+postgres']):.1f} s"
+        )
     print(
         "targets (batch): >= 25,000 spans/CPU-s, >= 0.2x baseline, <= 150 us per "
         "conversation beyond ingest, no 503/429 below capacity"
     )
+
+
+def _databases(arg: str, stack: contextlib.ExitStack) -> Callable[[str], str]:
+    """A function making a fresh database on the server `arg` (or a throw-away cluster
+    with `auto`) and returning its URL."""
+    import psycopg
+
+    if arg == "auto":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from postgres_support import postgres_cluster_running
+
+        arg = stack.enter_context(postgres_cluster_running()).url()
+
+    def create(name: str) -> str:
+        with psycopg.connect(arg, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')  # type: ignore[arg-type]
+            conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        return arg.rsplit("/", 1)[0] + "/" + name
+
+    return create
 
 
 if __name__ == "__main__":

@@ -9,18 +9,27 @@ completion times one second apart; 10% carry a policy violation row. Each query 
 through `ReadModel.conversations` (SQL + row decoding + the JSON-ready dicts), median of
 `--repeats` runs; the target is < 50 ms per query.
 
+With `--postgres URL` (an empty database) or `--postgres auto` (a throw-away cluster,
+as the tests start one: needs PostgreSQL's server binaries), the same results are also
+written to the PostgreSQL results store (`state.results_url`) through its batch writer,
+and every query runs against both in the same run: PostgreSQL ms and its ratio to
+SQLite (loopback TCP; each query checks a pooled connection out and back in).
+
 The failure-mode index is filled as `put_result` fills it (the failing variants' real
 signatures, `FailureModeIndex.write`), and `GET /api/v1/failure-modes` is timed through
 `failure_modes` (grouped counts, examples, trend, `new` against the previous version):
 target < 50 ms on the same 100k results.
 
     .venv/bin/python bench/bench_query_api.py [--results 100000] [--repeats 50]
+        [--postgres URL|auto]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -118,6 +127,41 @@ def fill(store: StateStore, n: int) -> None:
             store.failure_modes.applied(change)
 
 
+def fill_postgres(url: str, n: int) -> object:
+    """The rows `fill` writes, written to PostgreSQL through `write_batch`."""
+    from tracepass.collector.state.outbox import OutboxRow
+    from tracepass.collector.state.postgres import PostgresResults
+
+    pg = PostgresResults(url, write_timeout_s=60.0)
+    pg.open()
+    variants = _variants()
+    prepared = [(encode_result(s), index_values(s)) for _, s in variants]
+    batch: list[OutboxRow] = []
+    for i in range(n):
+        text, idx = prepared[i % len(prepared)]
+        idx = (*idx[:3], f"ref-{i % REFERENCES}", *idx[4:])
+        violations = (("forbidden_tool", idx[4]),) if i % 10 == 0 else ()
+        batch.append(OutboxRow(i, f"conv-{i:07d}", 0, T0 + i, T0 + i, 4, text, idx, violations))
+        if len(batch) == 2000:
+            pg.write_batch(batch)
+            batch = []
+    if batch:
+        pg.write_batch(batch)
+    with pg._connection(60.0) as conn:  # fresh planner statistics, as autovacuum would
+        conn.execute("ANALYZE")
+    return pg
+
+
+def _postgres_url(arg: str, stack: contextlib.ExitStack) -> str:
+    if arg != "auto":
+        return arg
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from postgres_support import postgres_cluster_running
+
+    cluster = stack.enter_context(postgres_cluster_running())
+    return str(cluster.create_database("bench_query_api"))
+
+
 def timed(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm the page cache and the statement cache
     samples = []
@@ -132,8 +176,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--postgres", metavar="URL|auto", default=None)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         store = StateStore(Path(tmp) / "state.sqlite")
         store.open()
         t = time.perf_counter()
@@ -182,14 +227,35 @@ def main() -> None:
         lookup_ms = timed(lambda: store.get_result(key), args.repeats)
         print(f"{args.results} stored results (filled in {fill_s:.1f} s)")
         print(f"baseline: primary-key lookup of one result: {lookup_ms:.3f} ms")
-        worst = 0.0
+        pg: object = None
+        pg_model: ReadModel | None = None
+        if args.postgres:
+            t = time.perf_counter()
+            pg = fill_postgres(_postgres_url(args.postgres, stack), args.results)
+            print(f"PostgreSQL: filled in {time.perf_counter() - t:.1f} s")
+            pg_model = ReadModel(pg, list, RollingConfig(), clock=lambda: T0 + args.results)  # type: ignore[arg-type]
+            pg_lookup = timed(lambda: pg.get_result(key), args.repeats)  # type: ignore[attr-defined]
+            print(f"PostgreSQL primary-key lookup of one result: {pg_lookup:.3f} ms")
+        worst = worst_pg = 0.0
         for name, params in queries.items():
             ms = timed(lambda p=params: model.conversations(p), args.repeats)  # type: ignore[misc]
             n = len(model.conversations(params)["conversations"])
             worst = max(worst, ms) if name != "limit=500" else worst
-            print(f"{name:28s} {n:4d} rows  {ms:8.3f} ms  ({ms / lookup_ms:6.1f}x lookup)")
+            line = f"{name:28s} {n:4d} rows  {ms:8.3f} ms  ({ms / lookup_ms:6.1f}x lookup)"
+            if pg_model is not None:
+                pg_ms = timed(lambda p=params: pg_model.conversations(p), args.repeats)  # type: ignore[misc,union-attr]
+                assert pg_model.conversations(params) == model.conversations(params), name
+                worst_pg = max(worst_pg, pg_ms) if name != "limit=500" else worst_pg
+                line += f"  PostgreSQL {pg_ms:8.3f} ms ({pg_ms / ms:5.1f}x SQLite)"
+            print(line)
         verdict = "met" if worst < TARGET_MS else "NOT met"
         print(f"worst 50-row query {worst:.3f} ms: target < {TARGET_MS:.0f} ms {verdict}")
+        if pg_model is not None:
+            verdict = "met" if worst_pg < TARGET_MS else "NOT met"
+            print(
+                f"PostgreSQL worst 50-row query {worst_pg:.3f} ms: target < {TARGET_MS:.0f} ms {verdict}"
+            )
+            pg.close()  # type: ignore[attr-defined]
         modes: dict[str, dict[str, str]] = {
             "failure modes, 1.1 vs 1.0": {"agent_name": "travel", "agent_version": "1.1"},
             "failure modes, all versions": {},

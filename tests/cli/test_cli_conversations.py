@@ -57,8 +57,18 @@ def _run(*args: str) -> dict[str, Any]:
     return doc
 
 
+# Figures from the spans' times and tokens (docs/cost-latency.md; checked elsewhere).
+_FIGURES = frozenset({"trace_ids", "usage", "duration_s", "latency", "spans"})
+
+
 def _without_trace_ids(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in c.items() if k != "trace_ids"} for c in doc["conversations"]]
+    return [
+        {
+            **{k: v for k, v in c.items() if k not in _FIGURES},
+            "turns": [{k: v for k, v in t.items() if k not in _FIGURES} for t in c["turns"]],
+        }
+        for c in doc["conversations"]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -73,10 +83,18 @@ def test_json_shape_on_each_layout(files: list[str]) -> None:
     doc = _run(*(str(DATA / f) for f in files))
     assert list(doc) == ["conversations"]
     for conv in doc["conversations"]:
-        assert list(conv) == ["conversation_id", "agent", "trace_ids", "turns"]
+        assert list(conv) == [
+            "conversation_id", "agent", "trace_ids", "usage", "duration_s", "latency", "turns"
+        ]  # fmt: skip
         assert list(conv["agent"]) == ["name", "version"]
         for turn in conv["turns"]:
-            assert list(turn) == ["query", "answer", "tool_calls"]
+            assert list(turn) == [
+                "query", "answer", "tool_calls", "usage", "duration_s", "latency", "spans"
+            ]  # fmt: skip
+            assert list(turn["usage"]) == [
+                "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens",
+                "model_calls", "cost_usd", "missing",
+            ]  # fmt: skip
             for call in turn["tool_calls"]:
                 assert list(call) == ["name", "arguments", "result", "error", "call_id"]
     assert _without_trace_ids(doc) == [CONV_A, CONV_B]

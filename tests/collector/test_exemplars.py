@@ -27,7 +27,7 @@ def _served(store: ExemplarStore) -> tuple[CollectorRegistry, MeterProvider]:
 
 
 def test_the_latest_conversation_is_the_exemplar_of_its_series() -> None:
-    store = ExemplarStore()
+    store = ExemplarStore(conversation_ids=True)
     served, provider = _served(store)
     counter = provider.get_meter("t").create_counter("tracepass_conversations")
     for cid, trace in (("c1", "aa" * 16), ("c2", "bb" * 16)):
@@ -47,8 +47,20 @@ def test_the_latest_conversation_is_the_exemplar_of_its_series() -> None:
     provider.shutdown()
 
 
-def test_long_conversation_ids_are_shortened_to_the_openmetrics_limit() -> None:
+def test_trace_id_only_unless_configured() -> None:
+    """Issue 21 #15: conversation ids can hold user data; /metrics readers get trace ids."""
     store = ExemplarStore()
+    store.observe(
+        "tracepass_conversations", LABELS, trace_id="ab" * 16, conversation_id="alice@example",
+        value=1.0, timestamp=1.0,
+    )  # fmt: skip
+    exemplar = store.get("tracepass_conversations", LABELS)
+    assert exemplar is not None
+    assert exemplar.labels == {"trace_id": "ab" * 16}
+
+
+def test_long_conversation_ids_are_shortened_to_the_openmetrics_limit() -> None:
+    store = ExemplarStore(conversation_ids=True)
     store.observe(
         "tracepass_conversations", LABELS, trace_id="ab" * 16, conversation_id="x" * 300,
         value=1.0, timestamp=1.0,

@@ -113,6 +113,7 @@ def test_list_is_newest_first_with_the_contract_fields(store: StateStore) -> Non
     assert set(first) == {
         "conversation_id", "agent_name", "agent_version", "reference_set", "reference_id",
         "outcome", "revision", "completed_at", "turns", "failed_turns", "reasons", "trace_ids",
+        "cost_usd", "duration_s",
     }  # fmt: skip
     assert [c["conversation_id"] for c in body["conversations"]] == [
         f"demo-{i}" for i in (29, 28, 27, 26, 25)

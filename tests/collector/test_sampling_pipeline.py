@@ -207,3 +207,23 @@ def test_adaptive_share_scales_the_threshold_for_judge_needing_conversations() -
     ]
     assert effective
     assert 0.05 < effective[0] < 0.2
+
+
+def test_conversation_judges_make_every_conversation_judge_needing() -> None:
+    from tracepass.evaluator.judge_budget import JudgeBudget
+
+    now = [86_400.0 * 10]
+    budget = JudgeBudget(calls_per_day=8_640, clock=lambda: now[0])  # 0.1 call/s
+    metrics = Metrics()
+    sampler = ConversationSampler(
+        SamplingConfig(rate=1.0, adaptive=True),
+        metrics.instruments,
+        metrics.meter,
+        budget=budget,
+        judges_every_conversation=True,  # evaluation.conversation_judges configured
+    )
+    kept = 0
+    for n in range(2_000):
+        now[0] += 1.0
+        kept += sampler.keep_completed(f"c{n}", "a", "1", None, None)  # no reference
+    assert 100 < kept < 400  # thinned like judge-needing conversations: ≈ 10 %

@@ -356,7 +356,7 @@ async def test_results_beyond_the_memory_cache_are_read_from_the_state_file(
             await p.ingest(genai_request(i + 1, 10 * (i + 1), f"c{i}", ["t"], 0))
         clock.t += 61
         await p.process_due()
-        assert len(p._results) == 2  # the two newest
+        assert len(p.results._cache) == 2  # the two newest
         for i in range(5):
             got = p.latest_result(f"c{i}")
             assert got is not None

@@ -32,8 +32,27 @@ OLD_FILE = Path(__file__).resolve().parents[1] / "data" / "state" / "results_vie
 OLD_TURNS = TWO_TURN_VIEWS
 
 
-ADDED_RESULT_KEYS = ("policy_id", "policy_outcome", "violations")
+ADDED_RESULT_KEYS = ("policy_id", "policy_outcome", "violations", "judgements")
 ADDED_TURN_KEYS = ("violations", "policy_passed", "policy_graders", "policy_error")
+# Tokens, cost and latency (docs/cost-latency.md): unknown for rows stored before.
+ADDED_FIGURE_KEYS = ("usage", "duration_s", "latency", "spans")
+NO_USAGE = {
+    "input_tokens": None,
+    "output_tokens": None,
+    "cached_input_tokens": None,
+    "reasoning_tokens": None,
+    "model_calls": 0,
+    "cost_usd": None,
+    "missing": {"cost_usd": "recorded before tokens and cost were read"},
+}
+
+
+def _pop_figures(view: dict[str, object]) -> None:
+    """Remove the figures added since, checking they say "unknown"."""
+    for key in ADDED_FIGURE_KEYS:
+        if key in view:
+            value = view.pop(key)
+            assert value in (None, [], NO_USAGE), (key, value)
 
 
 def _old_row(path: Path) -> str:
@@ -56,11 +75,15 @@ def test_rows_in_the_old_view_format_load_and_render_the_same_view(tmp_path: Pat
         assert stored.result is not None
         assert stored.result.outcome is Outcome.PASS
         view = stored_view_json(stored)
+        _pop_figures(view)
+        for turn in view["turns"]:
+            _pop_figures(turn)
         assert view["turns"] == OLD_TURNS
         # Byte-for-byte the answer the API gave before, plus the fields added since (the
         # policy verdict and violations: docs/references.md "Policies").
         for key in ADDED_RESULT_KEYS:
             assert view["evaluation"].pop(key) in (None, [])
+        assert view.pop("judgements") == []  # conversation judges (docs/judges.md)
         for turn in view["evaluation"]["turns"]:
             for key in ADDED_TURN_KEYS:
                 assert turn.pop(key) in (None, [])

@@ -319,6 +319,19 @@ def assert_families_documented(metrics_url: str) -> None:
     assert not undocumented, f"not in {DOCS.name}: {undocumented}"
 
 
+# Panels fed by model calls' tokens and prices: the example agent's traffic records no
+# model-call spans, so they stay empty here. Their families are checked on a real
+# `tracepass serve` with the corpus's model calls (tests/e2e/test_cost_latency_e2e.py)
+# and their expressions parsed by promtool (tests/deploy/test_grafana.py).
+NEEDS_MODEL_CALLS = frozenset(
+    {
+        "Cost per conversation by agent version",
+        "pass^$k per dollar by agent version",
+        "Tokens by type and unpriced model calls",
+    }
+)
+
+
 def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
     require_tool("prometheus")
     refs = tmp_path / "refs"
@@ -390,6 +403,8 @@ def test_dashboard_queries_and_pass_pow_k_alert(tmp_path: Path) -> None:
         panels = dashboard_queries(load_dashboard())
         empty: dict[str, list[str]] = {}
         for title, exprs in panels:
+            if title in NEEDS_MODEL_CALLS:
+                continue
             queries = [substitute(e, PANEL_VALUES) for e in exprs]
 
             def panel_has_data(queries: list[str] = queries) -> list[str] | None:

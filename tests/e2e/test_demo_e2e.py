@@ -69,10 +69,16 @@ def test_demo_short_run(tmp_path: Path) -> None:
                 return None
             found: dict[str, list[float]] = {}
             for version in ("1.0", "1.1"):
-                rows = select(
-                    samples, "tracepass_pass_pow_k", agent_version=version, k="3",
-                    estimator="bayes", window="run",
-                )  # fmt: skip
+                rows = [
+                    r
+                    for r in select(
+                        samples, "tracepass_pass_pow_k", agent_version=version, k="3",
+                        estimator="bayes", window="run",
+                    )
+                    # The reference sets' series (the demo's conversation judge has its
+                    # own, judge:goal_completion, which the agent's slips barely move).
+                    if not r[1].get("reference_set", "").startswith("judge:")
+                ]  # fmt: skip
                 if not rows:
                     return None
                 found[version] = [r[2] for r in rows]

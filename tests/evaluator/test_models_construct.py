@@ -141,6 +141,7 @@ def test_conversation_result_equals_validated_construction(
         "policy_id": None if outcome is Outcome.UNSCORED else "p",
         "policy_outcome": None if outcome is Outcome.UNSCORED else outcome,
         "violations": tuple(v for t in built for v in t.violations),
+        "judgements": (),
     }
     assert set(values) == set(ConversationResult.model_fields)
     checked = ConversationResult.model_validate(

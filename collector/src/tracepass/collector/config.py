@@ -20,7 +20,10 @@ from pydantic import (
     model_validator,
 )
 
+from tracepass.evaluator.models import ConversationJudgeSpec
+from tracepass.evaluator.pricing import ModelPrice, PriceBook
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
+from tracepass.evaluator.vocabulary import DefaultGrader, Profile
 
 
 class _Section(BaseModel):
@@ -98,6 +101,18 @@ class StateConfig(_Section):
     # Evaluation results (served by /api/v1/conversations/{id}) are deleted this long after
     # their spans were purged; 0 keeps them forever. Metrics never read them back.
     results_retention_s: float = Field(default=7 * 86400.0, ge=0)
+    # Where evaluation results are stored and read back by the API and UI: null = this
+    # state file (one replica); `postgresql://user@host:port/db` = one PostgreSQL
+    # database shared by several replicas, so any replica shows all of them. Results
+    # wait in this state file's outbox while the database is unreachable.
+    results_url: str | None = None
+
+    @field_validator("results_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or null for the state file)")
+        return value
 
 
 class MatchingConfig(_Section):
@@ -111,18 +126,39 @@ class JudgeBudgetConfig(_Section):
     # `skipped_budget` (no trial), never a failure.
     calls_per_minute: float | None = Field(default=None, gt=0)
     calls_per_day: int | None = Field(default=None, ge=0)
+    # The judge's spend in USD per UTC day (its calls' reported tokens, priced): once
+    # reached, judge-needing conversations are `skipped_budget` until midnight UTC.
+    usd_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class EvaluationSettings(_Section):
-    profile: Literal["default", "fair-forge"] = "default"
+    profile: Profile = "default"
     threshold: float = Field(default=0.7, ge=0, le=1)
     tool_threshold: float = Field(default=1.0, ge=0, le=1)
-    default_grader: Literal["exact", "contains", "numeric", "llm"] = "contains"
+    default_grader: DefaultGrader = "contains"
     # module:attr of a langchain-core BaseChatModel instance or factory, for the llm grader.
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)
     judge_cache: Path | None = None
     judge_budget: JudgeBudgetConfig = JudgeBudgetConfig()
+    # `command` graders run programs as the collector's user: off unless set here (a
+    # reference file alone cannot turn them on). docs/graders.md.
+    allow_command_graders: bool = False
+
+    # Judges of whole conversations (docs/judges.md); they need `judge`.
+    conversation_judges: list[ConversationJudgeSpec] = Field(default_factory=list)
+
+    @field_validator("conversation_judges")
+    @classmethod
+    def _judges_usable(cls, value: list[ConversationJudgeSpec]) -> list[ConversationJudgeSpec]:
+        # Unique names, and each rubric fits its token budget (refused here, at load).
+        from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+
+        try:
+            compile_all(value)
+        except ConversationJudgeError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class SamplingRuleConfig(_Section):
@@ -156,7 +192,10 @@ class MetricsConfig(_Section):
     prometheus_host: str | None = None
     prometheus_port: int = Field(default=9464, ge=0, le=65535)
     # When set, /metrics answers 401 unless `Authorization: Bearer <token>` is sent.
+    # None: receiver.bearer_token's (any token set protects /metrics); "": open.
     bearer_token: str | None = None
+    # Exemplars carry trace ids only; true adds the conversation id (user data).
+    exemplar_conversation_ids: bool = False
     # OTLP metrics push; None disables it unless OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT is set.
     otlp_endpoint: str | None = None
     otlp_protocol: Literal["grpc", "http/protobuf"] = "http/protobuf"
@@ -217,6 +256,10 @@ class UIConfig(_Section):
     # Link for each trace id on the conversation page; `{trace_id}` is replaced by the
     # id (hex). E.g. Jaeger: "https://jaeger.example/trace/{trace_id}" (docs/ui.md).
     trace_url_template: str | None = None
+    # `Host` names the UI answers (DNS-rebinding guard; others get 421). None: the
+    # loopback names and receiver.host (with 0.0.0.0, the machine's own names); ["*"]:
+    # any (docs/ui.md, "Security").
+    allowed_hosts: list[str] | None = None
     # The overview's window when the URL names none (and so the window of its
     # "vs previous version" links); None: the first of metrics.windows.
     default_window: str | None = None
@@ -238,6 +281,17 @@ class UIConfig(_Section):
         if value is not None and "{trace_id}" not in value:
             raise ValueError("must contain the placeholder {trace_id}")
         return value
+
+
+class PricingConfig(_Section):
+    """Model prices in USD per million tokens, over the genai-prices library's
+    (docs/cost-latency.md): `models: {name: {input_per_mtok, output_per_mtok,
+    cached_input_per_mtok?, reasoning_per_mtok?}}`."""
+
+    models: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    def book(self) -> PriceBook:
+        return PriceBook(self.models)
 
 
 class ApiConfig(_Section):
@@ -280,6 +334,7 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+    pricing: PricingConfig = PricingConfig()
     api: ApiConfig = ApiConfig()
     failure_modes: FailureModesConfig = FailureModesConfig()
     candidates: CandidatesConfig = CandidatesConfig()

@@ -1,20 +1,18 @@
-"""`CollectorService`: the long-running collector assembled from its stages.
+"""`CollectorService`: the long-running collector built from components and started.
 
-One object owns the lifecycle of everything `tracepass serve`, `tracepass demo` and the
-embedded collector of `tracepass probe` run, so the three cannot drift apart:
+One object builds what `tracepass serve`, `tracepass demo` and the embedded collector
+of `tracepass probe` run, so the three cannot drift apart:
 
     telemetry (MeterProvider: Prometheus /metrics + optional OTLP push)
-      → operational instruments → Evaluator (+ optional LLM judge)
-      → Pipeline (references, durable state, assembly, matching, scoring)
-      → RollingAggregator (restored from state, persisted periodically and on stop)
-      → EvaluationMetrics (counters, gauges, evaluation events)
-      → OTLP receivers (gRPC + HTTP, /healthz, /readyz, /api/v1/conversations/{id})
+      → state file (span buffer, local results, window journal)
+      → result chain: results store → metrics → rolling windows (restore, replay,
+        persist: export/windows.py) → evaluation events → failure log → listeners
+      → Pipeline (references, assembly, matching, scoring) → the chain
+      → read API and UI → OTLP receivers (gRPC + HTTP, /healthz, /readyz)
 
-Start order is bottom-up (receivers last, so no span is accepted before the pipeline
-can take it); stop order is the reverse: receivers drain first (exporters are told to
-retry), the pipeline evaluates what is due, the aggregator is persisted while the state
-file is still open, then the pipeline persists open conversations and the providers
-flush. Any failure during `start()` unwinds what was already started, so a bad
+It does no work of its own: each component has `start`/`shutdown`, started bottom-up
+(receivers last, so no span is accepted before the pipeline can take it) and shut down
+in reverse. Any failure during `start()` unwinds what was already started, so a bad
 reference file or a busy port leaves no thread or socket behind.
 """
 
@@ -22,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -35,8 +32,15 @@ from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
+from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.pipeline import Pipeline, ResultInfo
+from tracepass.collector.pipeline.components import (
+    ListenerComponent,
+    ResultChain,
+    ResultComponent,
+)
+from tracepass.collector.pipeline.results import ResultsWriter
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.binding import BindError
@@ -44,17 +48,15 @@ from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
-from tracepass.collector.state import JOURNAL_RESULT, JOURNAL_WINDOW
+from tracepass.collector.state import StateStore
 from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, StateCapture
+from tracepass.evaluator.rolling import KeySnapshot
 
-__all__ = ["AGGREGATOR_BLOB", "BoundPorts", "CollectorService", "ResultCallback"]
+__all__ = ["BoundPorts", "CollectorService", "ResultCallback", "build_evaluator"]
 
 log = logging.getLogger(__name__)
-
-AGGREGATOR_BLOB = "rolling_aggregator"
 
 ResultCallback = Callable[[ConversationResult, ResultInfo], Awaitable[None] | None]
 
@@ -69,11 +71,18 @@ class BoundPorts:
 
 
 def load_judge(
-    spec: str, *, threshold: float, concurrency: int, cache: Any, budget: Any = None
+    spec: str,
+    *,
+    threshold: float,
+    concurrency: int,
+    cache: Any,
+    budget: Any = None,
+    price: Any = None,
 ) -> Any:
     """`module:attr` → an `LLMJudge` around that langchain-core chat model (an instance
-    or a zero-argument factory), paying its calls from `budget` if given. Errors are
-    `ConfigError`s naming `evaluation.judge`."""
+    or a zero-argument factory), paying its calls from `budget` if given and pricing them
+    with `price` (a `pricing.PriceBook`). Errors are `ConfigError`s naming
+    `evaluation.judge`."""
     try:
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
@@ -81,13 +90,53 @@ def load_judge(
     from tracepass.evaluator.judge import LLMJudge
 
     return LLMJudge(
-        model, pass_threshold=threshold, concurrency=concurrency, cache=cache, budget=budget
+        model,
+        pass_threshold=threshold,
+        concurrency=concurrency,
+        cache=cache,
+        budget=budget,
+        price=price,
+    )
+
+
+def conversation_judge_specs(ev: Any) -> list[Any]:
+    """`evaluation.conversation_judges`, checked: each rubric fits its token budget, and
+    the judges have a model (`evaluation.judge`). Errors are `ConfigError`s."""
+    from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+
+    specs = list(ev.conversation_judges)
+    if specs and ev.judge is None:
+        raise ConfigError(
+            "evaluation.conversation_judges needs evaluation.judge (the chat model that judges)"
+        )
+    try:
+        compile_all(specs)
+    except ConversationJudgeError as exc:
+        raise ConfigError(f"evaluation.conversation_judges: {exc}") from exc
+    return specs
+
+
+def build_evaluator(config: CollectorConfig, judge: Any = None) -> Any:
+    """The evaluator `config.evaluation` describes (with `judge` for the llm grader)."""
+    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+
+    # The settings the scoring config shares with `evaluation:` (profile, thresholds,
+    # default grader), by name: a field added to both needs no copying here.
+    shared = set(EvaluationConfig.model_fields) & set(type(config.evaluation).model_fields)
+    scoring = EvaluationConfig.model_validate(config.evaluation.model_dump(include=shared))
+    return Evaluator(
+        scoring, judge=judge, conversation_judges=conversation_judge_specs(config.evaluation)
     )
 
 
 class CollectorService:
     """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
-    `snapshot()` and `views.conversation_view(id)` while running."""
+    `snapshot()` and `views.conversation_view(id)` while running.
+
+    Builds the components and starts them; the work is theirs: the state file (span
+    buffer and local results), the result chain (`pipeline/components.py`: results
+    store, metrics, rolling windows, events, failure log, `listeners`), the pipeline,
+    the read API and the receivers."""
 
     def __init__(
         self,
@@ -112,14 +161,20 @@ class CollectorService:
         self.triage: Triage | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
+        self.store: StateStore | None = None
+        self.chain = ResultChain()
+        self._recorded: Callable[[], int] = lambda: 0
+        self._windows: Any = None  # the RollingWindows component
+        self._forwarder: Any = None  # the ResultsForwarder (state.results_url)
         self._judge_cache: Any = None
         self._recorder: RecordingSink | None = None
-        self._persist_task: asyncio.Task[None] | None = None
-        self._metrics_ready = asyncio.Event()
-        self._journal_applied = 0  # highest window-journal entry in the windows
         self._started = False
         self._stopped = False
-        self.evaluated = 0  # evaluations recorded (revisions included)
+
+    @property
+    def evaluated(self) -> int:
+        """Evaluations recorded (revisions included, stale ones not)."""
+        return self._recorded()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -139,86 +194,195 @@ class CollectorService:
         from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
         from tracepass.collector.export.telemetry import build_telemetry
         from tracepass.collector.export.window_entry import journal_entry
-        from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
 
         cfg = self.config
-        ev = cfg.evaluation
-        self.telemetry = build_telemetry(cfg.metrics, default_host=cfg.receiver.host)
+        self.telemetry = build_telemetry(
+            cfg.metrics,
+            default_host=cfg.receiver.host,
+            fallback_bearer_token=cfg.receiver.bearer_token,
+        )
         meter = self.telemetry.meter()
         instruments = CollectorInstruments.create(meter)
-        judge = None
-        budget = None
-        if ev.judge is not None:
-            if ev.judge_cache is not None:
-                from tracepass.evaluator.judge_cache import JudgeCache
-
-                self._judge_cache = JudgeCache(ev.judge_cache)
-            limits = ev.judge_budget
-            if limits.calls_per_minute is not None or limits.calls_per_day is not None:
-                budget = JudgeBudget(limits.calls_per_minute, limits.calls_per_day)
-                register_budget_gauge(meter, budget)
-            judge = load_judge(
-                ev.judge,
-                threshold=ev.threshold,
-                concurrency=ev.judge_concurrency,
-                cache=self._judge_cache,
-                budget=budget,
-            )
+        register_schema_check_counter(meter)
+        self.metrics = EvaluationMetrics(
+            meter,
+            cfg.metrics,
+            clock=self.clock,
+            exemplars=self.telemetry.exemplars,
+        )
+        register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
+        judge, budget = self._build_judge(meter)
         sampler = ConversationSampler(
             cfg.sampling,
             instruments,
             meter,
             budget=budget,
-            default_grader=ev.default_grader,
-            common_labels=self._common_labels,
+            default_grader=cfg.evaluation.default_grader,
+            common_labels=self.metrics.common_labels,
+            judges_every_conversation=bool(cfg.evaluation.conversation_judges),
         )
-        evaluator = Evaluator(
-            EvaluationConfig(
-                profile=ev.profile,
-                threshold=ev.threshold,
-                tool_threshold=ev.tool_threshold,
-                default_grader=ev.default_grader,
-            ),
-            judge=judge,
+        self.store = StateStore(
+            cfg.state.path,
+            durability=cfg.state.durability,
+            batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
+        shared = self._shared_results()
+        results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
+        self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
             cfg,
-            evaluator,
+            build_evaluator(cfg, judge),
             instruments=instruments,
             meter=meter,
-            listener=self._on_result,
-            journal_entry=journal_entry,
+            listener=self.chain,
             clock=self.clock,
             end_grace_s=self.end_grace_s,
             sampler=sampler,
+            store=self.store,
+            results=results,
         )
-        if self.pipeline.store is not None:
-            self.pipeline.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
-        # Loads references (a broken file fails here) and recovers durable state.
+        # Started bottom-up: the state file, then every result consumer (the windows
+        # restore and replay here), then the pipeline (references: a broken file fails
+        # here; recovery may complete conversations, whose results the chain takes),
+        # and the receivers last, so no span is accepted before the pipeline can take it.
+        self.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
+        if self._forwarder is not None:
+            self.pipeline.readiness_checks.append(self._forwarder.readiness)
+        await self._open_state_file()
+        await self.chain.start()
         await self.pipeline.start()
-        aggregator = self._restore_aggregator(rolling_config(cfg.metrics))
-        self.metrics = EvaluationMetrics(
-            meter,
-            cfg.metrics,
-            aggregator,
-            event_logger=self.telemetry.event_logger(),
-            clock=self.clock,
-            exemplars=self.telemetry.exemplars,
-        )
-        self._replay_window_journal()
-        register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
-        if judge is not None:
-            # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total.
-            judge.on_call = self.metrics.record_judge_call
-        self._metrics_ready.set()
         self.views = ConversationViews(self.pipeline)
+        rolling = rolling_config(cfg.metrics)
+        snapshots: Callable[[], Sequence[KeySnapshot]] = self.snapshot
+        if shared is not None:
+            # Every replica's agents, not only this one's windows (api/pooled.py).
+            from tracepass.collector.api.pooled import pooled_snapshots
+
+            snapshots = pooled_snapshots(shared, rolling, self.clock)
         self.read_model = ReadModel(
-            self.pipeline.store,
-            self.snapshot,
-            rolling_config(cfg.metrics),
+            shared if shared is not None else self.store,
+            snapshots,
+            rolling,
             clock=self.clock,
             query_timeout_s=cfg.limits.query_timeout_s,
         )
+        await self._start_receivers(instruments)
+        log.info(
+            "collector listening: grpc=%s http=%s metrics=%s",
+            self.ports.grpc,
+            self.ports.http,
+            self.metrics_url,
+        )
+
+    async def _open_state_file(self) -> None:
+        """Open the state file; a damaged file or a read-only directory is a
+        `StateError` naming the path (exit 2), not a traceback."""
+        from tracepass.collector.state.unusable import unusable_state
+
+        assert self.store is not None
+        try:
+            await asyncio.to_thread(self.store.open)
+        except Exception as exc:
+            error = unusable_state(self.store.path, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
+
+    def _build_judge(self, meter: Any) -> tuple[Any, JudgeBudget | None]:
+        ev = self.config.evaluation
+        if ev.judge is None:
+            return None, None
+        if ev.judge_cache is not None:
+            from tracepass.evaluator.judge_cache import JudgeCache
+
+            self._judge_cache = JudgeCache(ev.judge_cache)
+        budget = None
+        limits = ev.judge_budget
+        if (
+            limits.calls_per_minute is not None
+            or limits.calls_per_day is not None
+            or limits.usd_per_day is not None
+        ):
+            budget = JudgeBudget(
+                limits.calls_per_minute, limits.calls_per_day, usd_per_day=limits.usd_per_day
+            )
+            register_budget_gauge(meter, budget)
+        judge = load_judge(
+            ev.judge,
+            threshold=ev.threshold,
+            concurrency=ev.judge_concurrency,
+            cache=self._judge_cache,
+            budget=budget,
+            price=self.config.pricing.book(),
+        )
+        # Judge calls by outcome (ok / error / cached / retry): tracepass_judge_calls_total;
+        # their tokens and cost: tracepass_judge_tokens_total, tracepass_judge_cost_usd_total.
+        judge.on_call = self.metrics.record_judge_call
+        judge.on_spend = self.metrics.record_judge_spend
+        return judge, budget
+
+    def _shared_results(self) -> Any:
+        """The PostgreSQL results store of `state.results_url` (None: the state file)."""
+        url = self.config.state.results_url
+        if url is None:
+            return None
+        from tracepass.collector.state.postgres import PostgresResults
+
+        return PostgresResults(url)
+
+    def _retention_cutoff(self) -> float | None:
+        """Results evaluated before this are deleted (None: kept forever)."""
+        keep = self.config.state.results_retention_s
+        if keep <= 0:
+            return None
+        return self.clock() - self.config.assembly.retention_s - keep
+
+    def _build_chain(self, results: ResultsWriter, meter: Any, shared: Any) -> ResultChain:
+        """The result consumers in the order each result visits them: stored first (its
+        journal number goes on), counted (a stale revision stops the events and the
+        failure line), noted by the windows, then the events, the failure log line and
+        the caller's listeners."""
+        from tracepass.collector.export.consumers import (
+            EventsComponent,
+            FailureLogComponent,
+            MetricsComponent,
+        )
+        from tracepass.collector.export.events import EvaluationEvents
+        from tracepass.collector.export.windows import RollingWindows
+
+        metrics = self.metrics
+        counted = MetricsComponent(metrics)
+        self._recorded = lambda: counted.recorded
+        self._windows = RollingWindows(
+            self.store, metrics, persist_interval_s=self.persist_interval_s
+        )
+        components: list[ResultComponent] = [results]
+        if shared is not None:
+            from tracepass.collector.pipeline.forwarding import ResultsForwarder
+
+            assert self.store is not None
+            self._forwarder = ResultsForwarder(
+                self.store,
+                shared,
+                meter=meter,
+                retention_cutoff=self._retention_cutoff,
+            )
+            components.append(self._forwarder)
+        components += [counted, self._windows]
+        event_logger = self.telemetry.event_logger()
+        if event_logger is not None and self.config.metrics.emit_evaluation_events:
+            events = EvaluationEvents(event_logger)
+            components.append(EventsComponent(events, metrics.common_labels))
+        components.append(FailureLogComponent())
+        components.append(ListenerComponent(self._observe_candidate))
+        components.extend(ListenerComponent(listener) for listener in self.listeners)
+        return ResultChain(components)
+
+    async def _start_receivers(self, instruments: CollectorInstruments) -> None:
+        cfg = self.config
+        assert self.pipeline is not None
+        assert self.views is not None
+        assert self.read_model is not None
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
         if cfg.ui.enabled:
@@ -230,6 +394,7 @@ class CollectorService:
                 cfg.ui,
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
+                bind_host=cfg.receiver.host,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -258,23 +423,6 @@ class CollectorService:
         if self.triage is not None:
             self.triage.mount(self.receivers.http_app)
         await self.receivers.start()
-        self._persist_task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
-        log.info(
-            "collector listening: grpc=%s http=%s metrics=%s",
-            self.receivers.grpc_port,
-            self.receivers.http_port,
-            self.metrics_url,
-        )
-
-    def _common_labels(
-        self, agent_name: str | None, agent_version: str | None, reference_set: str | None
-    ) -> dict[str, str]:
-        if self.metrics is None:  # decisions before metrics exist carry no common labels
-            return {}
-        labels: dict[str, str] = self.metrics.common_labels(
-            agent_name, agent_version, reference_set
-        )
-        return labels
 
     async def stop(self) -> None:
         """Drain receivers, evaluate what is due, persist, shut everything down."""
@@ -284,12 +432,11 @@ class CollectorService:
         await self._teardown()
 
     async def _teardown(self) -> None:
-        self._metrics_ready.set()  # never leave a result listener waiting on a failed start
-        if self._persist_task is not None:
-            self._persist_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._persist_task
-            self._persist_task = None
+        """Shut down in the reverse order of `_start`: receivers drain first (exporters
+        are told to retry), the pipeline evaluates what is due, the result components
+        shut down (the windows' last snapshot, while the state file is still open), the
+        pipeline persists open conversations, the state file closes, providers flush.
+        Safe after a failed start: each part stops only what it started."""
         if self.receivers is not None:
             try:
                 await self.receivers.stop(self.drain_grace_s)
@@ -300,22 +447,22 @@ class CollectorService:
             self._recorder.close()
             self._recorder = None
         pipeline = self.pipeline
-        if pipeline is not None:
+        if pipeline is not None and pipeline.ready():
             try:
-                if pipeline.ready() and self.metrics is not None:
-                    # Evaluate what is already due so the persisted windows include it;
-                    # pipeline.stop() would do it too, but after closing the state file.
-                    await pipeline.process_due()
-                    await self.persist()
+                # Evaluate what is already due so the persisted windows include it.
+                await pipeline.process_due()
             except Exception:
-                log.exception("final evaluation / persisting the rolling windows failed")
-            # Persists open conversations and closes the state file (also after a
-            # failed start: closing a store that never opened is a no-op).
+                log.exception("final evaluation failed")
+        await self.chain.shutdown()
+        if pipeline is not None:
             await pipeline.stop()
             self.pipeline = None
             self.views = None
             self.read_model = None
             self.triage = None
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)  # a store that never opened: no-op
+            self.store = None
         if self._judge_cache is not None:
             with contextlib.suppress(Exception):
                 self._judge_cache.close()
@@ -331,8 +478,6 @@ class CollectorService:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    # ------------------------------------------------------------------ results
-
     def _triage_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
         """Failure modes and reference candidates (`api/triage.py`): their read routes;
         the write routes are mounted on the HTTP app before it starts."""
@@ -344,127 +489,15 @@ class CollectorService:
         assert self.read_model is not None
         return self.triage.read_routes(self.read_model)
 
-    async def _on_result(self, result: ConversationResult, info: ResultInfo) -> None:
-        # State recovery can complete conversations before the metrics exist.
-        await self._metrics_ready.wait()
-        if self.metrics is None:  # start() failed before the metrics existed
-            return
-        recorded = self.metrics.record(
-            result,
-            revision=info.revision,
-            lag_s=info.lag_s,
-            now=info.now,
-            conversation=info.conversation,
-        )
-        if info.journal_seq is not None:
-            self._journal_applied = max(self._journal_applied, info.journal_seq)
-        if recorded:
-            from tracepass.collector.export.failure_log import log_failure
-
-            log_failure(result, info.conversation, info.revision)
+    def _observe_candidate(self, result: ConversationResult, info: ResultInfo) -> None:
+        """The reference-candidates link of the chain (after the failure log)."""
         if self.triage is not None:
             self.triage.candidates.observe(result, info.conversation)
-        self.evaluated += 1
-        for listener in self.listeners:
-            try:
-                ret = listener(result, info)
-                if inspect.isawaitable(ret):
-                    await ret
-            except Exception:
-                log.exception("result listener failed for %s", result.conversation_id)
-
-    # ------------------------------------------------------------------ rolling state
-
-    def _restore_aggregator(self, config: Any) -> RollingAggregator:
-        store = self.pipeline.store if self.pipeline is not None else None
-        if store is None:
-            return RollingAggregator(config)
-        blob = store.get_blob(AGGREGATOR_BLOB)
-        if blob is None:
-            return RollingAggregator(config)
-        try:
-            agg = RollingAggregator.from_state(json.loads(blob), config)
-        except (ValueError, KeyError, TypeError) as exc:
-            # The windows are a cache of evaluated outcomes: losing them costs history,
-            # refusing to start would cost the service. Say so loudly.
-            log.error(
-                "%s: rolling windows could not be restored, starting empty: %s",
-                store.path,
-                exc,
-            )
-            return RollingAggregator(config)
-        log.info("restored rolling windows for %d keys from %s", len(agg), store.path)
-        return agg
-
-    def _replay_window_journal(self) -> None:
-        """Evaluations committed after the restored snapshot (up to a crash) go back into
-        the windows from the state file's journal, so the windows equal those of a run
-        that never stopped. Entries this process writes are applied by `_on_result`."""
-        store = self.pipeline.store if self.pipeline is not None else None
-        metrics = self.metrics
-        if store is None or metrics is None:
-            return
-        from tracepass.collector.export.window_entry import decode_entry
-
-        upto = store.journal_upto(AGGREGATOR_BLOB)
-        self._journal_applied = upto
-        entries = store.window_journal(upto, store.journal_seq_at_open)
-        replayed = bad = 0
-        for entry in entries:
-            try:
-                if entry.format == JOURNAL_RESULT:  # written before schema version 5
-                    result = ConversationResult.model_validate_json(entry.text)
-                    added = metrics.replay(result, revision=entry.revision, now=entry.evaluated_at)
-                elif entry.format == JOURNAL_WINDOW:
-                    added = metrics.replay_entry(
-                        decode_entry(entry.text), revision=entry.revision, now=entry.evaluated_at
-                    )
-                else:
-                    raise ValueError(f"unknown journal entry format {entry.format}")
-            except ValueError as exc:
-                bad += 1
-                log.error("%s: window journal entry %d unreadable: %s", store.path, entry.seq, exc)
-                continue
-            if added:
-                replayed += 1
-            self._journal_applied = max(self._journal_applied, entry.seq)
-        if entries:
-            log.info(
-                "rolling windows: %d evaluations replayed from the journal of %s (%d unreadable)",
-                replayed,
-                store.path,
-                bad,
-            )
 
     async def persist(self) -> None:
-        """Write the rolling aggregator's state into the state file (no-op if closed)."""
-        pipeline, metrics = self.pipeline, self.metrics
-        if pipeline is None or pipeline.store is None or metrics is None:
-            return
-        # A point-in-time copy under the lock every reader and writer of the aggregator
-        # takes (tens of ms at a million entries); encoding it costs far more and runs in
-        # a worker thread, so neither the receivers nor `record` wait for it.
-        with metrics._lock:
-            capture = metrics.aggregator.capture()
-            # Every journal entry up to here is in the capture (entries are applied in
-            # commit order); the store drops them with the snapshot, atomically.
-            upto = self._journal_applied
-        blob = await asyncio.to_thread(_encode_state, capture)
-        await asyncio.wrap_future(pipeline.store.put_blob(AGGREGATOR_BLOB, blob, journal_upto=upto))
-
-    async def _persist_loop(self) -> None:
-        last = -1
-        while True:
-            await asyncio.sleep(self.persist_interval_s)
-            if self.evaluated == last:
-                continue
-            last = self.evaluated
-            try:
-                await self.persist()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("persisting the rolling windows failed")
+        """Persist the rolling windows now (also done periodically and at stop)."""
+        if self._windows is not None:
+            await self._windows.persist()
 
     # ------------------------------------------------------------------ views
 
@@ -499,12 +532,6 @@ class CollectorService:
         return [] if self.metrics is None else list(self.metrics.snapshot())
 
 
-def _encode_state(capture: StateCapture) -> bytes:
-    """The captured rolling windows as JSON bytes (in a worker thread: the capture is a
-    copy, so nothing here touches the live aggregator)."""
-    return json.dumps(capture.to_state(), separators=(",", ":"), allow_nan=False).encode()
-
-
 def with_overrides(
     config: CollectorConfig,
     *,
@@ -516,6 +543,7 @@ def with_overrides(
     state: Any | None = None,
     durability: str | None = None,
     record_dir: Any | None = None,
+    results_url: str | None = None,
 ) -> CollectorConfig:
     """`config` with command-line flags applied (None = keep the file's value);
     re-validated, so a flag cannot smuggle in a value the file could not hold."""
@@ -536,6 +564,8 @@ def with_overrides(
         data["state"]["durability"] = durability
     if record_dir is not None:
         data["receiver"]["record_dir"] = record_dir
+    if results_url is not None:
+        data["state"]["results_url"] = results_url
     from pydantic import ValidationError
 
     try:
@@ -561,6 +591,8 @@ def startup_error(exc: BaseException) -> str | None:
 
     if isinstance(exc, ConfigError | ReferenceLoadError | StateError):
         return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # read after recovery (pipeline names the path)
+        return f"the state file is damaged ({exc}); restore it or move it away (state.path)"
     if isinstance(exc, BindError):
         flag = _FLAG_OF_SETTING.get(exc.setting)
         where = f"{flag} {exc.port} ({exc.setting})" if flag else f"{exc.setting} {exc.port}"

@@ -13,13 +13,20 @@ reference and no configuration (docs/metrics.md, "Learned checks").
 
 Schemas come from, in order of precedence: the policy's `tools`, the model-call spans'
 tool definitions, the tool span's own recorded schema (`@tool`). A schema that is not
-valid JSON Schema is skipped (it says nothing about the agent) and logged once.
+valid JSON Schema is skipped (it says nothing about the agent) and logged (at most once
+a minute).
+
+Schemas are untrusted (a span declares them): they are validated by `schema_guard`
+(nothing fetched, bounded size and depth, RE2 patterns, linear `uniqueItems`, one time
+limit per conversation). A schema beyond a bound leaves the call's check *unknown*: no
+violation, the reason counted (`schema_guard.unknown_counts`) and logged.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,11 +34,21 @@ from jsonschema import exceptions as jsonschema_errors
 from jsonschema import validators
 
 from tracepass.evaluator.models import Conversation, PolicyTool, ToolCall, Turn, Violation
+from tracepass.evaluator.schema_guard import (
+    SchemaUnknown,
+    count_unknown,
+    guarded_validator,
+    run_guarded,
+    schema_bound_problem,
+    time_limit,
+)
 
 __all__ = [
     "DEFAULT_REPEATED_CALL_LIMIT",
     "LEARNED_CHECKS",
+    "check_arguments",
     "learned_violations",
+    "needs_schema_validation",
     "schema_problem",
     "validate_arguments",
 ]
@@ -54,7 +71,11 @@ def _canonical(value: Any) -> str:
 
 
 def schema_problem(schema: Mapping[str, Any]) -> str | None:
-    """Why `schema` is not a usable JSON Schema (None when it is)."""
+    """Why `schema` is not a usable JSON Schema (None when it is). Bounds first (an
+    unbounded schema is never handed to `jsonschema`), then the metaschema."""
+    bound = schema_bound_problem(schema)
+    if bound is not None:
+        return str(bound)
     try:
         validators.validator_for(schema).check_schema(schema)
     except jsonschema_errors.SchemaError as exc:
@@ -63,23 +84,43 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _compile(schema: Mapping[str, Any], key: str) -> Any:
+    """The guarded validator, None (not JSON Schema) or the `SchemaUnknown` bound it
+    exceeds."""
+    bound = schema_bound_problem(schema)
+    if bound is not None:
+        _log_limited(bound.reason, "tool schema left unchecked (%s): %s", bound, key[:200])
+        return bound
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except jsonschema_errors.SchemaError as exc:
+        where = "".join(f"[{p!r}]" for p in exc.path)
+        problem = f"invalid JSON Schema{(' at ' + where) if where else ''}: {exc.message}"
+        _log_limited("invalid", "tool schema skipped (%s): %s", problem, key[:200])
+        return None
+    except RecursionError:
+        unknown = SchemaUnknown("recursion", "the schema nests beyond the stack")
+        _log_limited("recursion", "tool schema left unchecked (%s): %s", unknown, key[:200])
+        return unknown
+    return guarded_validator(schema)
+
+
 def _validator(schema: Mapping[str, Any]) -> Any:
-    """The compiled validator of `schema` (None: not valid JSON Schema). Cached by the
-    schema object's identity first (the same definition object serves every call of a
-    conversation), then by its canonical JSON (equal schemas from other spans)."""
+    """The compiled validator of `schema` (None: not valid JSON Schema; a
+    `SchemaUnknown`: beyond a bound). Cached by the schema object's identity first (the
+    same definition object serves every call of a conversation), then by its canonical
+    JSON (equal schemas from other spans)."""
     hit = _by_identity.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    key = _canonical(schema)
+    try:
+        key = _canonical(schema)
+    except (ValueError, RecursionError):
+        return SchemaUnknown("schema_too_large", "not serializable")
     if key in _validators:
         validator = _validators[key]
     else:
-        problem = schema_problem(schema)
-        validator = None
-        if problem is None:
-            validator = validators.validator_for(schema)(schema)
-        else:
-            log.warning("tool schema skipped (%s): %s", problem, key[:200])
+        validator = _compile(schema, key)
         if len(_validators) >= _CACHE_LIMIT:
             _validators.clear()
         _validators[key] = validator
@@ -89,24 +130,72 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     return validator
 
 
-def validate_arguments(
+def check_arguments(
     arguments: Mapping[str, Any], schema: Mapping[str, Any]
 ) -> tuple[str, str] | None:
     """(JSON path, message) of the most relevant schema error, or None when valid (or
-    when the schema itself is unusable)."""
+    when the schema itself is not JSON Schema). Raises `SchemaUnknown` when the schema
+    or its validation exceeds a bound (schema_guard)."""
     validator = _validator(schema)
     if validator is None:
         return None
+    if isinstance(validator, SchemaUnknown):  # a fresh one: the cached one keeps no traceback
+        raise SchemaUnknown(validator.reason, validator.detail)
     if set(arguments) == {"_raw"}:
         raw = arguments["_raw"]
         return "$", f"arguments are not a JSON object: {str(raw)[:200]!r}"
     instance = dict(arguments)
-    if validator.is_valid(instance):  # the common case, without ranking errors
+    if run_guarded(lambda: validator.is_valid(instance)):  # common case, no ranking
         return None
-    error = jsonschema_errors.best_match(validator.iter_errors(instance))
+    error = run_guarded(lambda: jsonschema_errors.best_match(validator.iter_errors(instance)))
     if error is None:
         return None
     return error.json_path, error.message
+
+
+def validate_arguments(
+    arguments: Mapping[str, Any], schema: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """`check_arguments`, with an unknown check (a bound exceeded) counted and reported
+    as None (no verdict)."""
+    try:
+        with time_limit():
+            return check_arguments(arguments, schema)
+    except SchemaUnknown as unknown:
+        _count(unknown)
+        return None
+
+
+_last_logged: dict[str, float] = {}
+_LOG_INTERVAL_S = 60.0
+
+
+def _log_limited(kind: str, message: str, *args: Any) -> None:
+    """Log at most once a minute per kind: each hostile span may bring a new schema."""
+    now = time.monotonic()
+    if now - _last_logged.get(kind, -_LOG_INTERVAL_S) >= _LOG_INTERVAL_S:
+        _last_logged[kind] = now
+        log.warning(message, *args)
+
+
+def _count(unknown: SchemaUnknown) -> None:
+    """Count an unknown check; log it at most once a minute per reason."""
+    count_unknown(unknown.reason)
+    _log_limited("unknown:" + unknown.reason, "arguments_schema check unknown (%s)", unknown)
+
+
+def needs_schema_validation(conversation: Conversation) -> bool:
+    """Whether scoring `conversation` validates arguments against a schema it carries
+    (those are run off the event loop: their cost is the sender's choice)."""
+    for turn in conversation.turns:
+        if not turn.tool_calls:
+            continue
+        if turn.tool_schemas:
+            return True
+        for tool in turn.offered_tools or ():
+            if tool.parameters is not None:
+                return True
+    return False
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -168,7 +257,11 @@ def _turn_violations(
             )
         schema = schemas.get(name)
         if schema is not None and isinstance(schema, Mapping):
-            failed = validate_arguments(call.arguments, schema)
+            try:
+                failed = check_arguments(call.arguments, schema)
+            except SchemaUnknown as unknown:
+                _count(unknown)
+                failed = None
             if failed is not None:
                 path, message = failed
                 out.append(
@@ -224,7 +317,16 @@ def learned_violations(
 
     Runs on every scored conversation, so the common case is decided inline: a turn
     with nothing declared, no failed call and at most `repeated_limit` calls can
-    violate nothing."""
+    violate nothing. Schema validation shares one time limit per conversation."""
+    with time_limit():
+        return _learned_violations(conversation, declared, repeated_limit)
+
+
+def _learned_violations(
+    conversation: Conversation,
+    declared: Mapping[str, PolicyTool] | None,
+    repeated_limit: int,
+) -> list[list[Violation]]:
     out: list[list[Violation]] = []
     for i, turn in enumerate(conversation.turns):
         calls = turn.tool_calls

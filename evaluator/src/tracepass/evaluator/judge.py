@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tracepass.evaluator.graders.jsonfind import last_between_markers, last_json_object
 from tracepass.evaluator.judge_budget import JudgeBudget, JudgeBudgetExhausted
 from tracepass.evaluator.judge_cache import JudgeCache, cache_key
+from tracepass.evaluator.judge_spend import JudgeSpend, PriceFn, spend_of
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 if TYPE_CHECKING:
@@ -225,7 +226,9 @@ class LLMJudge:
     `JudgeVerdict.passed`; the `llm` grader applies the turn's threshold instead.
     `on_call(outcome)` is called with "ok", "error", "cached" or "retry" (the
     `outcome` values of the exported `tracepass_judge_calls_total`) so a metrics layer
-    can count judge calls without this module knowing about it.
+    can count judge calls without this module knowing about it. `on_spend(spend)` is
+    called with every model call's tokens and cost (`judge_spend.JudgeSpend`, priced by
+    `price`), which is also charged to `budget` (its `usd_per_day`).
     """
 
     def __init__(
@@ -247,6 +250,8 @@ class LLMJudge:
         retry_on: Callable[[BaseException], bool] = is_transient,
         on_call: Callable[[str], None] | None = None,
         budget: JudgeBudget | None = None,
+        price: PriceFn | None = None,
+        on_spend: Callable[[JudgeSpend], None] | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -280,6 +285,8 @@ class LLMJudge:
         self._log = RateLimitedLog(log)  # per-conversation failures: an outage would flood
         self.on_call = on_call
         self.budget = budget
+        self.price = price
+        self.on_spend = on_spend
         self._use_structured = use_structured_output
         self._structured: Any = None  # the runnable, once built
         self._structured_checked = False
@@ -297,7 +304,10 @@ class LLMJudge:
             self._structured_checked = True
             if self._use_structured:
                 try:
-                    self._structured = self.model.with_structured_output(JudgeOutput)
+                    # include_raw: the AIMessage too, whose usage_metadata is the spend
+                    self._structured = self.model.with_structured_output(
+                        JudgeOutput, include_raw=True
+                    )
                 except NotImplementedError:
                     self._structured = None
         return self._structured
@@ -334,12 +344,15 @@ class LLMJudge:
         )
         return self.messages(parts, structured=structured)
 
-    def messages(self, parts: Sequence[str], *, structured: bool) -> list[BaseMessage]:
-        """The rubric (plus the reply format when not structured) as the system message and
-        `parts` (data blocks built with `block`, instructions) as the user message."""
+    def messages(
+        self, parts: Sequence[str], *, structured: bool, rubric: str | None = None
+    ) -> list[BaseMessage]:
+        """The rubric (`rubric`, else this judge's; plus the reply format when not
+        structured) as the system message and `parts` (data blocks built with `block`,
+        instructions) as the user message."""
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        system = self.rubric
+        system = self.rubric if rubric is None else rubric
         if not structured:
             start, end = self.markers
             system += (
@@ -434,10 +447,34 @@ class LLMJudge:
             else:
                 result = await asyncio.wait_for(self.model.ainvoke(messages), self.timeout_s)
         if structured is not None:
+            if isinstance(result, dict) and "raw" in result and "parsed" in result:
+                self._spent(result["raw"])  # include_raw=True: {raw, parsed, parsing_error}
+                if result.get("parsing_error") is not None:
+                    raise _Malformed(f"structured output did not parse: {result['parsing_error']}")
+                result = result["parsed"]
             if result is None:
                 raise _Malformed("structured output returned nothing")
             return self._validate(result)
+        self._spent(result)
         return self.parse_reply(_text_of(result), quoted)
+
+    def _spent(self, message: Any) -> None:
+        """Count one model call's tokens and cost, and charge the cost to the budget."""
+        if self.on_spend is None and self.budget is None:
+            return
+        if self.price is None:  # the library's prices (no config overrides)
+            from tracepass.evaluator.pricing import PriceBook
+
+            self.price = PriceBook()
+        fallback = self.model_id.partition(":")[2] or None
+        spend = spend_of(message, fallback, self.price)
+        if self.budget is not None and spend.cost_usd is not None:
+            self.budget.charge(spend.cost_usd)
+        if self.on_spend is not None:
+            try:
+                self.on_spend(spend)
+            except Exception:  # a metrics hook must never break judging
+                log.exception("judge on_spend hook failed")
 
     def _cache_get(self, key: str) -> tuple[float, str | None] | None:
         """A cache that cannot be read (locked past its busy timeout, disk trouble) is a
@@ -449,12 +486,14 @@ class LLMJudge:
             self._log.warning("cache_read", "judge cache read failed (%s); judging without it", exc)
             return None
 
-    def _cache_put(self, key: str, score: float, reasoning: str | None) -> None:
+    def _cache_put(
+        self, key: str, score: float, reasoning: str | None, rubric_version: str
+    ) -> None:
         if self.cache is None:
             return
         try:
             self.cache.put(
-                key, score, reasoning, model_id=self.model_id, rubric_version=self.rubric_version
+                key, score, reasoning, model_id=self.model_id, rubric_version=rubric_version
             )
         except sqlite3.Error as exc:
             self._log.warning(
@@ -490,12 +529,23 @@ class LLMJudge:
 
         return await self.judge_parts(inputs, build)
 
-    async def judge_parts(self, inputs: dict[str, Any], build: MessageBuilder) -> JudgeVerdict:
+    async def judge_parts(
+        self,
+        inputs: dict[str, Any],
+        build: MessageBuilder,
+        *,
+        rubric_version: str | None = None,
+        pass_threshold: float | None = None,
+    ) -> JudgeVerdict:
         """Judge any prompt by this judge's rubric with the same guarantees (structured
         output, retries, cache, coalescing, errors as verdicts). `inputs` is everything
         the prompt depends on besides the rubric (the cache key); `build(structured)`
-        makes the messages, usually `self.messages(parts, structured=structured)`."""
-        key = cache_key(self.model_id, self.rubric_version, inputs)
+        makes the messages, usually `self.messages(parts, structured=structured)`.
+        A prompt with a rubric of its own (conversation judges) passes that rubric to
+        `messages` and its `rubric_version` (the cache key) and `pass_threshold` here."""
+        version = self.rubric_version if rubric_version is None else rubric_version
+        threshold = self.pass_threshold if pass_threshold is None else pass_threshold
+        key = cache_key(self.model_id, version, inputs)
         # Identical requests already in flight (k trials that produced the same answer)
         # share one model call instead of racing the cache.
         loop = asyncio.get_running_loop()
@@ -510,15 +560,18 @@ class LLMJudge:
                     raise
                 # the request we waited on was cancelled, not us: judge ourselves
             else:
-                if shared.error is None:
+                if shared.error is None and shared.score is not None:
                     self._emit("cached")
-                    return shared.model_copy(update={"cached": True})
+                    # passed by this request's threshold (two judges may share a prompt)
+                    return shared.model_copy(
+                        update={"cached": True, "passed": shared.score >= threshold}
+                    )
                 return shared
         future: asyncio.Future[JudgeVerdict] = loop.create_future()
         inflight[key] = future
         try:
             quoted = [v for v in inputs.values() if isinstance(v, str)]
-            verdict = await self._judge_uncoalesced(key, build, quoted)
+            verdict = await self._judge_uncoalesced(key, build, quoted, version, threshold)
         except BaseException:
             future.cancel()
             raise
@@ -530,7 +583,12 @@ class LLMJudge:
                 del inflight[key]
 
     async def _judge_uncoalesced(
-        self, key: str, build: MessageBuilder, quoted: Sequence[str]
+        self,
+        key: str,
+        build: MessageBuilder,
+        quoted: Sequence[str],
+        rubric_version: str,
+        threshold: float,
     ) -> JudgeVerdict:
         if self.cache is not None:
             hit = self._cache_get(key)
@@ -539,7 +597,7 @@ class LLMJudge:
                 score, reasoning = hit
                 return JudgeVerdict(
                     score=score,
-                    passed=score >= self.pass_threshold,
+                    passed=score >= threshold,
                     reasoning=reasoning,
                     cached=True,
                 )
@@ -564,11 +622,11 @@ class LLMJudge:
                 if not self.retry_on(exc):
                     break
             else:
-                self._cache_put(key, score, reasoning)
+                self._cache_put(key, score, reasoning, rubric_version)
                 self._emit("ok")
                 return JudgeVerdict(
                     score=score,
-                    passed=score >= self.pass_threshold,
+                    passed=score >= threshold,
                     reasoning=reasoning,
                     attempts=attempts,
                 )

@@ -10,6 +10,12 @@ not judged. So a call the budget cannot pay for is refused at once
 the remaining daily allowance is to last until midnight UTC at the demand seen so far;
 the collector lowers its sampling threshold by it (still by the conversation hash, so the
 judged conversations stay an outcome-independent sample).
+
+`usd_per_day` caps the judge's spend in money: each call's cost (known only once the
+provider answered, from its reported tokens: `judge_spend.py`) is `charge`d, and no call
+starts once the day's charges reach the cap. Calls already running when the cap is
+reached still finish, so the day's spend may exceed the cap by at most the cost of
+`judge_concurrency` calls; calls whose cost is unknown (unpriced model) charge nothing.
 """
 
 from __future__ import annotations
@@ -65,12 +71,17 @@ class JudgeBudget:
         calls_per_minute: float | None = None,
         calls_per_day: int | None = None,
         *,
+        usd_per_day: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if calls_per_minute is not None and calls_per_minute <= 0:
             raise ValueError("calls_per_minute must be positive or null")
         if calls_per_day is not None and calls_per_day < 0:
             raise ValueError("calls_per_day must be non-negative or null")
+        if usd_per_day is not None and not (usd_per_day >= 0 and math.isfinite(usd_per_day)):
+            raise ValueError("usd_per_day must be a non-negative number or null")
+        self.usd_per_day = usd_per_day
+        self._usd_today = 0.0
         self.calls_per_minute = calls_per_minute
         self.calls_per_day = calls_per_day
         self._clock = clock
@@ -84,12 +95,16 @@ class JudgeBudget:
 
     @property
     def unlimited(self) -> bool:
-        return self.calls_per_minute is None and self.calls_per_day is None
+        return (
+            self.calls_per_minute is None
+            and self.calls_per_day is None
+            and self.usd_per_day is None
+        )
 
     def _refill(self, now: float) -> None:
         day = math.floor(now / _DAY_S)
         if day != self._day:
-            self._day, self._used_today = day, 0
+            self._day, self._used_today, self._usd_today = day, 0, 0.0
         if self.calls_per_minute is not None:
             elapsed = max(now - self._refilled_at, 0.0)
             self._tokens = min(
@@ -105,16 +120,32 @@ class JudgeBudget:
                 return False
             if self.calls_per_day is not None and self._used_today >= self.calls_per_day:
                 return False
+            if self.usd_per_day is not None and self._usd_today >= self.usd_per_day:
+                return False
             self._tokens -= 1.0
             self._used_today += 1
             return True
+
+    def charge(self, usd: float) -> None:
+        """Add a finished call's cost to today's spend (negative or non-finite: ignored)."""
+        if not (usd > 0 and math.isfinite(usd)):
+            return
+        with self._lock:
+            self._refill(self._clock())
+            self._usd_today += usd
+
+    def spent_usd_today(self) -> float:
+        with self._lock:
+            self._refill(self._clock())
+            return self._usd_today
 
     def acquire(self) -> None:
         if not self.try_acquire():
             raise JudgeBudgetExhausted("judge budget spent")
 
     def remaining(self) -> dict[str, float]:
-        """Calls left per period ("minute", "day"); unlimited periods are absent."""
+        """Calls left per period ("minute", "day") and, with `usd_per_day`, the USD left
+        today ("usd_day"); unlimited periods are absent."""
         with self._lock:
             self._refill(self._clock())
             out: dict[str, float] = {}
@@ -122,6 +153,8 @@ class JudgeBudget:
                 out["minute"] = math.floor(self._tokens)
             if self.calls_per_day is not None:
                 out["day"] = float(self.calls_per_day - self._used_today)
+            if self.usd_per_day is not None:
+                out["usd_day"] = max(self.usd_per_day - self._usd_today, 0.0)
             return out
 
     def observe_demand(self) -> None:

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracepass.evaluator.usage import Latency, TimelineSpan, Usage
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,6 +107,10 @@ class Turn(_Frozen):
     end_ns: int | None = None
     offered_tools: tuple[ToolDefinition, ...] | None = None
     tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The turn's spans for the timeline, and its tokens, cost and latency (usage.py).
+    spans: tuple[TimelineSpan, ...] = ()
+    usage: Usage | None = None
+    latency: Latency | None = None
     # Multi-agent turns: the agents that ran below the turn's own agent, nested as their
     # spans were (empty for a single agent, and then not serialized).
     steps: tuple[AgentStep, ...] = Field(default=(), exclude_if=_is_empty)
@@ -123,6 +129,9 @@ class Conversation(_Frozen):
     # scored with outcome "incomplete" rather than pass/fail.
     complete: bool = True
     attributes: dict[str, Any] = Field(default_factory=dict)
+    # Over every turn's spans (usage.py): tokens, cost, wall latency.
+    usage: Usage | None = None
+    latency: Latency | None = None
 
 
 # --------------------------------------------------------------------------- reference side
@@ -210,6 +219,31 @@ class PolicyRule(_Frozen):
     limit: int | None = None
 
 
+class JudgeAppliesTo(_Frozen):
+    """Which conversations a conversation judge sees: fnmatch globs (case-sensitive); a
+    field left out matches anything. `reference_set` is matched against the scored
+    result's set name (a reference set, `policy:<id>`), or "" when it has none."""
+
+    agent_name: str | None = None
+    agent_version: str | None = None
+    reference_set: str | None = None
+
+
+class ConversationJudgeSpec(_Frozen):
+    """One conversation judge (docs/judges.md): an LLM judge that reads the whole
+    conversation and scores it by `rubric` — a built-in template name
+    (`goal_completion`, `tool_use`, `user_frustration`, `handoff`) or the rubric's own
+    text. Its verdicts are trials of the series `reference_set="judge:<name>"`."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    rubric: str = Field(min_length=1)
+    applies_to: JudgeAppliesTo = JudgeAppliesTo()
+    pass_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+    # Estimated prompt tokens (rubric + conversation) the judge may send; the rendered
+    # conversation is cut from the middle out to fit (docs/judges.md, "Truncation").
+    max_prompt_tokens: int = Field(default=16_000, ge=256)
+
+
 class Policy(_Frozen):
     """What an agent must always do, checked without a reference answer. Applies to
     conversations whose agent name matches the glob `agent` (and version the glob
@@ -222,6 +256,9 @@ class Policy(_Frozen):
     tools: tuple[PolicyTool, ...] | None = None
     rules: tuple[PolicyRule, ...] = ()
     graders: tuple[GraderSpec, ...] = ()
+    # Conversation judges for this policy's conversations (besides the collector's own;
+    # one with the same name replaces the collector's for them).
+    conversation_judges: tuple[ConversationJudgeSpec, ...] = ()
 
 
 class ReferenceSet(_Frozen):
@@ -316,6 +353,23 @@ class TurnResult(_Frozen):
     policy_error: str | None = None
 
 
+class Judgement(_Frozen):
+    """A conversation judge's verdict on one conversation. `outcome` is pass / fail, or
+    `error` (no verdict: `error` says why) or `skipped_budget` (the judge budget was
+    spent); `score` and `passed` are None unless the judge gave a verdict."""
+
+    name: str
+    outcome: Outcome
+    score: float | None = None
+    passed: bool | None = None
+    reasoning: str | None = None
+    error: str | None = None
+    rubric_version: str
+    model: str | None = None
+    # The rendered conversation was cut from the middle to fit the token budget.
+    truncated: bool = False
+
+
 class ConversationResult(_Frozen):
     conversation_id: str
     reference_id: str | None
@@ -331,6 +385,8 @@ class ConversationResult(_Frozen):
     # The verdict of the policy alone (the outcome combines it with the reference's).
     policy_outcome: Outcome | None = None
     violations: tuple[Violation, ...] = ()  # every turn's, in turn order
+    # Conversation judges' verdicts (docs/judges.md), in configuration order.
+    judgements: tuple[Judgement, ...] = ()
 
 
 # --------------------------------------------------------------------------- fast construction

@@ -25,6 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from tracepass.evaluator.vocabulary import KMetric
+
 __all__ = [
     "Method",
     "PassKArrays",
@@ -345,7 +347,7 @@ class PassKEstimate:
     `mean`, `lower`, `upper` when n == 0; `unbiased` also when n < k or counts are
     fractional. `mean` is the posterior mean (bayes) or the plug-in value (wilson)."""
 
-    metric: Literal["pass_at_k", "pass_pow_k"]
+    metric: KMetric
     k: int
     n: float
     c: float

@@ -434,6 +434,14 @@ class RollingAggregator:
             out.append(KeySnapshot(key, tuple(windows), st.cusum.value, st.cusum.observations))
         return out
 
+    def estimate_rows(
+        self, rows: Sequence[tuple[Key, str, float, float, list[tuple[float, float]] | None]]
+    ) -> list[dict[int, WindowEstimate]]:
+        """Estimates per row of (key, window name, n, c, per-task (n_i, c_i)) with this
+        aggregator's ks, prior, level and `min_conversations` guard: what `snapshot`
+        computes, for counts pooled elsewhere (several replicas' stored results)."""
+        return self._estimate_rows(rows)
+
     def _estimate_rows(
         self, rows: Sequence[tuple[Key, str, float, float, list[tuple[float, float]] | None]]
     ) -> list[dict[int, WindowEstimate]]:

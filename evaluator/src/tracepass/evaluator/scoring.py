@@ -19,6 +19,9 @@ Rules (docs/metrics.md has the full table):
 * no reference → every turn unscored and outcome UNSCORED (INCOMPLETE if not complete);
 * the learned checks (`checks.py`) run on every conversation and their violations are
   reported per turn; they decide nothing on their own;
+* conversation judges (`conversation_judges.py`, docs/judges.md), when configured, read
+  the whole scored conversation and add their verdicts (`judgements`); they change
+  neither the outcome nor the result's series (each is a series of its own);
 * an agent policy (`policies.py`), when one applies, adds its rules and graders to the
   learned checks: a turn is correct only if it also passes the policy, and the outcome
   is the worse of the reference's and the policy's (no verdict > INCOMPLETE > FAIL >
@@ -37,12 +40,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tracepass.evaluator.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.argmatch import ArgumentMatchError
-from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
+from tracepass.evaluator.checks import (
+    DEFAULT_REPEATED_CALL_LIMIT,
+    learned_violations,
+    needs_schema_validation,
+)
+from tracepass.evaluator.conversation_judges import CompiledJudge, ConversationJudges
 from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
 from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
+    ConversationJudgeSpec,
     ConversationResult,
     Outcome,
     Policy,
@@ -56,6 +65,7 @@ from tracepass.evaluator.models import (
     construct_unchecked,
 )
 from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
+from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
 from tracepass.evaluator.toolcorrectness import (
     CompiledTurn,
     called_names,
@@ -69,6 +79,7 @@ from tracepass.evaluator.trajectory import (
     name_trajectory,
     trajectory_scores,
 )
+from tracepass.evaluator.vocabulary import Profile
 
 if TYPE_CHECKING:
     from tracepass.evaluator.judge import LLMJudge
@@ -105,7 +116,7 @@ class ToolWeights(BaseModel):
 class EvaluationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    profile: Literal["default", "fair-forge"] = "default"
+    profile: Profile = "default"
     threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     tool_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     weights: ToolWeights = Field(default_factory=ToolWeights)
@@ -307,11 +318,14 @@ def _with_policy(
 @dataclass(frozen=True, slots=True)
 class PendingEvaluation:
     """What is left to do inside an event loop: grade the reference (`cref`) and/or the
-    policy's graders. `base` is the reference result when it is already done."""
+    policy's graders, then run the conversation judges. `base` is the reference result
+    when it is already done; `finished` the whole result when only judges are left."""
 
     base: ConversationResult | None
     cref: _CompiledReference | None
     policy: CompiledPolicy | None
+    finished: ConversationResult | None = None
+    judges: tuple[CompiledJudge, ...] = ()
 
 
 class Evaluator:
@@ -321,10 +335,17 @@ class Evaluator:
     _CACHE_LIMIT = 4096
 
     def __init__(
-        self, config: EvaluationConfig | None = None, judge: LLMJudge | None = None
+        self,
+        config: EvaluationConfig | None = None,
+        judge: LLMJudge | None = None,
+        *,
+        conversation_judges: Sequence[ConversationJudgeSpec] = (),
     ) -> None:
+        """`conversation_judges`: judges of whole conversations (raises
+        `ConversationJudgeError` for one that cannot be used)."""
         self.config = config if config is not None else EvaluationConfig()
         self.judge = judge
+        self.conversation_judges = ConversationJudges(conversation_judges, judge)
         cfg = self.config
         self._fair_forge = cfg.profile == "fair-forge"
         self._weights = cfg.weights.raw() if self._fair_forge else cfg.weights.normalized()
@@ -419,6 +440,7 @@ class Evaluator:
                 "policy_id": None,
                 "policy_outcome": None,
                 "violations": (),
+                "judgements": (),
             },
         )
 
@@ -467,6 +489,7 @@ class Evaluator:
                 "policy_id": None,
                 "policy_outcome": None,
                 "violations": (),
+                "judgements": (),
             },
         )
 
@@ -657,7 +680,31 @@ class Evaluator:
                 answers = cpol.grade_sync(conversation)
             except NeedsEventLoop:
                 return PendingEvaluation(base, cref, cpol)
-        return self._finish(conversation, base, cpol, answers)
+        finished = self._finish(conversation, base, cpol, answers)
+        judges = self._judges_for(conversation, finished, policy)
+        if judges:
+            return PendingEvaluation(None, None, None, finished=finished, judges=judges)
+        return finished
+
+    def _judges_for(
+        self, conversation: Conversation, result: ConversationResult, policy: Policy | None
+    ) -> tuple[CompiledJudge, ...]:
+        """The conversation judges that read this scored conversation (usually none: one
+        attribute test when no judge is configured and no policy has any)."""
+        if not self.conversation_judges and (policy is None or not policy.conversation_judges):
+            return ()
+        return self.conversation_judges.select(conversation, result.reference_set, policy)
+
+    async def _judged(
+        self,
+        conversation: Conversation,
+        result: ConversationResult,
+        judges: tuple[CompiledJudge, ...],
+    ) -> ConversationResult:
+        if not judges:
+            return result
+        judgements = await self.conversation_judges.run(conversation, judges)
+        return result.model_copy(update={"judgements": judgements})
 
     async def _score_on_loop(
         self, conversation: Conversation, cref: _CompiledReference, reference_set: str | None
@@ -691,7 +738,20 @@ class Evaluator:
         reference_set: str | None = None,
         policy: Policy | None = None,
     ) -> ConversationResult:
-        done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
+        if needs_schema_validation(conversation):
+            # Schemas declared by spans cost what their sender chooses: the loop gives
+            # them schema_guard.INLINE_BUDGET_S, then a worker thread the full time limit.
+            try:
+                with inline_attempt():
+                    done = self._evaluate_without_loop(
+                        conversation, reference, reference_set, policy
+                    )
+            except LeaveTheLoop:
+                done = await asyncio.to_thread(
+                    self._evaluate_without_loop, conversation, reference, reference_set, policy
+                )
+        else:
+            done = self._evaluate_without_loop(conversation, reference, reference_set, policy)
         if isinstance(done, ConversationResult):
             return done
         return await self.complete(conversation, done, reference_set=reference_set)
@@ -717,16 +777,33 @@ class Evaluator:
         reference_set: str | None = None,
     ) -> ConversationResult:
         """Finish what `try_evaluate` left (same arguments as that call)."""
+        if done.finished is not None:
+            return await self._judged(conversation, done.finished, done.judges)
         base = done.base
+        policy = None if done.policy is None else done.policy.policy
         if base is None:
             assert done.cref is not None
             base = await self._score_on_loop(conversation, done.cref, reference_set)
             if base.outcome is Outcome.SKIPPED_BUDGET:
-                return base
+                return await self._judged(
+                    conversation, base, self._judges_for(conversation, base, policy)
+                )
         answers = (
             None if done.policy is None else await self._grade_policy(done.policy, conversation)
         )
-        return self._finish(conversation, base, done.policy, answers)
+        if needs_schema_validation(conversation):  # the learned checks: as in `aevaluate`
+            try:
+                with inline_attempt():
+                    result = self._finish(conversation, base, done.policy, answers)
+            except LeaveTheLoop:
+                result = await asyncio.to_thread(
+                    self._finish, conversation, base, done.policy, answers
+                )
+        else:
+            result = self._finish(conversation, base, done.policy, answers)
+        return await self._judged(
+            conversation, result, self._judges_for(conversation, result, policy)
+        )
 
     def evaluate(
         self,

@@ -7,6 +7,11 @@ silently drops the first (a config whose `receiver:` section is written twice lo
 half of it); and a file that is not UTF-8 escapes as a `UnicodeDecodeError` traceback.
 Line/column lookup for schema errors (`locations`) is a second pass over PyYAML's node
 tree, paid only when there is an error to report.
+
+Aliases are bounded before anything walks the tree: PyYAML shares an aliased node, but
+every walk (validation, `locations`) expands it, so a 454-byte "billion laughs" file
+grew to 3.8 GB in `locations`. A file whose aliases would add more than
+`MAX_ALIAS_EXPANSION` nodes to what is written is refused at the alias that crosses it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "MAX_ALIAS_EXPANSION",
     "StrictLoader",
     "YamlFileError",
     "locate",
@@ -28,6 +34,9 @@ __all__ = [
 ]
 
 Location = tuple[int, int]  # 1-based line and column
+# Nodes aliases may add beyond those written in the file (a reference set reusing an
+# anchored block a few hundred times stays far below it).
+MAX_ALIAS_EXPANSION = 100_000
 FieldPath = tuple[str | int, ...]
 
 
@@ -97,10 +106,52 @@ def read_text(path: Path) -> str:
 
 def parse(text: str, file: str, what: str = "invalid YAML") -> Any:
     """`text` parsed with `StrictLoader`; errors as one-line `YamlFileError`s."""
+    loader = StrictLoader(text)  # a SafeLoader subclass: safe
     try:
-        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: safe
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_aliases(node, file)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise yaml_error(exc, file, what) from None
+    finally:
+        loader.dispose()
+
+
+def _check_aliases(root: Any, file: str) -> None:
+    """Refuse a node tree whose aliases expand beyond `MAX_ALIAS_EXPANSION` extra nodes.
+    Expanded sizes are computed once per distinct node (post-order, memoized), so the
+    check itself is linear in what is written."""
+    expanded: dict[int, int] = {}
+    distinct = 0
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in expanded:
+            continue
+        children: list[Any] = []
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                children += (k, v)
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in expanded)
+            continue
+        distinct += 1
+        size = 1 + sum(expanded[id(c)] for c in children)
+        expanded[id(node)] = size
+        if size - distinct > MAX_ALIAS_EXPANSION:
+            mark = node.start_mark
+            raise YamlFileError(
+                f"aliases expand to more than {MAX_ALIAS_EXPANSION:,} nodes beyond those "
+                "written (a YAML alias bomb?); write the repeated parts out or reuse fewer",
+                file=file,
+                line=mark.line + 1,
+                column=mark.column + 1,
+            )
 
 
 def yaml_error(exc: yaml.YAMLError, file: str, what: str = "invalid YAML") -> YamlFileError:
@@ -155,8 +206,10 @@ def locations(text: str) -> dict[FieldPath, Location]:
     out: dict[FieldPath, Location] = {}
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return out
+        if root is not None:
+            _check_aliases(root, "<locations>")
+    except (yaml.YAMLError, YamlFileError):
+        return out  # no positions rather than an unbounded walk
     stack: list[tuple[Any, FieldPath]] = [(root, ())] if root is not None else []
     while stack:
         node, path = stack.pop()

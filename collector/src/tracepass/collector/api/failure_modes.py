@@ -111,6 +111,12 @@ def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
     return store.failure_modes.versions()
 
 
+def _local(store: object) -> StateStore | None:
+    """Failure modes are indexed in the state file only: with a shared PostgreSQL
+    results store (`state.results_url`) this replica's own index answers."""
+    return store if isinstance(store, StateStore) else None
+
+
 def failure_mode_routes(
     model: ReadModel, clock: Callable[[], float] = time.time
 ) -> list[tuple[str, Any]]:
@@ -120,7 +126,7 @@ def failure_mode_routes(
 
     async def handler(request: web.Request) -> web.StreamResponse:
         return await _answer(
-            model, request, lambda: failure_modes(model.store, request.query, clock)
+            model, request, lambda: failure_modes(_local(model.store), request.query, clock)
         )
 
     return [(FAILURE_MODES_PATH, handler)]

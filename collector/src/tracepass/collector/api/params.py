@@ -4,6 +4,7 @@ error type naming the bad parameter (answered as 400 by the API, shown by the UI
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +41,8 @@ FILTER_PARAMS = (
     "failure_mode",
     "since",
     "until",
+    "min_cost_usd",
+    "min_duration_s",
 )
 
 
@@ -92,6 +95,19 @@ def _opt(params: Mapping[str, str], name: str) -> str | None:
     return value if value else None
 
 
+def _min_number(params: Mapping[str, str], name: str) -> float | None:
+    text = _opt(params, name)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParamError(name, f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ParamError(name, f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 def check_bounds(params: Iterable[tuple[str, str]]) -> None:
     """Refuse (400) a query string with more than MAX_PARAMS parameters (repeats
     counted) or a value longer than MAX_VALUE_CHARS: nothing the API or the UI needs
@@ -142,6 +158,8 @@ def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.
             failure_mode=_opt(params, "failure_mode"),
             since=None if since is None else parse_time("since", since, now),
             until=None if until is None else parse_time("until", until, now),
+            min_cost_usd=_min_number(params, "min_cost_usd"),
+            min_duration_s=_min_number(params, "min_duration_s"),
         ),
         limit=limit,
         cursor=cursor,

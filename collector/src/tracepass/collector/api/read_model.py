@@ -19,11 +19,12 @@ from tracepass.collector.api.params import (
     parse_list_query,
 )
 from tracepass.collector.api.query_guard import QueryGuard
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import ResultsStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
 from tracepass.evaluator import passk
 from tracepass.evaluator.explain import natural_key
 from tracepass.evaluator.rolling import KeySnapshot, RollingConfig
+from tracepass.evaluator.usage import version_figures
 
 __all__ = ["ReadModel", "natural_key", "row_json"]
 
@@ -45,6 +46,8 @@ def row_json(row: ResultRow) -> dict[str, Any]:
         "failed_turns": row.failed_turns,
         "reasons": row.reasons,
         "trace_ids": row.trace_ids,
+        "cost_usd": row.cost_usd,
+        "duration_s": row.duration_s,
     }
 
 
@@ -68,7 +71,7 @@ class ReadModel:
 
     def __init__(
         self,
-        store: StateStore | None,
+        store: ResultsStore | None,
         snapshots: Snapshots,
         rolling: RollingConfig,
         *,
@@ -101,7 +104,7 @@ class ReadModel:
             "next_cursor": None if nxt is None else encode_cursor(*nxt),
         }
 
-    def _store(self) -> StateStore:
+    def _store(self) -> ResultsStore:
         if self.store is None:
             raise LookupError("this collector keeps no state file (state.path)")
         return self.store
@@ -159,7 +162,45 @@ class ReadModel:
             "window": window,
             "level": self.rolling.level,
             "references": rows,
+            "versions": self.version_summary(since, window, agent, reference_set),
         }
+
+    def version_summary(
+        self, since: float, window: str, agent: str | None, reference_set: str | None
+    ) -> list[dict[str, Any]]:
+        """Per agent version: cost per conversation (mean, p95, total over the priced
+        ones), wall latency p50/p95 (nearest rank), next to pass^k (mean, this window,
+        from the rolling windows; summed over reference sets it is not: one entry per
+        set when `reference_set` is not given)."""
+        figures = self._store().version_costs(since, agent_name=agent, reference_set=reference_set)
+        pass_pow: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+        for snap in self.snapshots():
+            name, ver, snap_set = snap.key
+            if (agent is not None and name != agent) or (
+                reference_set is not None and snap_set != reference_set
+            ):
+                continue
+            for w in snap.windows:
+                if w.window == window:
+                    entry = pass_pow.setdefault((name, ver), {})
+                    entry[snap_set] = {
+                        str(k): (e.pass_pow_k.mean if w.sufficient else None)
+                        for k, e in w.estimates.items()
+                    }
+        out = []
+        for (agent_name, agent_version), (costs, durations) in sorted(
+            figures.items(),
+            key=lambda kv: (natural_key(kv[0][0] or ""), natural_key(kv[0][1] or "")),
+        ):
+            out.append(
+                {
+                    "agent_name": agent_name,
+                    "agent_version": agent_version,
+                    **version_figures(costs, durations).model_dump(mode="json"),
+                    "pass_pow_k": pass_pow.get((agent_name, agent_version), {}),
+                }
+            )
+        return out
 
     def _counts_json(self, trials: int, passes: int) -> dict[str, Any]:
         pair = passk.estimate(trials, passes, 1, prior=self.rolling.prior, level=self.rolling.level)

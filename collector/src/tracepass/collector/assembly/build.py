@@ -21,12 +21,15 @@ from tracepass.collector.normalize.registry import (
     TOOL_RESPONSES_ATTR,
 )
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
+from tracepass.evaluator.pricing import PriceBook
+from tracepass.evaluator.usage import combine_latency, combine_usage
 
 from .arguments import Responses, requested_calls, responses_of, tool_calls
 from .continuation import TurnGroup, merge_continuations
 from .events import join_log_events
 from .runs import link_runs
 from .steps import agent_steps, declared_agent, is_handoff, tool_agents
+from .timeline import DEFAULT_PRICES, turn_figures
 
 SpanKey = tuple[str, str]
 
@@ -156,7 +159,12 @@ def _carries_responses(root: SpanRecord, members: list[SpanRecord]) -> bool:
     return True
 
 
-def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
+def _build_turn(
+    root: SpanRecord,
+    members: list[SpanRecord],
+    prices: PriceBook = DEFAULT_PRICES,
+    walls: list[tuple[int, int] | None] | None = None,
+) -> Turn:
     members.sort(key=_BY_START)
     # One pass instead of a list comprehension per kind.
     tools: list[SpanRecord] = []
@@ -217,6 +225,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
     # below: every value comes from typed records or validated models, and validating
     # them again per evaluated conversation was a tenth of the live evaluation path.
     # tests/collector/test_build_unchecked.py checks it against validated construction.
+    spans, usage, latency, wall = turn_figures(root, members, prices)
+    if walls is not None:
+        walls.append(wall)
     return construct_unchecked(
         Turn,
         {
@@ -232,6 +243,9 @@ def _build_turn(root: SpanRecord, members: list[SpanRecord]) -> Turn:
             "offered_tools": _offered_tools(root, models),
             "tool_schemas": _tool_schemas(tools),
             "steps": steps,
+            "spans": spans,
+            "usage": usage,
+            "latency": latency,
         },
     )
 
@@ -247,7 +261,11 @@ def _trace_root(records: list[SpanRecord], index: Mapping[SpanKey, SpanRecord]) 
 
 
 def build_conversation(
-    conversation_id: str, records: Iterable[SpanRecord], *, complete: bool = True
+    conversation_id: str,
+    records: Iterable[SpanRecord],
+    *,
+    complete: bool = True,
+    prices: PriceBook = DEFAULT_PRICES,
 ) -> Conversation:
     """Turns = top-level TURN records (agent spans with no agent ancestor), or the trace
     root for traces without any that hold tool or model calls (a trace of neither is no
@@ -318,7 +336,8 @@ def build_conversation(
     groups.sort(key=lambda g: (g.root.start_ns, g.root.span_id))
     # A turn starts at a new user message, not at a trace (continuation.py).
     groups = merge_continuations(groups)
-    turns = [_build_turn(g.root, g.members) for g in groups]
+    walls: list[tuple[int, int] | None] = []  # per turn, for the conversation's wall time
+    turns = [_build_turn(g.root, g.members, prices, walls) for g in groups]
     turn_roots = [g.root for g in groups]
 
     # The agent a span names (`gen_ai.agent.name`, a convention's agent name) on the
@@ -355,5 +374,7 @@ def build_conversation(
             "trace_ids": tuple(trace_ids),
             "complete": complete,
             "attributes": {"service.name": service} if service else {},
+            "usage": combine_usage([t.usage for t in turns if t.usage is not None]),
+            "latency": combine_latency([t.latency for t in turns if t.latency is not None], walls),
         },
     )

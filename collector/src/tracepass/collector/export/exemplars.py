@@ -14,8 +14,10 @@ on /metrics and over OTLP), and this module adds the exemplar at exposition:
   matching `_total` sample. prometheus_client writes exemplars only in the OpenMetrics
   format, which Prometheus asks for when started with `--enable-feature=exemplar-storage`.
 
-OpenMetrics caps an exemplar's label set at 128 UTF-8 characters: the conversation id is
-shortened (with "…") when the two labels would exceed it.
+An exemplar carries the trace id only: conversation ids can hold user data and anyone
+who scrapes /metrics would read them. `metrics.exemplar_conversation_ids: true` adds
+the conversation id; OpenMetrics caps an exemplar's label set at 128 UTF-8 characters,
+so it is then shortened (with "…") when the two labels would exceed it.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class ExemplarStore:
     """The latest (trace id, conversation id, time) per counter series; thread-safe
     (written by evaluations on the event loop, read by the scrape thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, conversation_ids: bool = False) -> None:
+        self.conversation_ids = conversation_ids
         self._lock = threading.Lock()
         # (metric, label values) → (trace id, conversation id, value, timestamp)
         self._latest: dict[tuple[str, tuple[str, ...]], tuple[str, str, float, float]] = {}
@@ -106,6 +109,8 @@ class ExemplarStore:
         if raw is None:
             return None
         trace_id, conversation_id, value, timestamp = raw
+        if not self.conversation_ids:
+            return Exemplar({"trace_id": trace_id}, value, timestamp)
         return Exemplar(_exemplar_labels(trace_id, conversation_id), value, timestamp)
 
 

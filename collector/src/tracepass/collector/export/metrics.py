@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry._logs import Logger
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -31,6 +31,7 @@ from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
+from tracepass.collector.export.judge_series import judgement_entries
 from tracepass.collector.export.outcomes import (
     result_success,
     success_of,
@@ -43,12 +44,14 @@ from tracepass.collector.export.preaggregated import (
     SdkInstruments,
     attach,
 )
+from tracepass.collector.export.usage_metrics import UsageMetrics
 from tracepass.collector.export.window_entry import (
     UNMATCHED_TASK,
     WindowEntry,
     task_of,
     window_entry,
 )
+from tracepass.evaluator.judge_spend import JudgeSpend
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
@@ -57,6 +60,7 @@ from tracepass.evaluator.rolling import (
     KeySnapshot,
     RollingAggregator,
     RollingConfig,
+    StateCapture,
 )
 
 __all__ = [
@@ -71,6 +75,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -186,9 +191,22 @@ class EvaluationMetrics:
             LAG_BUCKETS,
             unit="s",
         )
+        # Tokens, model calls, cost and latency per conversation (usage_metrics.py).
+        self.usage = UsageMetrics(ins, LABELS)
         # Rare: through the SDK.
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
+        )
+        self.judge_tokens = m.create_counter(
+            "tracepass_judge_tokens",
+            description="Tokens of LLM judge calls as the provider reported them, by type",
+        )
+        self.judge_cost = m.create_counter(
+            "tracepass_judge_cost_usd", description="Cost of LLM judge calls in USD"
+        )
+        self.judge_unpriced = m.create_counter(
+            "tracepass_judge_unpriced_calls",
+            description="LLM judge calls whose cost is unknown (not counted in the cost), by reason",
         )
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
@@ -310,12 +328,56 @@ class EvaluationMetrics:
                 self.tool_calls.add(tool_calls, key)
             if lag_s is not None and math.isfinite(lag_s):
                 self.evaluation_lag.record(max(0.0, lag_s), key)
+            if conversation is not None and not added.replaced:
+                self.usage.record(key, conversation)
         if self.exemplars is not None:
             self._exemplars(result, key, outcome, outcomes, turn_tally, conversation, now)
         if self._events is not None:
             labels = dict(zip(LABELS, key, strict=True))
             self._events.emit(result, labels, revision, conversation)
+        if result.judgements:
+            self._record_judgements(result, revision, now, conversation)
         return True
+
+    def _record_judgements(
+        self,
+        result: ConversationResult,
+        revision: int,
+        now: float,
+        conversation: Conversation | None,
+    ) -> None:
+        """Each conversation judge's verdict as a trial of its series
+        `reference_set="judge:<name>"` (`judge_series.py`): windows, counter, exemplar."""
+        trace = None
+        if conversation is not None and conversation.trace_ids:
+            trace = conversation.trace_ids[-1]
+        for entry in judgement_entries(result):
+            key = self.key_of(entry)
+            added = self._add_to_windows(key, entry, revision, now)
+            if not added.accepted:
+                continue
+            outcome = json.loads(entry.tag)[0]
+            with self._hot_lock:
+                if added.replaced and added.previous_key is not None:
+                    self._supersede(added.previous_key, added.previous_tag)
+                self.conversations.add(1, (*key, outcome))
+            if self.exemplars is not None:
+                self.exemplars.observe_many(
+                    [("tracepass_conversations", (*key, outcome), trace, 1.0)],
+                    conversation_id=result.conversation_id,
+                    timestamp=now,
+                )
+
+    def key_of(self, entry: WindowEntry) -> Key:
+        """The bounded label values of a window entry (as `key` for a result)."""
+        limiter = self.limiter
+        return limiter.combination(
+            (
+                limiter("agent_name", entry.agent_name),
+                limiter("agent_version", entry.agent_version),
+                limiter("reference_set", entry.reference_set),
+            )
+        )
 
     def _add_to_windows(self, key: Key, entry: WindowEntry, revision: int, now: float) -> AddResult:
         """The one way into the windows: live results and journal replays alike."""
@@ -348,6 +410,23 @@ class EvaluationMetrics:
             self._tags[cache_key] = tag
         return tag
 
+    def restore_windows(self, aggregator: RollingAggregator) -> None:
+        """Adopt windows restored from a snapshot (`export/windows.py`, before the first
+        result): their label values count against the cardinality limit as before."""
+        with self._lock:
+            self.aggregator = aggregator
+            for key in aggregator:
+                for label, value in zip(LABELS, key, strict=True):
+                    self.limiter.seed(label, [value])
+            self._dirty = True
+
+    def capture_windows(self, position: Callable[[], T]) -> tuple[StateCapture, T]:
+        """A point-in-time copy of the windows and `position()` read under the same lock
+        every writer of the windows takes (what `export/windows.py` persists: the copy
+        and the journal position it includes)."""
+        with self._lock:
+            return self.aggregator.capture(), position()
+
     def replay(self, result: ConversationResult, *, revision: int, now: float) -> bool:
         """Put an evaluation from the state file's window journal back into the windows
         (crash recovery), exactly as `record` did the first time, without counting it
@@ -360,15 +439,7 @@ class EvaluationMetrics:
     def replay_entry(self, entry: WindowEntry, *, revision: int, now: float) -> bool:
         """`replay` of a journalled `WindowEntry` (what the journal holds since schema
         version 5): the same entry `record` added, under the labels it maps to now."""
-        limiter = self.limiter
-        key: Key = limiter.combination(
-            (
-                limiter("agent_name", entry.agent_name),
-                limiter("agent_version", entry.agent_version),
-                limiter("reference_set", entry.reference_set),
-            )
-        )
-        return self._add_to_windows(key, entry, revision, now).accepted
+        return self._add_to_windows(self.key_of(entry), entry, revision, now).accepted
 
     def _exemplars(
         self,
@@ -427,6 +498,21 @@ class EvaluationMetrics:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the
         judge's own vocabulary, passed through)."""
         self.judge_calls.add(1, {"outcome": outcome})
+
+    def record_judge_spend(self, spend: JudgeSpend) -> None:
+        """`LLMJudge(on_spend=...)` hook: one judge model call's tokens and cost."""
+        for kind, count in (
+            ("input", spend.input_tokens),
+            ("output", spend.output_tokens),
+            ("cached_input", spend.cached_input_tokens),
+            ("reasoning", spend.reasoning_tokens),
+        ):
+            if count:
+                self.judge_tokens.add(count, {"type": kind})
+        if spend.cost_usd is not None:
+            self.judge_cost.add(spend.cost_usd)
+        else:
+            self.judge_unpriced.add(1, {"reason": spend.unpriced_reason or "unknown"})
 
     # ------------------------------------------------------------------ gauges
 

@@ -144,6 +144,14 @@ def _log_exporter(endpoint: str, protocol: str, explicit: bool, timeout_s: float
     )
 
 
+def metrics_token(own: str | None, fallback: str | None) -> str | None:
+    """The token /metrics requires: `metrics.bearer_token` when set (`""`: explicitly
+    none), else the receiver's, so setting any token never leaves /metrics open by
+    accident (docs/configuration.md)."""
+    token = own if own is not None else fallback
+    return token or None
+
+
 def build_telemetry(
     config: MetricsConfig,
     *,
@@ -151,6 +159,7 @@ def build_telemetry(
     extra_readers: Sequence[MetricReader] = (),
     log_processors: Sequence[LogRecordProcessor] = (),
     default_host: str = "0.0.0.0",
+    fallback_bearer_token: str | None = None,
 ) -> Telemetry:
     """Start the exporters described by `config`. `extra_readers` / `log_processors`
     let callers (and tests) attach more destinations, e.g. in-memory ones."""
@@ -170,14 +179,17 @@ def build_telemetry(
         # its counter samples (`exemplars.py`: the OTel exporter writes none).
         source = CollectorRegistry(auto_describe=True)
         readers.append(PrometheusMetricReader(registry=source))
-        exemplars = ExemplarStore()
+        exemplars = ExemplarStore(conversation_ids=config.exemplar_conversation_ids)
         registry = CollectorRegistry()
         registry.register(ExemplarCollector(source, exemplars))
         # No prometheus_host: the receivers' host (`--host`), never silently all interfaces.
         host = config.prometheus_host or default_host
         try:
             httpd, thread = serve_metrics(
-                registry, host, config.prometheus_port, config.bearer_token
+                registry,
+                host,
+                config.prometheus_port,
+                metrics_token(config.bearer_token, fallback_bearer_token),
             )
         except OSError as exc:
             raise BindError(

@@ -21,6 +21,7 @@ from tracepass.evaluator.models import ConversationResult
 __all__ = [
     "UNMATCHED_TASK",
     "WindowEntry",
+    "decode_entries",
     "decode_entry",
     "encode_entry",
     "journal_entry",
@@ -101,8 +102,25 @@ def encode_entry(entry: WindowEntry) -> str:
 
 
 def journal_entry(result: ConversationResult) -> str:
-    """What the state file's window journal stores for `result` (`encode_entry`)."""
-    return encode_entry(window_entry(result))
+    """What the state file's window journal stores for `result` (`encode_entry`); with
+    conversation judges' verdicts, a JSON array of every entry (`decode_entries`)."""
+    if not result.judgements:
+        return encode_entry(window_entry(result))
+    from tracepass.collector.export.judge_series import journal_entries
+
+    return "[" + ",".join(encode_entry(e) for e in journal_entries(result)) + "]"
+
+
+def decode_entries(text: str) -> list[WindowEntry]:
+    """The entries of one journal row: one entry, or (a result with judgements) an
+    array of entries. Raises ValueError like `decode_entry`."""
+    if text.startswith("[["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"window entry: not JSON: {exc}") from None
+        return [decode_entry(_ENTRY(item)) for item in items]
+    return [decode_entry(text)]
 
 
 def _opt_str(value: object) -> str | None:

@@ -7,6 +7,7 @@ lives in `tracepass.evaluator.references.matching`.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -65,11 +66,16 @@ class ReferenceSource:
         fuzzy_threshold: float = 90.0,
         loader: Loader | None = None,
         meter: Meter | None = None,
+        allow_command_graders: bool = False,
     ) -> None:
         self.paths = [Path(p) for p in paths]
         self.fuzzy = fuzzy
         self.fuzzy_threshold = fuzzy_threshold
-        self.loader: Loader = loader or load_reference_sets
+        # `command` graders only when the collector config allows them (the reference
+        # folder alone cannot): evaluation.allow_command_graders.
+        self.loader: Loader = loader or functools.partial(
+            load_reference_sets, allow_command_graders=allow_command_graders
+        )
         self._custom_loader = loader is not None
         m = meter or metrics.get_meter("tracepass.collector")
         self._reloads = m.create_counter(

@@ -20,9 +20,13 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize import genai_events, traceloop, tracepass_conv
+from tracepass.collector.normalize import genai_events, tracepass_conv
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
 from tracepass.collector.normalize.arguments import RAW_KEY
+from tracepass.collector.normalize.conversation_ids import (
+    CONVERSATION_ID_KEYS,
+    resolve_conversation_id,
+)
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
@@ -40,6 +44,7 @@ from tracepass.collector.normalize.registry import (
 )
 from tracepass.collector.normalize.stats import NONE, ReadTally
 from tracepass.collector.normalize.table import BY_KEY, BY_SPAN_NAME, adapters_for_scope
+from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, read_usage
 from tracepass.instrumentation import semconv as sc
 
 __all__ = [
@@ -58,16 +63,6 @@ __all__ = [
 
 # What OTLP files and receivers hand over: trace or logs export requests.
 OtlpRequest = ExportTraceServiceRequest | ExportLogsServiceRequest
-
-# Resolution order of the conversation id (first non-empty wins); then the configured
-# extra keys on the span, then the same extra keys on the resource.
-CONVERSATION_ID_KEYS: tuple[str, ...] = (
-    sc.CONVERSATION_ID,
-    "session.id",
-    traceloop.ASSOCIATION + "session_id",
-    traceloop.ASSOCIATION + "conversation_id",
-    traceloop.ASSOCIATION + "thread_id",
-)
 
 _STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 
@@ -110,29 +105,10 @@ _HOT_FIELDS = (
     "final_answer_uses_tools",
     "attributes",
     "tool_definitions",
+    "usage",
 )
 if tuple(f.name for f in dataclasses.fields(SpanRecord)) != _HOT_FIELDS:  # pragma: no cover
     raise ImportError("SpanRecord's fields changed: update _HOT_FIELDS and normalize_request")
-
-
-def resolve_conversation_id(
-    attrs: dict[str, Any], extra_keys: Sequence[str] = (), resource_fallback: str | None = None
-) -> str | None:
-    """The conversation id of one span (see `CONVERSATION_ID_KEYS`); None means the
-    collector treats the trace as the conversation."""
-    for key in CONVERSATION_ID_KEYS:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    for key in extra_keys:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    return resource_fallback
 
 
 def _conversation_id(
@@ -157,6 +133,7 @@ _TOOL = RecordKind.TOOL
 _TURN = RecordKind.TURN
 _MODEL = RecordKind.MODEL
 _GENAI_CONVERSATION = CONVERSATION_ID_KEYS[0]
+_MAX_SPAN_NS = MAX_SPAN_DURATION_NS
 _AGENT_NAME = sc.AGENT_NAME
 _AGENT_VERSION = sc.AGENT_VERSION
 _ERROR_TYPE = sc.ERROR_TYPE
@@ -317,6 +294,7 @@ def normalize_request(
                     None,  # final_answer_uses_tools
                     kept,  # attributes
                     None,  # tool_definitions
+                    None,  # usage: model calls only, read below
                 )
                 # Dispatch (table.py, docs/conventions.md): first claim wins.
                 convention: str | None = None
@@ -351,6 +329,16 @@ def normalize_request(
                     applied = [a.name for a in adapters if a.adapt(rec, attrs, span)]
                     if applied:
                         kept[ADAPTERS_ATTR] = applied
+                if rec.kind is _MODEL:
+                    usage = read_usage(attrs)
+                    if usage is not None:
+                        rec.usage = usage
+                        if usage.problem is not None and tally is not None:
+                            tally.count_unreadable("token_count")
+                if tally is not None and (
+                    rec.end_ns < rec.start_ns or rec.end_ns - rec.start_ns > _MAX_SPAN_NS
+                ):
+                    tally.count_unreadable("span_time")
                 if rec.agent_name is None:
                     rec.agent_name = service_name
                 elif rec.agent_name.__class__ is str:

@@ -13,7 +13,13 @@ import sys
 from typing import Any
 
 from tracepass.collector.normalize import pyrepr
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, SCAN_ERRORS, loads, scan_once
+from tracepass.collector.normalize.jsonvalue import (
+    NOT_JSON,
+    SCAN_ERRORS,
+    loads,
+    maybe_deep,
+    scan_once,
+)
 
 RAW_KEY = "_raw"
 
@@ -56,7 +62,7 @@ def coerce_arguments(value: Any) -> dict[str, Any]:
         # Fast path, the usual case: text that is exactly one JSON object and no
         # LangChain wrapper (those always carry `input_str` or `inputs`, see
         # `_unwrap_langchain`); anything else takes the general path below.
-        if value[:1] == "{":
+        if value[:1] == "{" and not maybe_deep(value):  # deep text: `loads` bounds it
             try:
                 parsed, end = scan_once(value, 0)
             except SCAN_ERRORS:
@@ -143,6 +149,7 @@ def deferred_result(value: Any) -> Any:
         value.__class__ is str
         and value[:1] == "{"
         and "\\" not in value
+        and not maybe_deep(value)
         and '"output"' not in value
         and '"lc"' not in value
         and '"type"' not in value
@@ -197,7 +204,7 @@ def _langchain_tool_message_content(obj: dict[str, Any]) -> tuple[bool, Any]:
 def coerce_result(value: Any) -> Any:
     """Tool result: JSON decoded when possible, LangChain ToolMessage / callback wrapper
     (`{"output": …, "kwargs": …}`) reduced to the message content, else the raw value."""
-    if value.__class__ is str and value[:1] == "{":
+    if value.__class__ is str and value[:1] == "{" and not maybe_deep(value):
         # Fast path: exactly one JSON object that can be neither a callback wrapper nor
         # a ToolMessage (those need `output`, `lc` or `type`, see below).
         try:

@@ -169,11 +169,6 @@ def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
     return NAME
 
 
-def is_legacy_model(attrs: dict[str, Any]) -> bool:
-    """Pre-`gen_ai.operation.name` OpenLLMetry model spans."""
-    return LEGACY_PROMPT_ROLE in attrs or LEGACY_COMPLETION_ROLE in attrs
-
-
 def _fill_operation(rec: SpanRecord, attrs: dict[str, Any], operation: Any, span: Span) -> str:
     # `fill`, repeated rather than called: the most common spans, one frame less each.
     if operation == _EXECUTE_TOOL:

@@ -27,6 +27,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from tracepass.collector.normalize import genai_events
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
+from tracepass.collector.normalize.conversation_ids import resolve_conversation_id
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.stats import LOG_EVENTS, NONE, ReadTally
@@ -72,8 +73,6 @@ def normalize_logs_request(
 ) -> tuple[list[SpanRecord], list[Rejection]]:
     """EVENT records for the GenAI events of one logs export request (counted in
     `tally` under the convention `genai_log_events`)."""
-    from tracepass.collector.normalize import resolve_conversation_id
-
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
     for resource_logs in request.resource_logs:

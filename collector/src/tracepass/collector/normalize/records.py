@@ -18,6 +18,7 @@ from tracepass.collector.normalize.arguments import (
     decode_deferred_result,
 )
 from tracepass.collector.normalize.jsonvalue import SCAN_ERRORS, scan_once
+from tracepass.collector.normalize.usage import ModelUsage
 from tracepass.evaluator.models import ToolCall, ToolDefinition
 
 
@@ -72,6 +73,9 @@ class SpanRecord:
     # MODEL: the tools offered to the model (None: the span did not say). TOOL: the
     # tool's own declared parameters, when the instrumentation records them (`@tool`).
     tool_definitions: tuple[ToolDefinition, ...] | None = None
+    # MODEL only: token counts and provider (`normalize/usage.py`); None when the span
+    # carries neither (one slot per record; an object only for model calls with usage).
+    usage: ModelUsage | None = None
 
 
 # Deferred tool arguments and results. A buffered tool span's arguments and result, as

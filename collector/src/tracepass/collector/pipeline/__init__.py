@@ -1,8 +1,16 @@
-"""The live pipeline behind the receivers: ingest and back-pressure (`ingest.py`),
-evaluation scheduling (`scheduling.py`), crash recovery (`recovery.py`) and the offline
-rebuild of conversations from files (`offline.py`)."""
+"""The live pipeline behind the receivers (`live.py`): ingest and back-pressure
+(`ingest.py`), evaluation (`evaluation.py`, scheduling in `scheduling.py`), the result
+chain of components (`components.py`, the results store first: `results.py`), crash
+recovery (`recovery.py`) and the offline rebuild of conversations from files
+(`offline.py`)."""
 
-from tracepass.collector.pipeline.ingest import Pipeline
+from tracepass.collector.pipeline.components import (
+    Component,
+    ListenerComponent,
+    ResultChain,
+    ResultComponent,
+)
+from tracepass.collector.pipeline.live import Pipeline
 from tracepass.collector.pipeline.offline import (
     Normalizer,
     assemble_offline,
@@ -16,9 +24,13 @@ from tracepass.collector.pipeline.scheduling import (
 )
 
 __all__ = [
+    "Component",
     "ConversationEvaluator",
+    "ListenerComponent",
     "Normalizer",
     "Pipeline",
+    "ResultChain",
+    "ResultComponent",
     "ResultInfo",
     "ResultListener",
     "assemble_offline",

@@ -13,10 +13,12 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import build_conversation, complete_all, unjoined_events
+from tracepass.collector.assembly.timeline import DEFAULT_PRICES
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
 from tracepass.evaluator.models import Conversation
+from tracepass.evaluator.pricing import PriceBook
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = [
@@ -58,13 +60,17 @@ def default_logs_normalizer(
     )
 
 
-def assemble_records(records: Iterable[SpanRecord]) -> list[Conversation]:
-    """Conversations from a finite set of records: everything completes at end of input."""
+def assemble_records(
+    records: Iterable[SpanRecord], *, prices: PriceBook | None = None
+) -> list[Conversation]:
+    """Conversations from a finite set of records: everything completes at end of input.
+    `prices`: model prices for their costs (None: the price library's only)."""
     done = complete_all(records, CollectorInstruments.create(NoOpMeter("offline")))
     lost = sum(unjoined_events({(r.trace_id, r.span_id): r for r in c.records}) for c in done)
     if lost:
         log.warning("%d GenAI log events name a span that is not in the input: not used", lost)
-    convs = [build_conversation(c.key, c.records) for c in done]
+    book = prices if prices is not None else DEFAULT_PRICES
+    convs = [build_conversation(c.key, c.records, prices=book) for c in done]
     # Traces where no agent worked (only setup spans) build conversations without turns.
     convs = [c for c in convs if c.turns]
     convs.sort(key=lambda c: (min((t.start_ns or 0 for t in c.turns), default=0), c.id))
@@ -76,6 +82,7 @@ def assemble_offline(
     *,
     conversation_id_keys: Sequence[str] = (),
     normalizer: Normalizer | None = None,
+    prices: PriceBook | None = None,
 ) -> list[Conversation]:
     """Rebuild conversations from OTLP requests read from files (`tracepass
     conversations` / `tracepass evaluate`); logs requests carry GenAI events joined to
@@ -93,4 +100,4 @@ def assemble_offline(
             _rate_limited.warning(
                 rej.reason, "span %s/%s skipped: %s", rej.trace_id, rej.span_id, rej.message
             )
-    return assemble_records(records)
+    return assemble_records(records, prices=prices)

@@ -29,12 +29,13 @@ from tracepass.collector.normalize.records import SpanRecord
 from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.models import Reference
 from tracepass.evaluator.sampling import SamplingPolicy, SamplingRule
+from tracepass.evaluator.vocabulary import JUDGE_GRADERS
 
 __all__ = ["ConversationSampler", "needs_judge"]
 
 log = logging.getLogger(__name__)
 
-_JUDGE_GRADERS = frozenset({"llm"})
+_JUDGE_GRADERS = JUDGE_GRADERS
 
 # (agent_name, agent_version, reference_set) → the exported common labels, bounded; the
 # export layer supplies it (the pipeline does not import export).
@@ -82,7 +83,11 @@ class ConversationSampler:
         budget: JudgeBudget | None = None,
         default_grader: str = "contains",
         common_labels: CommonLabels | None = None,
+        judges_every_conversation: bool = False,
     ) -> None:
+        """`judges_every_conversation`: conversation judges are configured, so every
+        conversation may call the judge (adaptive sampling counts them all)."""
+        self.judges_every_conversation = judges_every_conversation
         self.policy = policy_from_config(config)
         self.adaptive = config.adaptive and budget is not None
         self.budget = budget
@@ -194,7 +199,7 @@ class ConversationSampler:
         if (
             self.adaptive
             and self.budget is not None
-            and needs_judge(reference, self.default_grader)
+            and (self.judges_every_conversation or needs_judge(reference, self.default_grader))
         ):
             self.budget.observe_demand()
             scale = self._effective_share = self.budget.adaptive_share()

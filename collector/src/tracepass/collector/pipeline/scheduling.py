@@ -55,6 +55,13 @@ class ResultInfo:
     # The result's entry in the state file's window journal (None: not stored, e.g. no
     # state file or the disk is full); the windows' snapshot records how far it got.
     journal_seq: int | None = None
+    # When the conversation was closed for this evaluation and how many records it had
+    # (what the results store keeps beside the result).
+    closed_at: float = 0.0
+    n_spans: int = 0
+    # Set by the metrics link for a revision not newer than the one already recorded:
+    # the links after it (events, failure log) skip it.
+    stale: bool = False
 
 
 ResultListener = Callable[[ConversationResult, ResultInfo], Awaitable[None] | None]

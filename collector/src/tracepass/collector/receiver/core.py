@@ -97,7 +97,12 @@ class ReceiverCore:
             return
         if header is None:
             raise Refusal("unauthorized", "missing bearer token (Authorization: Bearer <token>)")
-        if not hmac.compare_digest(header.strip().encode(), self._expected_auth):
+        try:
+            # Raw header bytes outside UTF-8 arrive as surrogates (aiohttp): never a match.
+            given = header.strip().encode("utf-8")
+        except UnicodeEncodeError:
+            raise Refusal("unauthorized", "invalid bearer token") from None
+        if not hmac.compare_digest(given, self._expected_auth):
             raise Refusal("unauthorized", "invalid bearer token")
 
     def check_open(self) -> None:

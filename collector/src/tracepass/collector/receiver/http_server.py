@@ -239,6 +239,12 @@ class HttpReceiver:
             detail = reason() if callable(reason) else None
             body = {"status": "not ready"} | ({"reason": detail} if detail else {})
             return web.json_response(body, status=503)
+        # Degraded but taking spans (e.g. the results database is down and results wait
+        # in the local outbox): still ready, so the gateway keeps routing here.
+        notes = getattr(self._core.sink, "readiness_notes", None)
+        degraded = notes() if callable(notes) else []
+        if degraded:
+            return web.json_response({"status": "ready", "degraded": degraded})
         return web.json_response({"status": "ready"})
 
     def _authorized(self, handler: Handler) -> Handler:

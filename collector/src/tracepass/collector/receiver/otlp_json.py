@@ -82,7 +82,7 @@ class OtlpJsonError(ValueError):
 
 
 def _fast_loads(data: bytes | str) -> Any:
-    """orjson when it happens to be installed (about 1.7x faster than `json`), else `json`.
+    """orjson (a dependency: about 1.7x faster than `json`; `json` if it cannot load).
     On any orjson failure the stdlib parser runs again so error messages (and the
     acceptance of integers beyond 64 bits, range-checked later) do not depend on it."""
     if _orjson is not None:

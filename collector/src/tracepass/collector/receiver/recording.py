@@ -82,6 +82,10 @@ class RecordingSink:
     def ready(self) -> bool:
         return self.inner.ready()
 
+    def readiness_notes(self) -> list[str]:
+        notes = getattr(self.inner, "readiness_notes", None)
+        return list(notes()) if callable(notes) else []
+
     def unready_reason(self) -> str | None:
         reason = getattr(self.inner, "unready_reason", None)
         return reason() if callable(reason) else None

@@ -6,6 +6,7 @@ from tracepass.collector.state.codec import (
     encode_record,
     encode_request,
 )
+from tracepass.collector.state.results import ResultsStore
 from tracepass.collector.state.store import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -19,6 +20,7 @@ __all__ = [
     "JOURNAL_RESULT",
     "JOURNAL_WINDOW",
     "JournalEntry",
+    "ResultsStore",
     "StateError",
     "StateStore",
     "StoredConversation",

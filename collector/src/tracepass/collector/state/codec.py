@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.normalize.usage import ModelUsage
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -94,7 +95,36 @@ def encode_record(rec: SpanRecord) -> str:
             None
             if rec.tool_definitions is None
             else [d.model_dump(mode="json") for d in rec.tool_definitions],
+            _encode_usage(rec.usage),
         ]
+    )
+
+
+def _encode_usage(usage: ModelUsage | None) -> list[Any] | None:
+    if usage is None:
+        return None
+    return [
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens,
+        usage.reasoning_tokens,
+        usage.provider,
+        usage.problem,
+    ]
+
+
+def _decode_usage(fields: list[Any]) -> ModelUsage | None:
+    """A record's usage (element 23; absent in rows written before usage was read)."""
+    if len(fields) < 24 or fields[23] is None:
+        return None
+    u = fields[23]
+    return ModelUsage(
+        input_tokens=u[0],
+        output_tokens=u[1],
+        cached_input_tokens=u[2],
+        reasoning_tokens=u[3],
+        provider=u[4],
+        problem=u[5],
     )
 
 
@@ -133,6 +163,7 @@ def decode_record(text: str) -> SpanRecord:
         tool_definitions=None
         if len(f) < 23 or f[22] is None
         else tuple(ToolDefinition.model_validate(d) for d in f[22]),
+        usage=_decode_usage(f),
     )
 
 

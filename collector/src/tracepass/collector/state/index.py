@@ -17,6 +17,7 @@ import heapq
 import itertools
 import json
 import logging
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ __all__ = [
     "encode_cursor",
     "index_values",
     "list_results",
+    "version_costs",
+    "violation_rows",
     "write_violations",
 ]
 
@@ -53,6 +56,10 @@ INDEX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("turns", "INTEGER NOT NULL DEFAULT 0"),
     ("failed_turns", "INTEGER NOT NULL DEFAULT 0"),
     ("summary", "TEXT"),
+    # Added later (added to existing files at open, NULL for rows stored before):
+    # the conversation's cost and wall latency, for `min_cost_usd` / `min_duration_s`.
+    ("cost_usd", "REAL"),
+    ("duration_s", "REAL"),
 )
 
 # Every index ends in (closed_at, conv_key): a page is then an ordered index range read
@@ -63,6 +70,8 @@ CREATE INDEX IF NOT EXISTS results_outcome ON results (outcome, closed_at, conv_
 CREATE INDEX IF NOT EXISTS results_agent
     ON results (agent_name, agent_version, outcome, closed_at, conv_key);
 CREATE INDEX IF NOT EXISTS results_reference ON results (reference_id, closed_at, conv_key);
+CREATE INDEX IF NOT EXISTS results_cost ON results (cost_usd, closed_at, conv_key);
+CREATE INDEX IF NOT EXISTS results_duration ON results (duration_s, closed_at, conv_key);
 CREATE TABLE IF NOT EXISTS result_violations (
     rule TEXT NOT NULL,
     conv_key TEXT NOT NULL,
@@ -105,8 +114,19 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
         # revision deletes them by primary key, without an index on conv_key.
         summary["modes"] = list(failure_analysis(result, conv.complete).signatures)
     text = _encode_summary(summary)
+    figures = cost_and_duration(stored)
     if result is None:
-        return (conv.agent_name, conv.agent_version, None, None, None, len(conv.turns), 0, text)
+        return (
+            conv.agent_name,
+            conv.agent_version,
+            None,
+            None,
+            None,
+            len(conv.turns),
+            0,
+            text,
+            *figures,
+        )
     return (
         result.agent_name if result.agent_name is not None else conv.agent_name,
         result.agent_version if result.agent_version is not None else conv.agent_version,
@@ -116,7 +136,16 @@ def index_values(stored: StoredResult) -> tuple[Any, ...]:
         len(conv.turns),
         failed_turns(result),
         text,
+        *figures,
     )
+
+
+def cost_and_duration(stored: StoredResult) -> tuple[float | None, float | None]:
+    """The conversation's cost (USD) and wall latency (s), None where unknown."""
+    conv = stored.conversation
+    cost = None if conv.usage is None else conv.usage.cost_usd
+    duration = None if conv.latency is None else conv.latency.duration_s
+    return cost, duration
 
 
 def _reasons(result: ConversationResult, complete: bool) -> list[str]:
@@ -135,12 +164,20 @@ def write_violations(
     copied, so a violation filter (with or without outcomes) pages through this table's
     own indexes in completion order."""
     conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
-    result = stored.result
-    if result is not None:
+    rows = violation_rows(stored)
+    if rows:
         conn.executemany(
             "INSERT OR IGNORE INTO result_violations VALUES (?,?,?,?)",
-            [(rule, key, closed_at, result.outcome.value) for rule in violation_rules(result)],
+            [(rule, key, closed_at, outcome) for rule, outcome in rows],
         )
+
+
+def violation_rows(stored: StoredResult) -> list[tuple[str, str | None]]:
+    """(rule, outcome) of every violated rule of one stored evaluation."""
+    result = stored.result
+    if result is None:
+        return []
+    return [(rule, result.outcome.value) for rule in violation_rules(result)]
 
 
 def backfill(conn: sqlite3.Connection, path: object) -> int:
@@ -183,6 +220,10 @@ class ResultFilter:
     failure_mode: str | None = None
     since: float | None = None
     until: float | None = None
+    # Conversations costing at least this many USD / lasting at least this many seconds
+    # (unknown cost or duration never matches).
+    min_cost_usd: float | None = None
+    min_duration_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +240,31 @@ class ResultRow:
     failed_turns: int
     reasons: list[str] = field(default_factory=list)
     trace_ids: list[str] = field(default_factory=list)
+    cost_usd: float | None = None
+    duration_s: float | None = None
+
+
+def version_costs(
+    conn: sqlite3.Connection,
+    since: float,
+    *,
+    agent_name: str | None = None,
+    reference_set: str | None = None,
+) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
+    """(agent, version) → (costs, durations) of the conversations completed since
+    `since` (None filters: any); the reference set's, when given."""
+    sql = "SELECT agent_name, agent_version, cost_usd, duration_s FROM results WHERE closed_at >= ?"
+    args: list[Any] = [since]
+    for column, value in (("agent_name", agent_name), ("reference_set", reference_set)):
+        if value is not None:
+            sql += f" AND {column}=?"
+            args.append(value)
+    out: dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]] = {}
+    for name, version, cost, duration in conn.execute(sql, args):
+        costs, durations = out.setdefault((name, version), ([], []))
+        costs.append(None if cost is None else float(cost))
+        durations.append(None if duration is None else float(duration))
+    return out
 
 
 def encode_cursor(completed_at: float, key: str) -> str:
@@ -206,21 +272,33 @@ def encode_cursor(completed_at: float, key: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+# A cursor this server hands out is a timestamp and a conversation key (ids are capped
+# well below this): anything longer is refused before it is decoded.
+MAX_CURSOR_CHARS = 4096
+
+
 def decode_cursor(cursor: str) -> tuple[float, str]:
-    """Raises ValueError for a cursor this server did not hand out."""
+    """Raises ValueError for a cursor this server did not hand out (also a huge number,
+    deep nesting or an overlong cursor: a 400, never a 500)."""
+    shown = cursor if len(cursor) <= 80 else cursor[:80] + "…"
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise ValueError(f"invalid cursor {shown!r} (longer than {MAX_CURSOR_CHARS} characters)")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         at, key = json.loads(raw)
-        if not isinstance(key, str):
+        if not isinstance(key, str) or isinstance(at, bool) or not isinstance(at, (int, float)):
             raise TypeError(key)
-        return float(at), key
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"invalid cursor {cursor!r}") from exc
+        when = float(at)
+        if not math.isfinite(when):
+            raise ValueError(at)
+        return when, key
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"invalid cursor {shown!r}") from exc
 
 
 _COLUMNS = (
     "r.conv_key, r.agent_name, r.agent_version, r.reference_set, r.reference_id, r.outcome, "
-    "r.revision, r.closed_at, r.turns, r.failed_turns, r.summary"
+    "r.revision, r.closed_at, r.turns, r.failed_turns, r.summary, r.cost_usd, r.duration_s"
 )
 
 
@@ -300,6 +378,12 @@ def _query(
         if value is not None:
             clauses.append(f"r.{column} = ?")
             args.append(value)
+    if where.min_cost_usd is not None:
+        clauses.append("r.cost_usd >= ?")
+        args.append(where.min_cost_usd)
+    if where.min_duration_s is not None:
+        clauses.append("r.duration_s >= ?")
+        args.append(where.min_duration_s)
     if where.since is not None:
         clauses.append(f"{t} >= ?")
         args.append(where.since)
@@ -337,4 +421,6 @@ def _row(r: Sequence[Any]) -> ResultRow:
         failed_turns=int(r[9]),
         reasons=list(summary.get("reasons") or []),
         trace_ids=list(summary.get("trace_ids") or []),
+        cost_usd=None if r[11] is None else float(r[11]),
+        duration_s=None if r[12] is None else float(r[12]),
     )

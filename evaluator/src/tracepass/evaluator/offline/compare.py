@@ -27,6 +27,7 @@ from scipy import integrate, special
 
 from tracepass.evaluator import passk
 from tracepass.evaluator.offline.gates import point_estimate
+from tracepass.evaluator.vocabulary import K_METRICS
 
 _TAIL = 1e-12
 
@@ -226,9 +227,25 @@ def compare_documents(
         "ks": ks,
         "tolerance": tolerance,
         "overall": overall,
+        "cost_latency": _cost_latency(base, candidate),
         "regressions": [e["reference_id"] for e in references if e["status"] == "regressed"],
         "references": references,
     }
+
+
+_COST_FIGURES = ("cost_usd_mean", "cost_usd_p95", "duration_s_p50", "duration_s_p95")
+
+
+def _cost_latency(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """Each document's `cost_latency` (per agent version: `evaluate`'s block; absent in
+    documents written before it: an empty list), and, when each holds one version, the
+    candidate's change of cost per conversation and latency (null where unknown)."""
+    b = list(base.get("cost_latency") or [])
+    c = list(candidate.get("cost_latency") or [])
+    delta: dict[str, float | None] | None = None
+    if len(b) == 1 and len(c) == 1:
+        delta = {name: _delta(b[0].get(name), c[0].get(name)) for name in _COST_FIGURES}
+    return {"base": b, "candidate": c, "delta": delta}
 
 
 def _overall(
@@ -259,7 +276,7 @@ def _overall(
         else None,
     }
     result["status"] = _status(result["delta_rate"], result["delta_tool_correctness"], tolerance)
-    for metric in ("pass_at_k", "pass_pow_k"):
+    for metric in K_METRICS:
         block = {}
         for k in ks:
             bv, est_b = point_estimate(base["summary"].get(metric, {}).get(str(k)) or {})

@@ -306,6 +306,11 @@ def build_document(
         "conversations": list(results) if as_models else [conversation_json(r) for r in results],
         "unmatched_conversations": list(unmatched_ids),
     }
+    if any(r.judgements for r in (*results, *unscored)):
+        from tracepass.evaluator.offline.judges_report import judge_summary, judgement_rows
+
+        summary["judges"] = judge_summary([*results, *unscored], ks, level)
+        document["judgements"] = judgement_rows([*results, *unscored])
     if metadata:
         document["run"] = dict(metadata)
     return document
@@ -344,13 +349,27 @@ async def evaluate_all(
         if on_done is not None:
             on_done()
 
+    async def judge_unscored(slot: int, conv: Conversation, done: PendingEvaluation) -> None:
+        assert unscored is not None
+        async with semaphore:
+            unscored[slot] = await evaluator.complete(conv, done)
+        if on_done is not None:
+            on_done()
+
     for conv in conversations:
         match = catalog.match(conv)
         policy = catalog.policy_for(conv)
         if match is None and policy is None:
             unmatched.append(conv.id)
             if unscored is not None:
-                unscored.append(evaluator.evaluate(conv, None))  # no grader: plain calls
+                alone = evaluator.try_evaluate(conv, None)  # no grader: plain calls
+                if isinstance(alone, ConversationResult):
+                    unscored.append(alone)
+                else:  # conversation judges read it: on the loop, with the others
+                    assert alone.finished is not None  # reference-free: scored already
+                    unscored.append(alone.finished)
+                    pending.append(judge_unscored(len(unscored) - 1, conv, alone))
+                    continue
             if on_done is not None:
                 on_done()
             continue

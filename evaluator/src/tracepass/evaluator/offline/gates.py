@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tracepass.evaluator.vocabulary import K_METRICS
+
 #: Proportion metrics: summary key of a block with ``rate``/``lower``/``upper``.
 PROPORTION_METRICS = ("conversation_correctness", "tool_correctness", "answer_correctness")
 #: Metrics that take a ``@K`` suffix.
-K_METRICS = ("pass_at_k", "pass_pow_k")
 
 _GATE_RE = re.compile(r"^\s*(?P<metric>[a-z_]+)(?:@(?P<k>[^=\s]+))?\s*=\s*(?P<value>\S+)\s*$")
 

@@ -215,6 +215,9 @@ def import_fair_forge(
                         "end_ns": None,
                         "offered_tools": None,
                         "tool_schemas": {},
+                        "spans": (),
+                        "usage": None,
+                        "latency": None,
                         "steps": (),
                     },
                 )
@@ -252,6 +255,8 @@ def import_fair_forge(
                     "trace_ids": (),
                     "complete": True,
                     "attributes": attrs,
+                    "usage": None,
+                    "latency": None,
                 },
             )
         )

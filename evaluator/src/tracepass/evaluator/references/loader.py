@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from tracepass.evaluator.graders.permissions import command_graders_allowed
 from tracepass.evaluator.models import ReferenceSet
 from tracepass.evaluator.references.adk import import_adk, looks_like_adk
 from tracepass.evaluator.references.dataset import ImportedDataset
@@ -203,11 +204,19 @@ def load_dataset(path: Path | str) -> ImportedDataset:
         raise  # unreachable: raise_collected raised
 
 
-def load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
+def load_reference_sets(
+    paths: Sequence[Path | str], *, allow_command_graders: bool = False
+) -> list[ReferenceSet]:
     """Every reference set under `paths` (files, or folders searched recursively).
 
     Reference ids must be unique across everything loaded, since conversations name
-    their reference by id alone."""
+    their reference by id alone. A `command` grader is a load error unless
+    `allow_command_graders` (graders/permissions.py: it runs programs as this process)."""
+    with command_graders_allowed(allow_command_graders):
+        return _load_reference_sets(paths)
+
+
+def _load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
     sets: list[ReferenceSet] = []
     owner: dict[str, str] = {}
     policy_owner: dict[str, str] = {}

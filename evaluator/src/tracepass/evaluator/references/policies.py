@@ -10,10 +10,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from tracepass.evaluator.checks import schema_problem
-from tracepass.evaluator.models import RULE_TYPES, Policy, PolicyRule, PolicyTool
-from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
-from tracepass.evaluator.references.schema import (
+from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_judge
+from tracepass.evaluator.models import (
+    RULE_TYPES,
+    ConversationJudgeSpec,
+    Policy,
+    PolicyRule,
+    PolicyTool,
+)
+from tracepass.evaluator.references._fields import (
     Path,
     _fail,
     _graders,
@@ -23,10 +31,11 @@ from tracepass.evaluator.references.schema import (
     _type_name,
     _unknown,
 )
+from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
 
 __all__ = ["parse_policies"]
 
-_POLICY_KEYS = {"id", "agent", "version", "tools", "rules", "graders"}
+_POLICY_KEYS = {"id", "agent", "version", "tools", "rules", "graders", "conversation_judges"}
 _TOOL_KEYS = {"arguments_schema"}
 # Required and optional fields of each rule type (besides `type`).
 _RULE_FIELDS: dict[str, tuple[set[str], set[str]]] = {
@@ -100,6 +109,31 @@ def _rule(v: Any, path: Path) -> PolicyRule:
     return PolicyRule(**data)
 
 
+def _conversation_judges(v: Any, path: Path) -> tuple[ConversationJudgeSpec, ...]:
+    """`conversation_judges:` of a policy (docs/judges.md): the collector config's shape;
+    a rubric that does not fit its token budget is refused here, not mid-evaluation."""
+    out: list[ConversationJudgeSpec] = []
+    names: set[str] = set()
+    for k, item in enumerate(_list(v, path)):
+        p = (*path, k)
+        raw = _mapping(item, p)
+        try:
+            spec = ConversationJudgeSpec.model_validate(dict(raw))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = (*p, *first["loc"])
+            raise _fail(where, str(first["msg"])) from None
+        if spec.name in names:
+            raise _fail((*p, "name"), f"conversation judge {spec.name!r} defined twice")
+        names.add(spec.name)
+        try:
+            compile_judge(spec)
+        except ConversationJudgeError as exc:
+            raise _fail((*p, "rubric"), str(exc)) from None
+        out.append(spec)
+    return tuple(out)
+
+
 def _policy(v: Any, path: Path) -> Policy:
     raw = _mapping(v, path)
     _unknown(raw, _POLICY_KEYS, path)
@@ -119,6 +153,10 @@ def _policy(v: Any, path: Path) -> Policy:
         data["rules"] = tuple(_rule(r, (*rp, k)) for k, r in enumerate(_list(raw["rules"], rp)))
     if "graders" in raw:
         data["graders"] = _graders(raw["graders"], (*path, "graders"))
+    if raw.get("conversation_judges") is not None:
+        data["conversation_judges"] = _conversation_judges(
+            raw["conversation_judges"], (*path, "conversation_judges")
+        )
     return Policy(**data)
 
 

@@ -9,7 +9,7 @@ the field path kept, so errors say *where* (the loader adds file and line).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,10 +23,20 @@ from tracepass.evaluator.argmatch import (
 )
 from tracepass.evaluator.models import (
     ExpectedTool,
-    GraderSpec,
     Policy,
     Reference,
     ReferenceSet,
+)
+from tracepass.evaluator.references._fields import (
+    Path,
+    _fail,
+    _graders,
+    _list,
+    _mapping,
+    _string,
+    _type_name,
+    _unknown,
+    _validation,
 )
 from tracepass.evaluator.references.errors import (
     ReferenceLoadError,
@@ -34,94 +44,15 @@ from tracepass.evaluator.references.errors import (
     format_path,
     raise_collected,
 )
+from tracepass.evaluator.references.policies import parse_policies
 
 __all__ = ["Path", "parse_reference", "parse_reference_set"]
-
-Path = tuple[str | int, ...]
 
 _SET_KEYS = {"name", "version", "defaults", "references", "policies"}
 _DEFAULT_KEYS = {"graders", "argument_match", "tool_sequence_matters", "abs_tol", "rel_tol"}
 _REF_KEYS = {"id", "turns", "match", "tags"}
 _TURN_KEYS = {"query", "expected_answer", "graders", "expected_tools", "tool_sequence_matters"}
 _TOOL_KEYS = {"name", "arguments", "argument_match", "abs_tol", "rel_tol", "agent"}
-
-
-def _fail(path: Path, message: str) -> ReferenceLoadError:
-    return ReferenceLoadError(message, path=path)
-
-
-def _type_name(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int | float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, Mapping):
-        return "mapping"
-    if isinstance(v, list | tuple):
-        return "list"
-    return type(v).__name__
-
-
-def _mapping(v: Any, path: Path) -> Mapping[str, Any]:
-    if not isinstance(v, Mapping):
-        raise _fail(path, f"expected a mapping, got {_type_name(v)}")
-    return v
-
-
-def _list(v: Any, path: Path) -> Sequence[Any]:
-    if not isinstance(v, list | tuple):
-        raise _fail(path, f"expected a list, got {_type_name(v)}")
-    return v
-
-
-def _string(v: Any, path: Path) -> str:
-    if not isinstance(v, str) or not v:
-        raise _fail(path, f"expected a non-empty string, got {_type_name(v)}")
-    return v
-
-
-def _unknown(m: Mapping[str, Any], allowed: set[str], path: Path) -> None:
-    for k in m:
-        if k not in allowed:
-            raise _fail(
-                (*path, str(k)), f"unknown field (expected one of {', '.join(sorted(allowed))})"
-            )
-
-
-def _validation(exc: ValidationError, path: Path) -> ReferenceLoadError:
-    err = exc.errors()[0]
-    return _fail((*path, *err["loc"]), err["msg"])
-
-
-def _graders(v: Any, path: Path) -> tuple[GraderSpec, ...]:
-    items = [v] if isinstance(v, str | Mapping) else _list(v, path)
-    out: list[GraderSpec] = []
-    for k, item in enumerate(items):
-        p = path if isinstance(v, str | Mapping) else (*path, k)
-        raw = {"type": item} if isinstance(item, str) else dict(_mapping(item, p))
-        try:
-            spec = GraderSpec.model_validate(raw)
-        except ValidationError as exc:
-            raise _validation(exc, p) from exc
-        _check_grader(spec, p)
-        out.append(spec)
-    return tuple(out)
-
-
-def _check_grader(spec: GraderSpec, path: Path) -> None:
-    try:
-        from tracepass.evaluator.graders import GraderConfigError, validate_grader_spec
-    except ImportError:  # graders not installed in this build: validated at scoring time
-        return
-    try:
-        validate_grader_spec(spec)
-    except GraderConfigError as exc:
-        sub: Path = tuple(exc.path.split(".")) if exc.path else ()
-        raise _fail((*path, *sub), exc.message) from exc
 
 
 def _tool(v: Any, path: Path, defaults: Mapping[str, Any]) -> ExpectedTool:
@@ -253,9 +184,6 @@ def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:
         if "references" not in raw and "policies" not in raw:
             raise _fail((), "missing field 'references' (or 'policies')")
         if "policies" in raw:
-            # policies.py builds on this module's helpers: imported here, not at the top
-            from tracepass.evaluator.references.policies import parse_policies
-
             try:
                 policies = parse_policies(raw["policies"], ("policies",))
             except ReferenceLoadError as exc:

@@ -6,6 +6,7 @@ tool arguments come from agents and users.
     /ui/                      agents × versions × reference sets, pass^k, trend chart
     /ui/conversations         the failing conversations, with the list API's filters
     /ui/conversations/{id}    turns, trajectory vs reference, verdicts, violations
+    /ui/conversation?id=      the same, for ids like `..` (ui/security.py)
     /ui/regressions           per-reference pass@1 of a version against a baseline
 """
 
@@ -23,7 +24,15 @@ from aiohttp import web
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
 from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui.security import (
+    allowed_hosts,
+    conversation_path,
+    reveal_invisible,
+    secured,
+)
+from tracepass.collector.api.ui.timeline import timeline_of
 from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_chart
+from tracepass.collector.api.views import judgement_json
 from tracepass.collector.api.write_access import WriteAccess
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
@@ -35,7 +44,7 @@ from tracepass.evaluator.explain import (
     natural_key,
     trajectory_rows,
 )
-from tracepass.evaluator.models import AgentStep, ToolCall, TurnResult
+from tracepass.evaluator.models import AgentStep, Conversation, ToolCall, TurnResult
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]
 
@@ -51,8 +60,12 @@ def _env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("tracepass.collector.api.ui", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=reveal_invisible,
     )
     env.globals["fmt"] = _fmt
+    env.globals["usd"] = _usd
+    env.globals["secs"] = _secs
+    env.globals["count"] = _count
     return env
 
 
@@ -62,6 +75,23 @@ def _fmt(value: Any, digits: int = 2) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _usd(value: float | None) -> str:
+    """A cost as the API's number, rounded for reading ($ and 6 significant digits)."""
+    if value is None:
+        return "unknown"
+    return f"${value:.6g}" if value < 1000 else f"${value:,.2f}"
+
+
+def _secs(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
 
 
 def _value(v: Any) -> str:
@@ -156,6 +186,19 @@ def _turn(turn: TurnResult) -> dict[str, Any]:
         "tools_checked": turn.expected_tools is not None,
         "calls": [_call_row(r) for r in trajectory_rows(turn.tool_calls, turn.expected_tools)],
         "violations": _violations(turn),
+    }
+
+
+def _figures(conv: Conversation) -> dict[str, Any]:
+    """The conversation page's cost and latency summary and its timeline."""
+    usage, latency = conv.usage, conv.latency
+    missing = {**(latency.missing if latency else {}), **(usage.missing if usage else {})}
+    return {
+        "usage": usage,
+        "latency": latency,
+        "duration_s": None if latency is None else latency.duration_s,
+        "missing": sorted(missing.items()),
+        "timeline": timeline_of(conv),
     }
 
 
@@ -287,6 +330,9 @@ class UiPages:
                     )
                 )
         chart = await self.model.run(lambda: self._trend(window))  # off the event loop
+        costs = self._version_costs(window)
+        for row in rows:
+            row["figures"] = costs.get((row["agent_name"], row["agent_version"]))
         return self._page(
             "overview.html.j2",
             title="agents",
@@ -298,6 +344,17 @@ class UiPages:
             min_conversations=data["min_conversations"],
             chart=chart,
         )
+
+    def _version_costs(self, window: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        """(agent, version) → cost per conversation and latency p95 in the window (the
+        `versions` of /api/v1/references/summary); empty without a state file."""
+        if self.model.store is None:
+            return {}
+        since = self.model.clock() - self.model.window_seconds(window)
+        return {
+            (v["agent_name"], v["agent_version"]): v
+            for v in self.model.version_summary(since, window, None, None)
+        }
 
     def _default_window(self, windows: list[str]) -> str:
         """`ui.default_window` (the demo's whole-run window, so the page is not empty a
@@ -345,7 +402,7 @@ class UiPages:
         except LookupError as exc:
             return self._error(str(exc), 503)
         rows = [
-            {**c, "url": f"{UI_PREFIX}/conversations/{quote(c['conversation_id'], safe='')}"}
+            {**c, "url": conversation_path(UI_PREFIX, c["conversation_id"])}
             for c in body["conversations"]
         ]
         next_url = None
@@ -374,7 +431,9 @@ class UiPages:
     # ------------------------------------------------------------------ one conversation
 
     async def conversation(self, request: web.Request) -> web.StreamResponse:
-        conversation_id = request.match_info["conversation_id"]
+        conversation_id = request.match_info.get("conversation_id") or request.query.get("id")
+        if not conversation_id:
+            return self._error("id: missing (/ui/conversation?id=…)", 400)
         stored = self.results(conversation_id)
         if stored is None:
             return self._error(f"conversation {conversation_id!r} not found", 404)
@@ -390,11 +449,13 @@ class UiPages:
             "result": None,
             "turns": [],
             "violations": [],
+            "judgements": [],
             "reasons": [],
             "raw_turns": [
                 {"index": i + 1, "query": t.query, "answer": t.answer}
                 for i, t in enumerate(conv.turns)
             ],
+            **_figures(conv),
             # Multi-agent turns: who did what, by turn (empty lists for single agents).
             "agent_steps": [_steps(t.steps, t.tool_calls) for t in conv.turns],
         }
@@ -414,6 +475,7 @@ class UiPages:
                 },
                 turns=[_turn(t) for t in result.turns],
                 violations=_violations(result),
+                judgements=[judgement_json(j) for j in result.judgements],
                 reasons=failure_reasons(result, limit=20),
                 list_url=self._list_url(
                     agent_name=result.agent_name,
@@ -504,19 +566,25 @@ def ui_routes(
     *,
     headline_k: int = 3,
     write: WriteAccess | None = None,
+    bind_host: str = "127.0.0.1",
 ) -> list[GetRoute]:
-    """The UI's GET routes (mounted behind the receiver's bearer-token check);
-    `headline_k` is `metrics.headline_k`; `write`: the write access the "make this a
-    reference" button needs (none: no button)."""
+    """The UI's GET routes (mounted behind the receiver's bearer-token check), each
+    behind the Host check and with the security headers (`security.py`); `headline_k`
+    is `metrics.headline_k`; `write`: the write access the "make this a reference"
+    button needs (none: no button)."""
     pages = UiPages(model, results, config, headline_k, write)
+    hosts = allowed_hosts(config.allowed_hosts, bind_host)
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
 
-    return [
+    routes: list[GetRoute] = [
         (UI_PREFIX, root),
         (f"{UI_PREFIX}/", pages.limited(pages.overview)),
         (f"{UI_PREFIX}/conversations", pages.limited(pages.conversations)),
         (f"{UI_PREFIX}/conversations/{{conversation_id}}", pages.limited(pages.conversation)),
+        # ?id= (ids like `..`, ui/security.py)
+        (f"{UI_PREFIX}/conversation", pages.limited(pages.conversation)),
         (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
     ]
+    return [(path, secured(handler, hosts)) for path, handler in routes]

@@ -25,7 +25,6 @@ from typer.core import TyperCommand
 from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.offline.gates import GateOn, GateOutcome
 
-EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
 

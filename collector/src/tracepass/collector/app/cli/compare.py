@@ -116,6 +116,13 @@ def compare(
         raise typer.Exit(EXIT_GATE)
 
 
+def _num(value: float | None, *, sign: bool = False) -> str:
+    """Costs and latencies: 4 significant digits (they span orders of magnitude)."""
+    if value is None:
+        return "—"
+    return f"{value:+.4g}" if sign else f"{value:.4g}"
+
+
 def _print_table(result: dict[str, Any]) -> None:
     console = stdout_console()
     overall = result["overall"]
@@ -142,6 +149,15 @@ def _print_table(result: dict[str, Any]) -> None:
                 fmt_delta(row["delta"]),
             )
     head.add_row("P(candidate better)", "", fmt_num(overall["prob_candidate_better"]), "")
+    costs = result.get("cost_latency") or {}
+    if costs.get("delta") is not None:
+        bv, cv, dv = costs["base"][0], costs["candidate"][0], costs["delta"]
+        for key, label in (
+            ("cost_usd_mean", "cost / conversation (USD)"),
+            ("cost_usd_p95", "cost p95 (USD)"),
+            ("duration_s_p95", "latency p95 (s)"),
+        ):
+            head.add_row(label, _num(bv.get(key)), _num(cv.get(key)), _num(dv.get(key), sign=True))
     console.print(head)
 
     table = Table(title="Per reference (regressions first)")

@@ -51,6 +51,8 @@ Examples:
 
   tracepass evaluate --dataset fair_forge.json --profile fair-forge
 
+  tracepass evaluate traces.jsonl -r refs/ --config tracepass.yaml --format html -o report.html
+
   tracepass evaluate traces.jsonl --references refs/ --fail-under pass_pow_k@3=0.8 --fail-under tool_correctness=0.9 --gate-on lower
 
 Exit codes: 0 ok, 1 a --fail-under gate failed, 2 usage or input error.
@@ -123,6 +125,15 @@ def evaluate(
             "(needed by llm graders).",
         ),
     ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A `tracepass serve` config file: its evaluation.conversation_judges judge "
+            "every conversation, with its evaluation.judge model unless --judge is given.",
+            show_default=False,
+        ),
+    ] = None,
     threshold: Annotated[
         float,
         typer.Option("--threshold", min=0.0, max=1.0, help="Answer score needed to pass."),
@@ -162,6 +173,23 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
+    allow_command_graders: Annotated[
+        bool,
+        typer.Option(
+            "--allow-command-graders",
+            help="Let references use `command` graders, which run programs as you "
+            "(off by default: a reference file alone cannot run commands).",
+        ),
+    ] = False,
+    pricing: Annotated[
+        Path | None,
+        typer.Option(
+            "--pricing",
+            help="A config file whose pricing.models prices the models (else the "
+            "genai-prices library's prices only).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Score conversations against references, with optional CI gates.
 
@@ -195,6 +223,22 @@ def evaluate(
             fail("give OTLP trace FILEs with --references PATH, or --dataset FILE")
         if not references:
             fail("--references PATH is required with trace FILEs")
+    conversation_judges: list[Any] = []
+    if config_file is not None:
+        from tracepass.collector.config import ConfigError, load_config
+
+        try:
+            settings = load_config(config_file).evaluation
+        except ConfigError as exc:
+            fail(str(exc))
+        conversation_judges = list(settings.conversation_judges)
+        if judge is None:
+            judge = settings.judge
+        if conversation_judges and judge is None:
+            fail(
+                f"{config_file}: evaluation.conversation_judges needs a model: "
+                "evaluation.judge in the file, or --judge module:attr"
+            )
     judge_obj = None
     if judge is not None:
         from tracepass.evaluator.judge import LLMJudge
@@ -210,8 +254,10 @@ def evaluate(
             stderr_console().print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
         source = ", ".join(map(str, dataset))
     else:
-        sets = sources.reference_sets(references or [])
-        conversations = sources.conversations_from_otlp(files, conversation_id_key or ())
+        sets = sources.reference_sets(references or [], allow_command_graders=allow_command_graders)
+        conversations = sources.conversations_from_otlp(
+            files, conversation_id_key or (), sources.price_book(pricing)
+        )
         source = ", ".join(map(str, files))
     if sample_rate < 1.0:
         # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
@@ -234,7 +280,7 @@ def evaluate(
         tool_threshold=tool_threshold,
         default_grader=default_grader.value,
     )
-    evaluator = Evaluator(config, judge=judge_obj)
+    evaluator = Evaluator(config, judge=judge_obj, conversation_judges=conversation_judges)
     catalog = ReferenceCatalog(sets)
 
     show = progress if progress is not None else sys.stderr.isatty()
@@ -277,6 +323,9 @@ def evaluate(
         unscored=unscored,
         as_models=True,
     )
+    from tracepass.evaluator.offline.cost_report import cost_latency_by_version
+
+    document["cost_latency"] = cost_latency_by_version(conversations)
     outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
     if gate_list:
         document["gates"] = [o.as_json() for o in outcomes]

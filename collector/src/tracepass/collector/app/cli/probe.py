@@ -160,6 +160,14 @@ def probe(
     level: LevelOption = 0.95,
     fail_under: FailUnderOption = None,
     gate_on: GateOnOption = gates.GateOn.POINT,
+    allow_command_graders: Annotated[
+        bool,
+        typer.Option(
+            "--allow-command-graders",
+            help="Let references use `command` graders, which run programs as you "
+            "(the embedded collector's evaluation.allow_command_graders).",
+        ),
+    ] = False,
 ) -> None:
     """Replay every reference K times against an agent; per-reference pass@k / pass^k."""
     from tracepass.collector.app.cli import sources
@@ -173,7 +181,7 @@ def probe(
         fail(str(exc))
     if resume and checkpoint is None:
         fail("--resume needs --checkpoint PATH")
-    sets = sources.reference_sets(references)
+    sets = sources.reference_sets(references, allow_command_graders=allow_command_graders)
     all_trials = plan(sets, trials)
     ckpt = Checkpoint(checkpoint) if checkpoint is not None else None
     run_id = uuid.uuid4().hex[:8]
@@ -213,6 +221,7 @@ def probe(
             _run(
                 target=target,
                 references=references,
+                allow_command_graders=allow_command_graders,
                 all_trials=all_trials,
                 done=done,
                 run_id=run_id,
@@ -270,6 +279,7 @@ async def _run(
     *,
     target: Any,
     references: list[Path],
+    allow_command_graders: bool,
     all_trials: list[Any],
     done: list[Any],
     run_id: str,
@@ -305,7 +315,13 @@ async def _run(
         try:
             if collector is None:
                 service = CollectorService(
-                    embedded_config(references, Path(tmp), grpc_port=ports[0], http_port=ports[1]),
+                    embedded_config(
+                        references,
+                        Path(tmp),
+                        grpc_port=ports[0],
+                        http_port=ports[1],
+                        allow_command_graders=allow_command_graders,
+                    ),
                     end_grace_s=1.0,
                     persist_interval_s=3600.0,
                 )

@@ -82,7 +82,9 @@ def validate(
     policy rules, regexes and JSON Schemas."""
     from tracepass.collector.app.cli import sources
 
-    sets = sources.reference_sets(paths)
+    # Validation runs no grader: `command` graders are checked, not refused (the
+    # commands that grade need --allow-command-graders or the config key).
+    sets = sources.reference_sets(paths, allow_command_graders=True)
     total = sum(len(rs.references) for rs in sets)
     policies = sum(len(rs.policies) for rs in sets)
     stdout_console().print(
@@ -151,7 +153,7 @@ def show(
     """List references: id, turns, first query, expected tools, graders."""
     from tracepass.collector.app.cli import sources
 
-    sets = sources.reference_sets(paths)
+    sets = sources.reference_sets(paths, allow_command_graders=True)  # runs nothing
     console = stdout_console()
     for rs in sets:
         console.print(_table(rs))

@@ -242,6 +242,18 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    results_url: Annotated[
+        str | None,
+        typer.Option(
+            "--results-url",
+            envvar="TRACEPASS_RESULTS_URL",
+            metavar="URL",
+            help="postgresql:// URL of a results database shared by several replicas "
+            "(also from $TRACEPASS_RESULTS_URL, e.g. a secret).  "
+            "[default: state.results_url, the state file]",
+            show_default=False,
+        ),
+    ] = None,
     record: Annotated[
         Path | None,
         typer.Option(
@@ -284,6 +296,7 @@ def serve(
             state=state,
             durability=durability,
             record_dir=record,
+            results_url=results_url or None,
         )
     except ConfigError as exc:
         fail(str(exc))

@@ -13,6 +13,7 @@ from tracepass.evaluator.references import ReferenceLoadError, load_dataset, loa
 
 if TYPE_CHECKING:
     from tracepass.collector.receiver.otlpfile import OtlpFileRequest
+    from tracepass.evaluator.pricing import PriceBook
 
 
 def _check_file(path: Path, what: str) -> None:
@@ -53,22 +54,46 @@ def _holds_items(request: OtlpFileRequest) -> bool:
 
 
 def conversations_from_otlp(
-    files: Sequence[Path], conversation_id_keys: Sequence[str] = ()
+    files: Sequence[Path],
+    conversation_id_keys: Sequence[str] = (),
+    prices: PriceBook | None = None,
 ) -> list[Conversation]:
     """Read OTLP files (JSON lines, single JSON documents, length-prefixed protobuf) and
     rebuild conversations across all of them (a conversation may span files); logs
     requests in them (GenAI events as log records) are joined to their spans."""
     from tracepass.collector.pipeline import assemble_offline
 
-    return assemble_offline(requests_from_otlp(files), conversation_id_keys=conversation_id_keys)
+    return assemble_offline(
+        requests_from_otlp(files), conversation_id_keys=conversation_id_keys, prices=prices
+    )
 
 
-def reference_sets(paths: Sequence[Path]) -> list[ReferenceSet]:
+def price_book(path: Path | None) -> PriceBook | None:
+    """`--pricing FILE`: a `tracepass serve` config file whose `pricing` section prices
+    the models (`pricing.models: {name: {input_per_mtok, output_per_mtok, ...}}`; the
+    other sections are checked, not used); exit 2 with file:line when unusable."""
+    if path is None:
+        return None
+    _check_file(path, "config file with a pricing section")
+    from tracepass.collector.config import ConfigError, load_config
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        fail(str(exc))
+    return config.pricing.book()
+
+
+def reference_sets(
+    paths: Sequence[Path], *, allow_command_graders: bool = False
+) -> list[ReferenceSet]:
+    """Load `paths` or exit 2; `command` graders only with `allow_command_graders`
+    (they run programs as this user: the commands that grade ask for a flag)."""
     for path in paths:
         if not path.exists():
             fail(f"{path}: no such file or directory (--references)")
     try:
-        sets = load_reference_sets(paths)
+        sets = load_reference_sets(paths, allow_command_graders=allow_command_graders)
     except ReferenceLoadError as exc:
         fail(str(exc))
     if not any(rs.references or rs.policies for rs in sets):

@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 
 AGENT_FILE = "travel_agent.py"
+JUDGE_FILE = "scripted_judge.py"  # a deterministic chat model, the demo's conversation judge
+JUDGE_MODULE = "tracepass_demo_scripted_judge"
 REFERENCES_DIR = "references"
 BUNDLED = Path(__file__).resolve().parent / "bundled"
 
@@ -61,3 +63,14 @@ def load_module(path: Path, name: str) -> ModuleType:
 
 def load_agent(examples: Path) -> ModuleType:
     return load_module(examples / AGENT_FILE, "tracepass_example_travel_agent")
+
+
+def load_scripted_judge(examples: Path) -> str | None:
+    """Import the examples' scripted judge model and return its `module:attr` spec for
+    `evaluation.judge`, or None when this examples folder has none (an older copy) or
+    langchain-core (the `tracepass-evaluator[judge]` extra) is not installed."""
+    path = examples / JUDGE_FILE
+    if not path.is_file() or importlib.util.find_spec("langchain_core") is None:
+        return None
+    load_module(path, JUDGE_MODULE)
+    return f"{JUDGE_MODULE}:model"

@@ -31,6 +31,7 @@ from tracepass.collector.app.demo.triage import triage_lines
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
+    EvaluationSettings,
     MatchingConfig,
     MetricsConfig,
     ReceiverConfig,
@@ -40,7 +41,7 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.pipeline import ResultInfo
 from tracepass.collector.service import CollectorService
-from tracepass.evaluator.models import ConversationResult
+from tracepass.evaluator.models import ConversationJudgeSpec, ConversationResult
 from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, RollingConfig
 
 __all__ = ["DemoOptions", "DemoOutcome", "DemoState", "demo_config", "run_demo"]
@@ -178,10 +179,16 @@ def choose_ports(options: DemoOptions) -> tuple[dict[str, int], list[str]]:
 
 
 def demo_config(
-    references: Path, state_dir: Path, ports: dict[str, int], duration: float
+    references: Path,
+    state_dir: Path,
+    ports: dict[str, int],
+    duration: float,
+    judge: str | None = None,
 ) -> CollectorConfig:
-    """Short timeouts and windows so the numbers move within a minute."""
+    """Short timeouts and windows so the numbers move within a minute. `judge`: the
+    scripted judge model, which judges every conversation's goal (`goal_completion`)."""
     return CollectorConfig(
+        evaluation=demo_judging(judge),
         references=[references],
         receiver=ReceiverConfig(host="127.0.0.1", grpc_port=ports["grpc"], http_port=ports["http"]),
         assembly=AssemblyConfig(
@@ -202,6 +209,18 @@ def demo_config(
             emit_evaluation_events=False,
         ),
         ui=UIConfig(default_window=RUN_WINDOW),
+    )
+
+
+def demo_judging(judge: str | None) -> EvaluationSettings:
+    """A `goal_completion` conversation judge through the examples' scripted model."""
+    if judge is None:
+        return EvaluationSettings()
+    return EvaluationSettings(
+        judge=judge,
+        conversation_judges=[
+            ConversationJudgeSpec(name="goal_completion", rubric="goal_completion")
+        ],
     )
 
 
@@ -247,7 +266,11 @@ async def run_demo(
     on_listening: Callable[[CollectorService], None] | None = None,
 ) -> DemoOutcome:
     """Run the whole demo; `render` is called a few times a second with the state."""
-    from tracepass.collector.app.demo.examples import find_examples, load_agent
+    from tracepass.collector.app.demo.examples import (
+        find_examples,
+        load_agent,
+        load_scripted_judge,
+    )
 
     examples = find_examples(options.examples)
     # Export quickly: the demo wants numbers within seconds, not the 5 s BSP default.
@@ -259,7 +282,13 @@ async def run_demo(
     state = DemoState(options, notes=notes)
     report: tuple[Path | None, str | None] | None = None  # written before serving on
     with tempfile.TemporaryDirectory(prefix="tracepass-demo-") as tmp:
-        config = demo_config(examples / "references", Path(tmp), ports, options.duration)
+        config = demo_config(
+            examples / "references",
+            Path(tmp),
+            ports,
+            options.duration,
+            judge=load_scripted_judge(examples),
+        )
         service = CollectorService(
             config, listeners=[state.on_result], persist_interval_s=3600.0, end_grace_s=1.0
         )

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
+    EvaluationSettings,
     MetricsConfig,
     ReceiverConfig,
     StateConfig,
@@ -23,12 +24,18 @@ __all__ = ["EmbeddedSource", "RemoteSource", "embedded_config"]
 
 
 def embedded_config(
-    references: Sequence[Path], state_dir: Path, *, grpc_port: int = 0, http_port: int = 0
+    references: Sequence[Path],
+    state_dir: Path,
+    *,
+    grpc_port: int = 0,
+    http_port: int = 0,
+    allow_command_graders: bool = False,
 ) -> CollectorConfig:
     """Loopback only, no /metrics, throwaway state; short timeouts since the probe
     knows when it has finished talking."""
     return CollectorConfig(
         references=list(references),
+        evaluation=EvaluationSettings(allow_command_graders=allow_command_graders),
         receiver=ReceiverConfig(host="127.0.0.1", grpc_port=grpc_port, http_port=http_port),
         assembly=AssemblyConfig(
             idle_timeout_s=10.0, trace_grace_s=2.0, retention_s=600.0, tick_interval_s=0.1

@@ -26,6 +26,13 @@ def _data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _plain(text: str) -> str:
+    """`text` shown as written: matplotlib parses text between two `$` as mathtext (an
+    agent version like `$x^$` raised a parse error and lost the report), so every `$`
+    from the data is escaped."""
+    return text.replace("$", r"\$")
+
+
 def _nan(values: Sequence[float | None]) -> list[float]:
     return [math.nan if v is None else float(v) for v in values]
 
@@ -40,7 +47,7 @@ def passk_curves(curves: Sequence[Curve], level: float) -> str:
             (ax_pow, curve.pow_mean, curve.pow_lower, curve.pow_upper, curve.pow_unbiased),
         ):
             ax.fill_between(curve.ks, _nan(lo), _nan(hi), color=color, alpha=0.18, linewidth=0)
-            ax.plot(curve.ks, _nan(mean), color=color, marker="o", label=curve.label)
+            ax.plot(curve.ks, _nan(mean), color=color, marker="o", label=_plain(curve.label))
             if any(v is not None for v in unb):
                 ax.plot(curve.ks, _nan(unb), color=color, linestyle="--", marker="x")
     for ax, title in ((ax_at, "pass@K"), (ax_pow, "pass^K")):
@@ -67,13 +74,13 @@ def grouped_bars(rows: Mapping[str, Mapping[str, float]], dims: Sequence[str], t
             xs,
             [rows[label][d] for d in dims],
             width=width,
-            label=label,
+            label=_plain(label),
             color=_PALETTE[i % len(_PALETTE)],
         )
     ax.set_xticks(range(len(dims)))
-    ax.set_xticklabels(dims)
+    ax.set_xticklabels([_plain(d) for d in dims])
     ax.set_ylim(0, 1.05)
-    ax.set_title(title)
+    ax.set_title(_plain(title))
     ax.grid(axis="y", alpha=0.3)
     if labels:
         # Outside the axes (right): inside, it covered the bars of the last dimensions.
@@ -88,13 +95,15 @@ def heatmap(rows: Mapping[str, Mapping[str, float]], dims: Sequence[str], title:
     values = [[rows[label][d] for d in dims] for label in labels]
     image = ax.imshow(values, aspect="auto", cmap="RdYlGn", vmin=0.0, vmax=1.0)
     ax.set_xticks(range(len(dims)))
-    ax.set_xticklabels(dims)
+    ax.set_xticklabels([_plain(d) for d in dims])
     ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels([label if len(label) <= 40 else label[:39] + "…" for label in labels])
+    ax.set_yticklabels(
+        [_plain(label if len(label) <= 40 else label[:39] + "…") for label in labels]
+    )
     for y, row in enumerate(values):
         for x, value in enumerate(row):
             ax.text(x, y, f"{value:.2f}", ha="center", va="center", fontsize=8)
-    ax.set_title(title)
+    ax.set_title(_plain(title))
     fig.colorbar(image, ax=ax, fraction=0.03)
     return _data_uri(fig)
 
@@ -107,7 +116,7 @@ def radar(rows: Mapping[str, Mapping[str, float]]) -> str:
     for i, (label, values) in enumerate(rows.items()):
         color = _PALETTE[i % len(_PALETTE)]
         points = [values[a] for a in axes]
-        ax.plot([*angles, angles[0]], [*points, points[0]], color=color, label=label)
+        ax.plot([*angles, angles[0]], [*points, points[0]], color=color, label=_plain(label))
         ax.fill([*angles, angles[0]], [*points, points[0]], color=color, alpha=0.12)
     ax.set_xticks(angles)
     ax.set_xticklabels(axes)

@@ -90,6 +90,41 @@ def _cards(summary: Mapping[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+_MAX_JUDGEMENT_ROWS = 200
+
+
+def _judge_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per conversation judge: its verdict counts and pass rates."""
+    rows = []
+    for name, block in (summary.get("judges") or {}).items():
+        outcomes = block.get("outcomes") or {}
+        rate = block.get("pass_rate") or {}
+        pow_k = block.get("pass_pow_k") or {}
+        rows.append(
+            {
+                "name": str(name),
+                "judged": str(block.get("judged", 0)),
+                "counts": " · ".join(f"{k} {v}" for k, v in outcomes.items()),
+                "rate": fmt(rate.get("rate")),
+                "interval": f"[{fmt(rate.get('lower'))}, {fmt(rate.get('upper'))}]",
+                "pass_pow_k": " · ".join(
+                    f"k={k}: {fmt(v.get('plugin'))}"
+                    for k, v in sorted(pow_k.items(), key=lambda kv: int(kv[0]))
+                ),
+            }
+        )
+    return rows
+
+
+def _judgement_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The verdicts worth reading first: fails and missing verdicts, then passes."""
+    rows = list(doc.get("judgements") or [])
+    rows.sort(
+        key=lambda r: {"fail": 0, "error": 1, "skipped_budget": 2}.get(str(r.get("outcome")), 3)
+    )
+    return rows[:_MAX_JUDGEMENT_ROWS]
+
+
 def render_report(doc: Mapping[str, Any], *, title: str = "tracepass evaluation") -> str:
     """The report as one HTML string."""
     summary = doc.get("summary") or {}
@@ -134,4 +169,39 @@ def render_report(doc: Mapping[str, Any], *, title: str = "tracepass evaluation"
         radar_chart=charts.radar(trajectory) if trajectory else None,
         failures=failure_rows,
         failures_total=failure_total,
+        judges=_judge_rows(summary),
+        judgements=_judgement_rows(doc),
+        judgements_total=len(doc.get("judgements") or []),
+        cost_latency=[_cost_row(v) for v in doc.get("cost_latency") or []],
     )
+
+
+def _cost_row(v: Mapping[str, Any]) -> dict[str, str]:
+    """One version's tokens, cost and latency, formatted (unknown figures as "—")."""
+
+    def usd(x: Any) -> str:
+        return "—" if x is None else f"${x:.6g}"
+
+    def secs(x: Any) -> str:
+        return "—" if x is None else f"{x:.3g} s"
+
+    def count(x: Any) -> str:
+        return "—" if x is None else f"{x:,}"
+
+    tokens = v.get("tokens") or {}
+    label = " ".join(str(p) for p in (v.get("agent_name"), v.get("agent_version")) if p)
+    return {
+        "version": label or "—",
+        "conversations": str(v.get("conversations", 0)),
+        "priced": str(v.get("priced", 0)),
+        "model_calls": count(v.get("model_calls")),
+        "input": count(tokens.get("input_tokens")),
+        "output": count(tokens.get("output_tokens")),
+        "cached": count(tokens.get("cached_input_tokens")),
+        "reasoning": count(tokens.get("reasoning_tokens")),
+        "cost_mean": usd(v.get("cost_usd_mean")),
+        "cost_p95": usd(v.get("cost_usd_p95")),
+        "cost_total": usd(v.get("cost_usd_total")),
+        "p50": secs(v.get("duration_s_p50")),
+        "p95": secs(v.get("duration_s_p95")),
+    }

@@ -1,0 +1,1 @@
+../../../../../../../examples/scripted_judge.py

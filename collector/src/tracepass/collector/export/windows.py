@@ -1,0 +1,172 @@
+"""The rolling windows' durable life, in one component: restore, replay, persist.
+
+The windows (`evaluator/rolling.py`, inside `EvaluationMetrics`) are a cache of
+evaluated outcomes that must survive restarts and `kill -9`:
+
+- `start()` restores the last snapshot from the state file (`AGGREGATOR_BLOB`) and
+  replays the window-journal entries committed after it (evaluations up to a crash),
+  so the windows equal those of a run that never stopped;
+- `on_result` notes the journal sequence number the results store wrote for each
+  evaluation (the chain runs this link after the store and before the metrics add it);
+- a background task persists a snapshot every `persist_interval_s` when something
+  changed, and `shutdown()` persists a last one (the state file is still open then).
+
+The snapshot records the journal position it includes, and the store drops those
+entries in the same transaction (`state/window_journal.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from tracepass.collector.export.window_entry import decode_entries
+from tracepass.collector.pipeline.components import ResultComponent
+from tracepass.collector.pipeline.scheduling import ResultInfo
+from tracepass.collector.state import JOURNAL_RESULT, JOURNAL_WINDOW, StateStore
+from tracepass.evaluator.models import ConversationResult
+from tracepass.evaluator.rolling import RollingAggregator, StateCapture
+
+if TYPE_CHECKING:
+    from tracepass.collector.export.metrics import EvaluationMetrics
+
+__all__ = ["AGGREGATOR_BLOB", "RollingWindows"]
+
+log = logging.getLogger(__name__)
+
+AGGREGATOR_BLOB = "rolling_aggregator"
+
+
+class RollingWindows(ResultComponent):
+    """Restores, journals and persists the windows `metrics` holds (`store` None: the
+    windows live in memory only)."""
+
+    name = "rolling windows"
+
+    def __init__(
+        self,
+        store: StateStore | None,
+        metrics: EvaluationMetrics,
+        *,
+        persist_interval_s: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.persist_interval_s = persist_interval_s
+        self._journal_applied = 0  # highest window-journal entry in the windows
+        self._changes = 0  # evaluations seen (the persist loop skips idle intervals)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.store is None:
+            return
+        self._restore(self.store)
+        self._replay(self.store)
+        self._task = asyncio.create_task(self._persist_loop(), name="tracepass-persist")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+            await self.persist()
+
+    def on_result(self, result: ConversationResult, info: ResultInfo) -> None:
+        if info.journal_seq is not None:
+            self._journal_applied = max(self._journal_applied, info.journal_seq)
+        self._changes += 1
+
+    # ------------------------------------------------------------------ restore
+
+    def _restore(self, store: StateStore) -> None:
+        config = self.metrics.aggregator.config
+        blob = store.get_blob(AGGREGATOR_BLOB)
+        if blob is None:
+            return
+        try:
+            agg = RollingAggregator.from_state(json.loads(blob), config)
+        except (ValueError, KeyError, TypeError) as exc:
+            # The windows are a cache of evaluated outcomes: losing them costs history,
+            # refusing to start would cost the service. Say so loudly.
+            log.error(
+                "%s: rolling windows could not be restored, starting empty: %s", store.path, exc
+            )
+            return
+        self.metrics.restore_windows(agg)
+        log.info("restored rolling windows for %d keys from %s", len(agg), store.path)
+
+    def _replay(self, store: StateStore) -> None:
+        """Evaluations committed after the restored snapshot (up to a crash) go back into
+        the windows from the journal; entries this process writes arrive by `on_result`."""
+        metrics = self.metrics
+        upto = store.journal_upto(AGGREGATOR_BLOB)
+        self._journal_applied = upto
+        entries = store.window_journal(upto, store.journal_seq_at_open)
+        replayed = bad = 0
+        for entry in entries:
+            try:
+                if entry.format == JOURNAL_RESULT:  # written before schema version 5
+                    result = ConversationResult.model_validate_json(entry.text)
+                    added = metrics.replay(result, revision=entry.revision, now=entry.evaluated_at)
+                elif entry.format == JOURNAL_WINDOW:
+                    added = False
+                    for window in decode_entries(entry.text):  # + judge series' entries
+                        added |= metrics.replay_entry(
+                            window, revision=entry.revision, now=entry.evaluated_at
+                        )
+                else:
+                    raise ValueError(f"unknown journal entry format {entry.format}")
+            except ValueError as exc:
+                bad += 1
+                log.error("%s: window journal entry %d unreadable: %s", store.path, entry.seq, exc)
+                continue
+            if added:
+                replayed += 1
+            self._journal_applied = max(self._journal_applied, entry.seq)
+        if entries:
+            log.info(
+                "rolling windows: %d evaluations replayed from the journal of %s (%d unreadable)",
+                replayed,
+                store.path,
+                bad,
+            )
+
+    # ------------------------------------------------------------------ persist
+
+    async def persist(self) -> None:
+        """Write the windows' snapshot into the state file (no-op when it is closed)."""
+        store = self.store
+        if store is None or not store.is_open:
+            return
+        # A point-in-time copy under the windows' lock (tens of ms at a million entries);
+        # encoding it costs far more and runs in a worker thread, so neither the
+        # receivers nor `record` wait for it. Every journal entry up to `upto` is in the
+        # capture (entries are applied in commit order); the store drops them with the
+        # snapshot, atomically.
+        capture, upto = self.metrics.capture_windows(lambda: self._journal_applied)
+        blob = await asyncio.to_thread(_encode_state, capture)
+        await asyncio.wrap_future(store.put_blob(AGGREGATOR_BLOB, blob, journal_upto=upto))
+
+    async def _persist_loop(self) -> None:
+        last = -1
+        while True:
+            await asyncio.sleep(self.persist_interval_s)
+            if self._changes == last:
+                continue
+            last = self._changes
+            try:
+                await self.persist()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("persisting the rolling windows failed")
+
+
+def _encode_state(capture: StateCapture) -> bytes:
+    """The captured windows as JSON bytes (in a worker thread: the capture is a copy, so
+    nothing here touches the live aggregator)."""
+    return json.dumps(capture.to_state(), separators=(",", ":"), allow_nan=False).encode()

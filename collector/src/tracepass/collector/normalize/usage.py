@@ -1,0 +1,218 @@
+"""Token counts, provider and timing problems of a model-call span, read once at ingest.
+
+Only MODEL records are read (whichever convention claimed the span): agent and chain
+spans of several frameworks repeat the sum of their model calls' tokens (Strands'
+`invoke_agent`, smolagents' agent span, ADK's `call_llm` around `generate_content`), and
+counting them too would double the totals.
+
+Each count is looked up under the names the conventions used over time, first present
+wins (the current OTel GenAI name first):
+
+| count | attribute names |
+|---|---|
+| input | `gen_ai.usage.input_tokens`, `gen_ai.usage.prompt_tokens` (GenAI ≤ 1.26, OpenLLMetry), `llm.token_count.prompt` (OpenInference), `llm.usage.prompt_tokens` |
+| output | `gen_ai.usage.output_tokens`, `gen_ai.usage.completion_tokens`, `llm.token_count.completion`, `llm.usage.completion_tokens` |
+| cached input | `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_read_input_tokens` (OpenLLMetry), `llm.token_count.prompt_details.cache_read`, `llm.usage.cache_read_input_tokens` |
+| reasoning | `gen_ai.usage.reasoning.output_tokens`, `gen_ai.usage.reasoning_tokens` (OpenLLMetry), `llm.token_count.completion_details.reasoning`, `llm.usage.reasoning_tokens` |
+| provider | `gen_ai.provider.name`, `gen_ai.system`, `llm.provider`, `llm.system` |
+
+A count that is not a non-negative integer (negative, fractional, text, a bool) is not
+used: the record keeps None for it and `problem` says which and why, so the API shows
+the count as missing with its reason, and the collector counts it
+(`tracepass_fields_unreadable_total{field="token_count"}`). The model name stays in
+the record's kept attributes (`gen_ai.response.model`, `gen_ai.request.model`,
+`llm.model_name`), read by `model_of`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tracepass.instrumentation import semconv as sc
+
+__all__ = [
+    "INPUT_KEYS",
+    "MAX_SPAN_DURATION_NS",
+    "ModelUsage",
+    "model_of",
+    "read_usage",
+    "timing_problem",
+]
+
+INPUT_KEYS: Final = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "llm.usage.prompt_tokens",
+)
+OUTPUT_KEYS: Final = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "llm.usage.completion_tokens",
+)
+CACHED_KEYS: Final = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+    "llm.usage.cache_read_input_tokens",
+)
+REASONING_KEYS: Final = (
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+    "llm.usage.reasoning_tokens",
+)
+PROVIDER_KEYS: Final = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+# Kept attributes naming the model, most specific first (the response's model is the one
+# that answered, e.g. a dated snapshot of the requested alias).
+MODEL_KEYS: Final = (sc.RESPONSE_MODEL, sc.REQUEST_MODEL, "llm.model_name")
+
+# A span longer than this (a year) is a clock or encoding error, not an agent step.
+MAX_SPAN_DURATION_NS: Final = 366 * 86_400 * 10**9
+# Counts above this (10^12 tokens) are not a model call's either.
+_MAX_TOKENS: Final = 10**12
+
+_FIELDS: Final = (
+    ("input_tokens", INPUT_KEYS),
+    ("output_tokens", OUTPUT_KEYS),
+    ("cached_input_tokens", CACHED_KEYS),
+    ("reasoning_tokens", REASONING_KEYS),
+)
+
+
+# Not frozen, built positionally: a frozen dataclass's `__init__` assigns through
+# `object.__setattr__`, which tripled the cost of reading usage at ingest (one per model
+# call). Treated as immutable all the same: nothing assigns to a field after reading.
+@dataclass(slots=True)
+class ModelUsage:
+    """What one model-call span says about its tokens (None: not carried or unusable)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    provider: str | None = None
+    # "input_tokens: negative (-3)"-style notes, "; "-joined; None when all were usable.
+    problem: str | None = None
+
+
+def _count(value: Any) -> tuple[int | None, str | None]:
+    """A token count from an attribute value, or why it is not one."""
+    cls = value.__class__
+    if cls is int:
+        if value < 0:
+            return None, f"negative ({value})"
+        if value > _MAX_TOKENS:
+            return None, f"implausible ({value})"
+        return value, None
+    if cls is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None, "not a number"
+        if not value.is_integer():
+            return None, f"fractional ({value})"
+        return _count(int(value))
+    if cls is str:
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return _count(int(text))
+        return None, f"not a number ({text[:20]!r})"
+    return None, f"not a number ({cls.__name__})"
+
+
+def _first(get: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = get(key)
+        if value is not None:
+            return value
+    return None
+
+
+_INPUT, _OUTPUT = INPUT_KEYS[0], OUTPUT_KEYS[0]
+_CACHED, _REASONING, _PROVIDER = CACHED_KEYS[0], REASONING_KEYS[0], PROVIDER_KEYS[0]
+_OLDER_CACHED, _OLDER_REASONING, _OLDER_PROVIDER = (
+    CACHED_KEYS[1:],
+    REASONING_KEYS[1:],
+    PROVIDER_KEYS[1:],
+)
+
+
+def read_usage(attrs: dict[str, Any]) -> ModelUsage | None:
+    """The usage of a MODEL span's attributes; None when it carries no count or provider
+    (most spans of stacks without usage: no object per record then).
+
+    Written for the ingest hot path: the current GenAI names with plain int counts (the
+    common case) are read with a few dict lookups and no intermediate objects; anything
+    else (older names, text or bad values) takes the general reading."""
+    get = attrs.get
+    i = get(_INPUT)
+    o = get(_OUTPUT)
+    if (
+        i.__class__ is int
+        and o.__class__ is int
+        and 0 <= i <= _MAX_TOKENS
+        and 0 <= o <= _MAX_TOKENS
+    ):
+        c = get(_CACHED)
+        if c is None:
+            c = _first(get, _OLDER_CACHED)
+        r = get(_REASONING)
+        if r is None:
+            r = _first(get, _OLDER_REASONING)
+        if (c is None or (c.__class__ is int and 0 <= c <= _MAX_TOKENS)) and (
+            r is None or (r.__class__ is int and 0 <= r <= _MAX_TOKENS)
+        ):
+            p = get(_PROVIDER)
+            if p is None:
+                p = _first(get, _OLDER_PROVIDER)
+            return ModelUsage(i, o, c, r, p if p.__class__ is str and p else None, None)
+    return _read_usage_general(get)
+
+
+def _read_usage_general(get: Any) -> ModelUsage | None:
+    found: dict[str, int | None] = {}
+    problems: list[str] = []
+    for name, keys in _FIELDS:
+        value = _first(get, keys)
+        if value is not None:
+            count, problem = _count(value)
+            found[name] = count
+            if problem is not None:
+                problems.append(f"{name}: {problem}")
+    provider: str | None = None
+    for key in PROVIDER_KEYS:
+        value = get(key)
+        if value.__class__ is str and value:
+            provider = value
+            break
+    if not found and provider is None:
+        return None
+    return ModelUsage(
+        found.get("input_tokens"),
+        found.get("output_tokens"),
+        found.get("cached_input_tokens"),
+        found.get("reasoning_tokens"),
+        provider,
+        "; ".join(problems) if problems else None,
+    )
+
+
+def model_of(attributes: dict[str, Any]) -> str | None:
+    """The model a MODEL record's kept attributes name (see `MODEL_KEYS`)."""
+    for key in MODEL_KEYS:
+        value = attributes.get(key)
+        if value.__class__ is str and value:
+            return value
+    return None
+
+
+def timing_problem(start_ns: int, end_ns: int) -> str | None:
+    """Why a span's start/end give no duration (unset, end before start, over a year)."""
+    if start_ns <= 0 or end_ns <= 0:
+        return "start or end time missing"
+    if end_ns < start_ns:
+        return "ends before it starts"
+    if end_ns - start_ns > MAX_SPAN_DURATION_NS:
+        return "longer than a year"
+    return None

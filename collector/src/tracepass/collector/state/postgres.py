@@ -1,0 +1,367 @@
+"""The results store in PostgreSQL (`state.results_url`): one database, many replicas.
+
+Several collectors behind the conversation-routing gateway each evaluate their share of
+the conversations; with this store they all write their results to one database and
+every replica's API and UI read every result back from it.
+
+- Writes arrive in batches from the state file's outbox (`outbox.py`), never straight
+  from an evaluation: the local write is what survives `kill -9`, and a database that
+  is down only makes the outbox longer. A batch is one transaction; a result is kept
+  only if its revision is not older than the stored one (the same rule as SQLite), so
+  resending a batch after a crash changes nothing.
+- The schema is the SQLite store's: the same `results` columns (`index.INDEX_COLUMNS`,
+  spelled once) and the same `result_violations` table and indexes, created on first
+  use under an advisory lock (replicas start together); `tracepass_meta` holds the
+  schema version. A database written by a newer tracepass is refused, an older one
+  upgraded (columns added).
+- Reads run the same list query as SQLite (`index.list_results`) on a pooled
+  connection; `ResultsUnavailable` (a `LookupError`: the API answers 503 naming the
+  database) when the database cannot be reached within `read_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from tracepass.collector.state.codec import StoredResult, decode_result
+from tracepass.collector.state.index import (
+    FILTER_INDEXES,
+    INDEX_COLUMNS,
+    INDEX_SCHEMA,
+    ResultFilter,
+    ResultRow,
+    list_results,
+    version_costs,
+)
+from tracepass.collector.state.outbox import OutboxRow
+from tracepass.collector.state.results import AgentCountRow, TrendRow
+from tracepass.collector.state.schema import StateError
+
+__all__ = [
+    "PG_SCHEMA_VERSION",
+    "PostgresResults",
+    "ResultsUnavailable",
+    "redact_url",
+]
+
+log = logging.getLogger(__name__)
+# The pool logs every failed reconnection at WARNING (several a second while the
+# database is down); the forwarder reports an outage itself, rate-limited.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+PG_SCHEMA_VERSION = 1
+# Any constant: serializes schema creation/upgrade between replicas starting together.
+_SCHEMA_LOCK = 0x7472_6163_6570  # "tracep"
+
+_COLUMNS = ", ".join(f"{name} {decl}" for name, decl in INDEX_COLUMNS)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS tracepass_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    conv_key TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    closed_at DOUBLE PRECISION NOT NULL,
+    evaluated_at DOUBLE PRECISION NOT NULL,
+    n_spans INTEGER NOT NULL,
+    view TEXT NOT NULL,
+    {_COLUMNS}
+);
+CREATE INDEX IF NOT EXISTS results_evaluated ON results (evaluated_at);
+""" + (INDEX_SCHEMA + FILTER_INDEXES).replace(" REAL ", " DOUBLE PRECISION ").replace(
+    " WITHOUT ROWID", ""
+)
+
+_INDEXED = [name for name, _ in INDEX_COLUMNS]
+_ROW_COLUMNS = ["conv_key", "revision", "closed_at", "evaluated_at", "n_spans", "view", *_INDEXED]
+_UPSERT_HEAD = f"INSERT INTO results ({', '.join(_ROW_COLUMNS)}) VALUES "
+_UPSERT_TAIL = (
+    " ON CONFLICT (conv_key) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in _ROW_COLUMNS[1:])
+    + " WHERE excluded.revision >= results.revision RETURNING conv_key"
+)
+_TRIAL = "closed_at >= %s AND reference_id IS NOT NULL AND outcome IN ('pass','fail','incomplete')"
+_PASSES = "sum(CASE WHEN outcome = 'pass' THEN 1 ELSE 0 END)"
+
+
+class ResultsUnavailable(LookupError):
+    """The results database cannot be reached (the API answers 503 with this text)."""
+
+
+def redact_url(url: str) -> str:
+    """`url` without its password (for logs, errors and /readyz)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+class _QmarkConnection:
+    """The list query (`index.list_results`) is written once with SQLite's `?`
+    placeholders and its join-order hint; this runs it on PostgreSQL (`%s`, a plain
+    JOIN: the planner orders joins itself). Its SQL holds no other `?` or `%`."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        sql = sql.replace("?", "%s").replace(" CROSS JOIN ", " JOIN ")
+        return self.conn.execute(sql, args).fetchall()
+
+
+class PostgresResults:
+    """`ResultsStore` over PostgreSQL, plus `write_batch` and `purge_results`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_connections: int = 4,
+        read_timeout_s: float = 2.0,
+        write_timeout_s: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.label = redact_url(url)
+        self.read_timeout_s = read_timeout_s
+        self.write_timeout_s = write_timeout_s
+        self.max_connections = max_connections
+        self._pool: ConnectionPool | None = None
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def open(self) -> None:
+        """Start the pool (connections are made in the background: a database that is
+        down now does not stop the collector; its results wait in the outbox)."""
+        if self._pool is not None:
+            return
+        self._pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.max_connections,
+            open=False,
+            timeout=self.write_timeout_s,
+            kwargs={
+                "connect_timeout": max(1, int(self.write_timeout_s)),
+                # What bounds a query here (the API's progress-handler time limit is
+                # SQLite's): the server cancels anything slower.
+                "options": "-c statement_timeout=30000",
+            },
+            # A connection the database dropped (it restarted) is replaced before use
+            # instead of failing one request: one round trip per checkout.
+            check=ConnectionPool.check_connection,
+            name="tracepass-results",
+        )
+        self._pool.open(wait=False)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def ensure_schema(self) -> None:
+        """Create or upgrade the tables once per process (blocking; raises
+        `ResultsUnavailable` when unreachable, `StateError` for a newer schema)."""
+        if self._schema_ready:
+            return
+        with self._schema_lock, self._connection(self.write_timeout_s) as conn:
+            if self._schema_ready:
+                return
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                have = {
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_name = 'results' AND table_schema = current_schema()"
+                    )
+                }
+                for name, decl in INDEX_COLUMNS:
+                    if name not in have:  # a column added since the database was made
+                        conn.execute(f"ALTER TABLE results ADD COLUMN {name} {decl}")
+                row = conn.execute(
+                    "SELECT value FROM tracepass_meta WHERE key = 'schema_version'"
+                ).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO tracepass_meta VALUES ('schema_version', %s)",
+                        (str(PG_SCHEMA_VERSION),),
+                    )
+                elif int(row[0]) > PG_SCHEMA_VERSION:
+                    raise StateError(
+                        f"{self.label}: results schema version {row[0]}, this tracepass "
+                        f"reads version {PG_SCHEMA_VERSION}; upgrade tracepass"
+                    )
+                elif int(row[0]) < PG_SCHEMA_VERSION:
+                    conn.execute(
+                        "UPDATE tracepass_meta SET value = %s WHERE key = 'schema_version'",
+                        (str(PG_SCHEMA_VERSION),),
+                    )
+            self._schema_ready = True
+
+    @contextmanager
+    def _connection(self, timeout: float) -> Iterator[psycopg.Connection[Any]]:
+        pool = self._pool
+        if pool is None:
+            raise ResultsUnavailable(f"results database {self.label}: not connected (closed)")
+        try:
+            with pool.connection(timeout=timeout) as conn:
+                yield conn
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise ResultsUnavailable(f"results database {self.label} unreachable: {exc}") from exc
+
+    @contextmanager
+    def _reading(self) -> Iterator[psycopg.Connection[Any]]:
+        self.ensure_schema()
+        with self._connection(self.read_timeout_s) as conn:
+            yield conn
+
+    # ---------------------------------------------------------------- writes
+
+    def write_batch(self, rows: Sequence[OutboxRow]) -> int:
+        """Store `rows` in one transaction; returns how many changed a stored row."""
+        self.ensure_schema()
+        newest: dict[str, OutboxRow] = {}
+        for row in rows:  # one statement may touch a key once: keep its newest revision
+            kept = newest.get(row.key)
+            if kept is None or row.revision >= kept.revision:
+                newest[row.key] = row
+        batch = list(newest.values())
+        if not batch:
+            return 0
+        width = len(_ROW_COLUMNS)
+        values = ",".join(["(" + ",".join(["%s"] * width) + ")"] * len(batch))
+        args: list[Any] = []
+        for r in batch:
+            args.extend((r.key, r.revision, r.closed_at, r.evaluated_at, r.n_spans, r.view))
+            args.extend(r.indexed)
+        with self._connection(self.write_timeout_s) as conn, conn.transaction():
+            changed = [k for (k,) in conn.execute(_UPSERT_HEAD + values + _UPSERT_TAIL, args)]
+            if changed:
+                conn.execute("DELETE FROM result_violations WHERE conv_key = ANY(%s)", (changed,))
+                keep = set(changed)
+                violations = [
+                    (rule, r.key, r.closed_at, outcome)
+                    for r in batch
+                    if r.key in keep
+                    for rule, outcome in r.violations
+                ]
+                if violations:
+                    with conn.cursor() as cur:
+                        cur.executemany(
+                            "INSERT INTO result_violations VALUES (%s,%s,%s,%s) "
+                            "ON CONFLICT DO NOTHING",
+                            violations,
+                        )
+        return len(changed)
+
+    def purge_results(self, evaluated_before: float) -> int:
+        """Delete results evaluated before `evaluated_before` (retention)."""
+        self.ensure_schema()
+        with self._connection(self.write_timeout_s) as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM result_violations WHERE conv_key IN "
+                "(SELECT conv_key FROM results WHERE evaluated_at < %s)",
+                (evaluated_before,),
+            )
+            cur = conn.execute("DELETE FROM results WHERE evaluated_at < %s", (evaluated_before,))
+            return cur.rowcount
+
+    # ---------------------------------------------------------------- ResultsStore
+
+    def read_connection(self) -> None:
+        """No SQLite connection to guard: `statement_timeout` bounds queries here."""
+        return None
+
+    def get_result(self, key: str) -> StoredResult | None:
+        with self._reading() as conn:
+            row = conn.execute("SELECT view FROM results WHERE conv_key = %s", (key,)).fetchone()
+        return None if row is None else decode_result(row[0])
+
+    def list_results(
+        self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
+    ) -> tuple[list[ResultRow], tuple[float, str] | None]:
+        with self._reading() as conn:
+            return list_results(_QmarkConnection(conn), where, limit=limit, cursor=cursor)  # type: ignore[arg-type]
+
+    def reference_counts(
+        self,
+        since: float,
+        *,
+        agent_name: str | None = None,
+        agent_version: str | None = None,
+        reference_set: str | None = None,
+    ) -> dict[str, tuple[int, int]]:
+        sql = f"SELECT reference_id, count(*), {_PASSES} FROM results WHERE {_TRIAL}"
+        args: list[Any] = [since]
+        for column, value in (
+            ("agent_name", agent_name),
+            ("agent_version", agent_version),
+            ("reference_set", reference_set),
+        ):
+            if value is not None:
+                sql += f" AND {column} = %s"
+                args.append(value)
+        with self._reading() as conn:
+            rows = conn.execute(sql + " GROUP BY reference_id", args).fetchall()
+        return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
+
+    def version_costs(
+        self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
+    ) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
+        with self._reading() as conn:
+            return version_costs(
+                _QmarkConnection(conn),  # type: ignore[arg-type]
+                since,
+                agent_name=agent_name,
+                reference_set=reference_set,
+            )
+
+    def outcome_trend(self, since: float, buckets: int) -> tuple[float, float, list[TrendRow]]:
+        with self._reading() as conn:
+            bounds = conn.execute(
+                f"SELECT min(closed_at), max(closed_at) FROM results WHERE {_TRIAL}", (since,)
+            ).fetchone()
+            if bounds is None or bounds[0] is None:
+                return since, 0.0, []
+            lo, hi = float(bounds[0]), float(bounds[1])
+            width = max((hi - lo) / buckets, 1e-3)
+            rows = conn.execute(
+                "SELECT agent_name, agent_version, "
+                f"LEAST(floor((closed_at - %s) / %s)::int, {buckets - 1}) AS b, "
+                f"count(*), {_PASSES} FROM results WHERE {_TRIAL} "
+                "GROUP BY agent_name, agent_version, b",
+                (lo, width, since),
+            ).fetchall()
+        return lo, width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
+
+    def agent_counts(self, since: float) -> list[AgentCountRow]:
+        """(agent, version, reference set, reference id, trials, passes) of the results
+        completed since `since`: what pooled pass@k per agent is computed from."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                f"SELECT agent_name, agent_version, reference_set, reference_id, count(*), "
+                f"{_PASSES} FROM results WHERE {_TRIAL} "
+                "GROUP BY agent_name, agent_version, reference_set, reference_id",
+                (since,),
+            ).fetchall()
+        return [(a, v, s, str(r), int(n), int(c or 0)) for a, v, s, r, n, c in rows]
+
+
+def violations_json(violations: Sequence[tuple[str, str | None]]) -> str:
+    return json.dumps([list(v) for v in violations], separators=(",", ":"))

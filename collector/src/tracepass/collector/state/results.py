@@ -1,0 +1,77 @@
+"""The results store: where evaluations are kept and what the read model asks of them.
+
+Two implementations: the local SQLite state file (`StateStore` itself, the default:
+results live beside the span buffer) and PostgreSQL (`postgres.py`, `state.results_url`:
+several replicas share one database, so any replica's API and UI show all of them).
+
+Writes do not go through this interface: every result is committed to the local state
+file first (with the rolling windows' journal entry, in the span buffer's group commit),
+which is what makes it survive `kill -9`; with PostgreSQL the state file keeps it in an
+outbox until the database has it (`outbox.py`).
+
+To add a field to stored results: put it in the result model (it is stored as data,
+`codec.py`); to filter or list by it, add a column to `index.INDEX_COLUMNS` (both
+stores create it) and a query method here, implemented in both stores.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Protocol
+
+from tracepass.collector.state.codec import StoredResult
+from tracepass.collector.state.index import ResultFilter, ResultRow
+
+__all__ = ["AgentCountRow", "ResultsStore", "TrendRow"]
+
+# (agent name, agent version, slice index, trials, passes)
+TrendRow = tuple[str | None, str | None, int, int, int]
+# (agent name, agent version, reference set, reference id, trials, passes)
+AgentCountRow = tuple[str | None, str | None, str | None, str, int, int]
+
+
+class ResultsStore(Protocol):
+    """The read model's queries over stored results (blocking; cheap by design: every
+    query is an ordered index range)."""
+
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The SQLite connection reads run on (the API's time limit is installed on it),
+        or None when the store bounds its queries itself."""
+        ...
+
+    def get_result(self, key: str) -> StoredResult | None:
+        """The latest stored evaluation of conversation `key`."""
+        ...
+
+    def list_results(
+        self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
+    ) -> tuple[list[ResultRow], tuple[float, str] | None]:
+        """One page of results matching `where`, newest first, and the next cursor."""
+        ...
+
+    def reference_counts(
+        self,
+        since: float,
+        *,
+        agent_name: str | None = None,
+        agent_version: str | None = None,
+        reference_set: str | None = None,
+    ) -> dict[str, tuple[int, int]]:
+        """reference id → (trials, passes) of results completed since `since`."""
+        ...
+
+    def outcome_trend(self, since: float, buckets: int) -> tuple[float, float, list[TrendRow]]:
+        """(start, slice seconds, rows) of trials and passes per agent version."""
+        ...
+
+    def version_costs(
+        self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
+    ) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
+        """(agent, version) → (costs, durations) of the results completed since `since`
+        (`index.version_costs`)."""
+        ...
+
+    def agent_counts(self, since: float) -> list[AgentCountRow]:
+        """Trials and passes per agent × version × reference set × reference of the
+        results completed since `since` (pooled pass@k: `api/pooled.py`)."""
+        ...

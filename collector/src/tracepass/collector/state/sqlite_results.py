@@ -1,0 +1,229 @@
+"""The results store in the local state file (the default): `ResultsStore` over SQLite.
+
+Results are written in the writer's group commit with their window-journal entry
+(`put_result`); the read model's queries read the `results` table's indexed columns
+(`index.py`), never decoding stored results. The `results` rows double as the span
+buffer's record of which conversations were evaluated (revision, close time, spans).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from tracepass.collector.state.codec import StoredResult, decode_result, encode_result
+from tracepass.collector.state.failure_index import PRIOR, FailureModeIndex, stored_signatures
+from tracepass.collector.state.index import (
+    INDEX_COLUMNS,
+    ResultFilter,
+    ResultRow,
+    index_values,
+    list_results,
+    version_costs,
+    violation_rows,
+    write_violations,
+)
+from tracepass.collector.state.outbox import put_outbox
+from tracepass.collector.state.results import AgentCountRow
+from tracepass.collector.state.window_journal import append_entry
+from tracepass.collector.state.writer import SqliteFile
+
+__all__ = ["SqliteResults"]
+
+_INDEXED = ", ".join(name for name, _ in INDEX_COLUMNS)
+_PUT_RESULT = (
+    f"INSERT INTO results (conv_key, revision, closed_at, evaluated_at, n_spans, purged, view, "
+    f"{_INDEXED}) VALUES (?,?,?,?,?,0,?,{','.join('?' * len(INDEX_COLUMNS))}) "
+    "ON CONFLICT(conv_key) DO UPDATE SET revision=excluded.revision, "
+    "closed_at=excluded.closed_at, evaluated_at=excluded.evaluated_at, "
+    "n_spans=excluded.n_spans, purged=0, view=excluded.view, "
+    + ", ".join(f"{name}=excluded.{name}" for name, _ in INDEX_COLUMNS)
+    + " WHERE excluded.revision >= results.revision"
+)
+
+
+class SqliteResults:
+    """`ResultsStore` (and the writes) over the state file `db`."""
+
+    def __init__(self, db: SqliteFile) -> None:
+        self.db = db
+        # True with a shared results database: results go to the outbox (`outbox.py`),
+        # and only their bookkeeping stays in the local `results` table.
+        self.forward = False
+        # Failure signatures per failing result (`failure_index.py`); its bound
+        # (`failure_modes.max_per_version`) may be set before `open()`.
+        self.failure_modes = FailureModeIndex()
+
+    async def purge_results(self, evaluated_before: float) -> int:
+        """Delete stored evaluation results whose spans are already purged and which were
+        evaluated before `evaluated_before`: without this the results table grows by
+        every conversation ever seen."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            # A journal no snapshot ever took up (no metrics attached) must not grow forever.
+            conn.execute("DELETE FROM window_log WHERE evaluated_at < ?", (evaluated_before,))
+            conn.execute(
+                "DELETE FROM result_violations WHERE conv_key IN (SELECT conv_key FROM "
+                "results WHERE purged=1 AND evaluated_at < ?)",
+                (evaluated_before,),
+            )
+            gone[:] = self.failure_modes.delete(
+                conn, "purged=1 AND evaluated_at < ?", (evaluated_before,)
+            )
+            return conn.execute(
+                "DELETE FROM results WHERE purged=1 AND evaluated_at < ?", (evaluated_before,)
+            ).rowcount
+
+        gone: list[Any] = []  # failure-mode rows deleted, counted down once committed
+        deleted = await self.db.run(op)
+        self.failure_modes.applied((gone, []))
+        return deleted
+
+    # ---------------------------------------------------------------- results
+
+    async def put_result(
+        self,
+        key: str,
+        *,
+        revision: int,
+        closed_at: float,
+        n_spans: int,
+        stored: StoredResult,
+        evaluated_at: float,
+        journal: str | None = None,
+    ) -> int:
+        """Store the evaluation as data (`encode_result`), never as an API view, so the API's
+        shape can change without touching the file format. In the same transaction, append
+        `journal` (what the rolling windows take of the result: the caller's compact entry,
+        JOURNAL_WINDOW) to the window journal (`window_log`): the rolling windows are
+        snapshotted only every few seconds, and the journal is what puts the evaluations
+        since the last snapshot back into them after a crash. Returns the journal sequence
+        number (0: no `journal` given, nothing journalled)."""
+        text = encode_result(stored)
+        # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
+        # thread's transactions short.
+        indexed = index_values(stored)
+
+        violations = violation_rows(stored) if self.forward else None
+        signatures = stored_signatures(stored)
+        # The failure-mode rows the op replaced: counted once the commit succeeded (an
+        # op may run twice, so it only records them).
+        modes: list[Any] = [((), ())]
+
+        def op(conn: sqlite3.Connection) -> int:
+            # The result and its window-journal entry commit together or not at all: an
+            # op is all or nothing (`_apply`).
+            if violations is not None:
+                put_outbox(
+                    conn,
+                    key,
+                    revision=revision,
+                    closed_at=closed_at,
+                    evaluated_at=evaluated_at,
+                    n_spans=n_spans,
+                    view=text,
+                    indexed=indexed,
+                    violations=violations,
+                )
+            else:
+                prior = conn.execute(PRIOR, (key,)).fetchone()
+                changed = conn.execute(
+                    _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
+                ).rowcount
+                if changed:
+                    write_violations(conn, key, stored, closed_at)
+                    modes[0] = self.failure_modes.write(
+                        conn, key, stored, signatures, closed_at, prior
+                    )
+            if journal is None:
+                return 0
+            return append_entry(conn, key, revision, evaluated_at, journal)
+
+        seq = await self.db.run(op)
+        self.failure_modes.applied(modes[0], indexed[0], indexed[1], closed_at)
+        return seq
+
+    def get_result(self, key: str) -> StoredResult | None:
+        """The latest stored evaluation of `key`, in either stored format."""
+        row = self.db.reader.execute("SELECT view FROM results WHERE conv_key=?", (key,)).fetchone()
+        if row is None:
+            return None
+        return decode_result(row[0])
+
+    def list_results(
+        self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
+    ) -> tuple[list[ResultRow], tuple[float, str] | None]:
+        """One page of stored results matching `where`, newest first (`index.py`)."""
+        return list_results(self.db.reader, where, limit=limit, cursor=cursor)
+
+    def reference_counts(
+        self,
+        since: float,
+        *,
+        agent_name: str | None = None,
+        agent_version: str | None = None,
+        reference_set: str | None = None,
+    ) -> dict[str, tuple[int, int]]:
+        """reference id → (trials, passes) of results completed since `since` (None
+        filters: any). Trials are what pass@k counts: pass, fail and incomplete results
+        that matched a reference (error and unscored are no evidence either way)."""
+        sql = (
+            "SELECT reference_id, count(*), sum(outcome='pass') FROM results "
+            "WHERE closed_at >= ? AND reference_id IS NOT NULL "
+            "AND outcome IN ('pass','fail','incomplete')"
+        )
+        args: list[Any] = [since]
+        for column, value in (
+            ("agent_name", agent_name),
+            ("agent_version", agent_version),
+            ("reference_set", reference_set),
+        ):
+            if value is not None:
+                sql += f" AND {column}=?"
+                args.append(value)
+        rows = self.db.reader.execute(sql + " GROUP BY reference_id", args)
+        return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
+
+    def version_costs(
+        self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
+    ) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
+        """Costs and durations per (agent, version) since `since` (`index.version_costs`)."""
+        return version_costs(
+            self.db.reader, since, agent_name=agent_name, reference_set=reference_set
+        )
+
+    def outcome_trend(
+        self, since: float, buckets: int
+    ) -> tuple[float, float, list[tuple[str | None, str | None, int, int, int]]]:
+        """Trials and passes per agent version in `buckets` equal time slices spanning
+        the results completed since `since` (first to last of them): returns (start,
+        slice seconds, rows of (agent, version, slice index, trials, passes)). Trials
+        count as in `reference_counts`."""
+        trial = (
+            "closed_at >= ? AND reference_id IS NOT NULL "
+            "AND outcome IN ('pass','fail','incomplete')"
+        )
+        lo, hi = self.db.reader.execute(
+            f"SELECT min(closed_at), max(closed_at) FROM results WHERE {trial}", (since,)
+        ).fetchone()
+        if lo is None:
+            return since, 0.0, []
+        width = max((float(hi) - float(lo)) / buckets, 1e-3)
+        rows = self.db.reader.execute(
+            "SELECT agent_name, agent_version, "
+            f"min(CAST((closed_at - ?) / ? AS INTEGER), {buckets - 1}) AS b, "
+            f"count(*), sum(outcome='pass') FROM results WHERE {trial} "
+            "GROUP BY agent_name, agent_version, b",
+            (lo, width, since),
+        )
+        return float(lo), width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
+
+    def agent_counts(self, since: float) -> list[AgentCountRow]:
+        rows = self.db.reader.execute(
+            "SELECT agent_name, agent_version, reference_set, reference_id, count(*), "
+            "sum(outcome='pass') FROM results WHERE closed_at >= ? "
+            "AND reference_id IS NOT NULL AND outcome IN ('pass','fail','incomplete') "
+            "GROUP BY agent_name, agent_version, reference_set, reference_id",
+            (since,),
+        )
+        return [(a, v, s, str(r), int(n), int(c or 0)) for a, v, s, r, n, c in rows]

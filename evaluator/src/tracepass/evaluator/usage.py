@@ -1,0 +1,409 @@
+"""Tokens, cost and latency of a turn and a conversation, from the spans it is made of.
+
+The collector (and `tracepass evaluate` through it) records each span of a turn as a
+`TimelineSpan`: kind, name, start/end, error, and for model calls the model, provider
+and token counts. This module turns those into the `usage` and latency figures the API,
+the metrics and the reports show, with the rules spelled once:
+
+* Tokens by type are summed over the turn's model calls (MODEL spans only: agent spans
+  that repeat their calls' sums are not model calls). A count no model call carries is
+  None, not 0. Input and output tokens are None when some calls carry them and others
+  do not (a partial sum would be a guess); cached and reasoning tokens are summed over
+  the calls that report them (providers omit a zero detail).
+* Cost is the sum of every model call's price (`pricing.PriceBook`); None when any
+  call cannot be priced (unknown model, missing or invalid counts), with the reason.
+* Wall latency is first span start to last span end; model and tool time are the sums
+  of their spans' durations (parallel tool calls can make tool time exceed the wall
+  time); the slowest step is the longest span other than the turn's own.
+* A span whose times are unusable (end before start, unset, longer than a year) has no
+  duration and is left out of every time figure, with the reason.
+
+Whatever is missing is None in the figure and explained in its `missing` map
+(`{field: reason}`), never replaced by a guessed number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tracepass.evaluator.pricing import PriceBook, TokenUsage
+
+__all__ = [
+    "KIND_MODEL",
+    "KIND_TOOL",
+    "KIND_TURN",
+    "TOKEN_FIELDS",
+    "Latency",
+    "TimelineSpan",
+    "Usage",
+    "VersionFigures",
+    "combine_latency",
+    "combine_usage",
+    "latency_of",
+    "nearest_rank",
+    "price_spans",
+    "span_duration_s",
+    "usage_of",
+    "version_figures",
+    "wall_of",
+]
+
+KIND_TURN: Final = "turn"
+KIND_MODEL: Final = "model"
+KIND_TOOL: Final = "tool"
+KIND_OTHER: Final = "other"
+
+TOKEN_FIELDS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+)
+# Counts whose absence on some calls makes the total unknown (see the module doc).
+_REQUIRED_ON_EVERY_CALL: Final = frozenset({"input_tokens", "output_tokens"})
+_NS: Final = 1e9
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+_construct: Any = None
+_FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
+
+
+def _unchecked(cls: type[_M], values: dict[str, Any]) -> _M:
+    """`models.construct_unchecked` (every field given, values already valid): these
+    figures are built once per turn on the evaluation path, from typed records.
+    Imported on first use: `models` imports this module."""
+    global _construct
+    if _construct is None:
+        from tracepass.evaluator.models import construct_unchecked
+
+        _construct = construct_unchecked
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(cls.model_fields)
+    # In field order (the JSON's key order), every field given (a KeyError otherwise).
+    return _construct(cls, {name: values[name] for name in names})  # type: ignore[no-any-return]
+
+
+class TimelineSpan(_Frozen):
+    """One span of a turn as the timeline shows it (and the figures are computed from)."""
+
+    span_id: str
+    parent_span_id: str | None = None
+    kind: str = KIND_OTHER  # turn | model | tool | other
+    name: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    error: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    # {field: why it is None}: a token count, "duration", "cost_usd".
+    missing: dict[str, str] = Field(default_factory=dict)
+
+
+class Usage(_Frozen):
+    """`usage` of a turn or conversation in the API (see the module doc for the rules)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    model_calls: int = 0
+    cost_usd: float | None = None
+    missing: dict[str, str] = Field(default_factory=dict)
+
+
+class Latency(_Frozen):
+    """Where a turn's or conversation's time went (seconds; None: not known)."""
+
+    duration_s: float | None = None
+    model_s: float | None = None
+    tool_s: float | None = None
+    slowest_step: str | None = None
+    slowest_step_s: float | None = None
+    missing: dict[str, str] = Field(default_factory=dict)
+
+
+def span_duration_s(span: TimelineSpan) -> float | None:
+    """The span's duration, None when its times are unusable (`missing["duration"]`)."""
+    start, end = span.start_ns, span.end_ns
+    if end < start or start <= 0 or (span.missing and "duration" in span.missing):
+        return None
+    return (end - start) / _NS
+
+
+def _token_usage(span: TimelineSpan) -> TokenUsage:
+    return TokenUsage(
+        input_tokens=span.input_tokens,
+        output_tokens=span.output_tokens,
+        cached_input_tokens=span.cached_input_tokens,
+        reasoning_tokens=span.reasoning_tokens,
+    )
+
+
+def price_spans(spans: Sequence[TimelineSpan], book: PriceBook) -> tuple[TimelineSpan, ...]:
+    """`spans` with each model call's `cost_usd` (or `missing["cost_usd"]`) filled in."""
+    out: list[TimelineSpan] = []
+    for span in spans:
+        if span.kind != KIND_MODEL:
+            out.append(span)
+            continue
+        priced = book.price(
+            span.model, _token_usage(span), provider=span.provider, at_ns=span.start_ns
+        )
+        if priced.cost_usd is not None:
+            out.append(span.model_copy(update={"cost_usd": priced.cost_usd}))
+        else:
+            reason = priced.reason or "unknown"
+            if span.model and reason != "missing_model":
+                reason = f"{reason}: {span.model}"
+            out.append(
+                span.model_copy(
+                    update={"cost_usd": None, "missing": {**span.missing, "cost_usd": reason}}
+                )
+            )
+    return tuple(out)
+
+
+def _count_note(n: int, total: int, what: str) -> str:
+    return f"{n} of {total} model calls {what}"
+
+
+def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
+    """Tokens, model calls and cost of the (priced) spans of a turn or conversation."""
+    n = 0
+    sums = [0, 0, 0, 0]
+    carried = [0, 0, 0, 0]
+    bad: list[tuple[int, str] | None] = [None, None, None, None]
+    n_bad = [0, 0, 0, 0]
+    cost = 0.0
+    unpriced = 0
+    unpriced_reason = ""
+    for s in spans:
+        if s.kind != KIND_MODEL:
+            continue
+        n += 1
+        counts = (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.reasoning_tokens)
+        for i in range(4):
+            value = counts[i]
+            if value is not None:
+                sums[i] += value
+                carried[i] += 1
+        missing_here = s.missing
+        if missing_here:
+            for i, name in enumerate(TOKEN_FIELDS):
+                why = missing_here.get(name)
+                if why is not None:
+                    n_bad[i] += 1
+                    if bad[i] is None:
+                        bad[i] = (i, why)
+        if s.cost_usd is None:
+            unpriced += 1
+            if not unpriced_reason:
+                unpriced_reason = (missing_here or {}).get("cost_usd", "not priced")
+        else:
+            cost += s.cost_usd
+    values: dict[str, Any] = {"model_calls": n}
+    missing: dict[str, str] = {}
+    if n == 0:
+        for name in TOKEN_FIELDS:
+            values[name] = None
+        values["cost_usd"] = None
+        values["missing"] = {"cost_usd": "no model-call spans"}
+        return _unchecked(Usage, values)
+    for i, name in enumerate(TOKEN_FIELDS):
+        first_bad = bad[i]
+        if first_bad is not None:
+            values[name] = None
+            missing[name] = f"{_count_note(n_bad[i], n, 'unusable')}: {first_bad[1]}"
+        elif not carried[i]:
+            values[name] = None
+        elif carried[i] < n and name in _REQUIRED_ON_EVERY_CALL:
+            values[name] = None
+            missing[name] = _count_note(n - carried[i], n, "carry no count")
+        else:
+            values[name] = sums[i]
+    if unpriced:
+        values["cost_usd"] = None
+        missing["cost_usd"] = f"{_count_note(unpriced, n, 'unpriced')}: {unpriced_reason}"
+    else:
+        values["cost_usd"] = cost
+    values["missing"] = missing
+    return _unchecked(Usage, values)
+
+
+def latency_of(spans: Sequence[TimelineSpan], own_span_ids: Iterable[str] = ()) -> Latency:
+    """Wall time, time in model calls and tools, and the slowest step of `spans`
+    (`own_span_ids`: the turns' own spans, not counted as steps)."""
+    own = set(own_span_ids)
+    start = end = 0
+    model_s = tool_s = 0.0
+    slowest: TimelineSpan | None = None
+    slowest_s = -1.0
+    bad: TimelineSpan | None = None
+    n_bad = 0
+    timed = 0
+    for s in spans:
+        d = span_duration_s(s)
+        if d is None:
+            n_bad += 1
+            bad = bad or s
+            continue
+        if timed == 0 or s.start_ns < start:
+            start = s.start_ns
+        if timed == 0 or s.end_ns > end:
+            end = s.end_ns
+        timed += 1
+        kind = s.kind
+        if kind == KIND_MODEL:
+            model_s += d
+        elif kind == KIND_TOOL:
+            tool_s += d
+        if d > slowest_s and s.span_id not in own:
+            slowest, slowest_s = s, d
+    missing: dict[str, str] = {}
+    if bad is not None:
+        reason = bad.missing.get("duration", "unusable start/end times")
+        missing["duration"] = f"{n_bad} of {len(spans)} spans left out: {reason}"
+    if not timed:
+        missing = missing or {"duration": "no spans with usable times"}
+    return _unchecked(
+        Latency,
+        {
+            "duration_s": (end - start) / _NS if timed else None,
+            "model_s": model_s if timed else None,
+            "tool_s": tool_s if timed else None,
+            "slowest_step": None if slowest is None else f"{slowest.kind}: {slowest.name}",
+            "slowest_step_s": None if slowest is None else slowest_s,
+            "missing": missing,
+        },
+    )
+
+
+def combine_usage(parts: Sequence[Usage]) -> Usage:
+    """A conversation's usage from its turns' (the same rules as over all its spans:
+    a count is None when a turn's is unusable or partial; cost None when any is)."""
+    calls = sum(p.model_calls for p in parts)
+    if calls == 0:
+        return usage_of(())
+    values: dict[str, Any] = {"model_calls": calls}
+    missing: dict[str, str] = {}
+    with_calls = [p for p in parts if p.model_calls]
+    for name in (*TOKEN_FIELDS, "cost_usd"):
+        broken = [p.missing[name] for p in with_calls if name in p.missing]
+        carried = [getattr(p, name) for p in with_calls if getattr(p, name) is not None]
+        if broken:
+            values[name] = None
+            missing[name] = broken[0]
+        elif not carried:
+            values[name] = None
+        elif len(carried) < len(with_calls) and name in _REQUIRED_ON_EVERY_CALL:
+            values[name] = None
+            missing[name] = f"{len(with_calls) - len(carried)} turns' model calls carry no count"
+        else:
+            values[name] = sum(carried) if name != "cost_usd" else float(sum(carried))
+    values["missing"] = missing
+    return _unchecked(Usage, values)
+
+
+def wall_of(spans: Iterable[TimelineSpan]) -> tuple[int, int] | None:
+    """(first start, last end) of the spans with usable times; None without any."""
+    start = end = 0
+    timed = False
+    for s in spans:
+        if span_duration_s(s) is None:
+            continue
+        if not timed or s.start_ns < start:
+            start = s.start_ns
+        if not timed or s.end_ns > end:
+            end = s.end_ns
+        timed = True
+    return (start, end) if timed else None
+
+
+def combine_latency(parts: Sequence[Latency], walls: Sequence[tuple[int, int] | None]) -> Latency:
+    """A conversation's latency from its turns' and their walls (`wall_of` each turn's
+    spans): first span start to last span end over every turn."""
+    known = [w for w in walls if w is not None]
+    if not known:
+        return Latency(missing={"duration": "no spans with usable times"})
+    start = min(w[0] for w in known)
+    end = max(w[1] for w in known)
+    missing: dict[str, str] = {}
+    model_s = tool_s = 0.0
+    slowest: Latency | None = None
+    for p in parts:
+        for name, why in p.missing.items():
+            missing.setdefault(name, why)
+        model_s += p.model_s or 0.0
+        tool_s += p.tool_s or 0.0
+        if p.slowest_step_s is not None and (
+            slowest is None or p.slowest_step_s > (slowest.slowest_step_s or 0.0)
+        ):
+            slowest = p
+    return _unchecked(
+        Latency,
+        {
+            "duration_s": (end - start) / _NS,
+            "model_s": model_s,
+            "tool_s": tool_s,
+            "slowest_step": None if slowest is None else slowest.slowest_step,
+            "slowest_step_s": None if slowest is None else slowest.slowest_step_s,
+            "missing": missing,
+        },
+    )
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile (0 < q <= 1) by nearest rank: the smallest value with at least
+    q of the values at or below it (an observed value, never interpolated); None when
+    there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class VersionFigures(_Frozen):
+    """Cost and latency of one agent version's conversations (API, compare, reports)."""
+
+    conversations: int
+    # Conversations whose cost is known; `mean`/`p95`/`total` are over those only.
+    priced: int
+    cost_usd_mean: float | None = None
+    cost_usd_p95: float | None = None
+    cost_usd_total: float | None = None
+    duration_s_p50: float | None = None
+    duration_s_p95: float | None = None
+
+
+def version_figures(
+    costs: Sequence[float | None], durations: Sequence[float | None]
+) -> VersionFigures:
+    """Figures over the conversations' costs and durations (None: unknown, left out)."""
+    known_costs = [c for c in costs if c is not None]
+    known_durations = [d for d in durations if d is not None]
+    total = float(sum(known_costs)) if known_costs else None
+    return VersionFigures(
+        conversations=max(len(costs), len(durations)),
+        priced=len(known_costs),
+        cost_usd_mean=None if total is None else total / len(known_costs),
+        cost_usd_p95=nearest_rank(known_costs, 0.95),
+        cost_usd_total=total,
+        duration_s_p50=nearest_rank(known_durations, 0.5),
+        duration_s_p95=nearest_rank(known_durations, 0.95),
+    )

@@ -1,0 +1,270 @@
+"""Two real `tracepass serve` replicas, one real PostgreSQL (`state.results_url`).
+
+The traffic is split by conversation, as the conversation-routing gateway splits it:
+replica A gets agent `weather-a`'s conversations, replica B `weather-b`'s. Then:
+- each replica's `/api/v1/conversations` lists every conversation of both, and the UI
+  overview and `/api/v1/agents` of either show both agents;
+- replica B is killed with SIGKILL mid-run and restarted on its state file: no
+  conversation whose spans it acknowledged loses its result;
+- PostgreSQL is stopped for `TRACEPASS_PG_PAUSE_S` seconds (a real stop and start)
+  while both replicas keep taking traffic: `/readyz` says why results wait,
+  `tracepass_results_backlog` counts them, and every result arrives once it is back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _live_support import TRACEPASS, clean_env, http_get, scrape, total, wait_until, write_config
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+PAUSE_S = float(os.environ.get("TRACEPASS_PG_PAUSE_S", "10"))  # `make reliability`: 30
+PER_REPLICA = 18  # conversations per replica: three phases of six
+DEADLINE_S = 180.0
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.system,
+    pytest.mark.xdist_group("postgres"),
+    pytest.mark.timeout(900 + int(PAUSE_S)),
+]
+
+REFERENCES = """\
+name: replicas
+version: "1"
+references:
+  - id: two-questions
+    turns:
+      - query: question 0
+        expected_answer: answer 0
+      - query: question 1
+        expected_answer: answer 1
+"""
+
+
+def _messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def conversation_spans(conversation: str, agent: str) -> list[ReadableSpan]:
+    """Two GenAI-semconv turns of `agent` (passing the reference), from the real SDK."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": agent}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.replicas")
+    for turn in range(2):
+        with tracer.start_as_current_span(
+            f"invoke_agent {agent}",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.conversation.id": conversation,
+                "gen_ai.agent.name": agent,
+                "gen_ai.input.messages": _messages("user", f"question {turn}"),
+                "gen_ai.output.messages": _messages("assistant", f"answer {turn}"),
+            },
+        ):
+            pass
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+class Replica:
+    """`tracepass serve` on its own state file; `kill()` is SIGKILL, `start()` again
+    resumes from the same file (new ports)."""
+
+    def __init__(self, directory: Path, config: Path) -> None:
+        self.dir = directory
+        self.config = config
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ports: dict[str, Any] = {}
+
+    def start(self) -> None:
+        ports_file = self.dir / "ports.json"
+        ports_file.unlink(missing_ok=True)
+        err = (self.dir / "serve.stderr").open("ab")
+        self.proc = subprocess.Popen(
+            [TRACEPASS, "serve", "--config", str(self.config), "--ports-file", str(ports_file)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=clean_env(),
+        )
+        err.close()
+        proc = self.proc
+
+        def listening() -> dict[str, Any] | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited {proc.returncode}:\n{self.stderr()}")
+            return json.loads(ports_file.read_text()) if ports_file.exists() else None
+
+        self.ports = wait_until(listening, 120, "tracepass serve to listen")
+
+    def stderr(self) -> str:
+        return (self.dir / "serve.stderr").read_text(errors="replace")
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.ports['http_port']}"
+
+    def export(self, spans: list[ReadableSpan]) -> bool:
+        exporter = OTLPSpanExporter(endpoint=f"{self.http}/v1/traces", timeout=10)
+        try:
+            return exporter.export(spans) == SpanExportResult.SUCCESS
+        except Exception:
+            return False
+        finally:
+            exporter.shutdown()
+
+    def send(self, spans: list[ReadableSpan]) -> None:
+        """Until acknowledged (a refused or lost export is retried, as exporters do)."""
+        wait_until(lambda: self.export(spans), 120, "an export to be acknowledged", 0.5)
+
+    def json(self, path: str) -> Any:
+        status, body = http_get(self.http + path, timeout=30)
+        assert status == 200, (path, status, body[:500])
+        return json.loads(body)
+
+    def listed(self) -> set[str] | None:
+        """Every conversation the list returns (None: 503, the database is reconnecting)."""
+        status, body = http_get(self.http + "/api/v1/conversations?limit=500", timeout=30)
+        if status == 503:
+            return None
+        assert status == 200, (status, body[:500])
+        return {c["conversation_id"] for c in json.loads(body)["conversations"]}
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def _config(directory: Path, refs: Path, url: str) -> Path:
+    return write_config(
+        directory / "tracepass.yaml",
+        {
+            "references": [str(refs)],
+            "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+            "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
+            "state": {"path": str(directory / "state.sqlite"), "results_url": url},
+            "metrics": {
+                "prometheus_port": 0,
+                "windows": [{"name": "1h", "seconds": 3600}],
+                "min_conversations": 1,
+            },
+        },
+    )
+
+
+def test_two_replicas_share_one_postgres_through_kill_9_and_an_outage(
+    tmp_path: Path, postgres_cluster: Any, postgres_url: str
+) -> None:
+    refs = tmp_path / "refs.yaml"
+    refs.write_text(REFERENCES, encoding="utf-8")
+    replicas: dict[str, Replica] = {}
+    for name in ("a", "b"):
+        directory = tmp_path / name
+        directory.mkdir()
+        replicas[name] = Replica(directory, _config(directory, refs, postgres_url))
+    traffic = {
+        name: [(f"{name}-{i}", conversation_spans(f"{name}-{i}", f"weather-{name}"))
+               for i in range(PER_REPLICA)]
+        for name in replicas
+    }  # fmt: skip
+    every = {cid for convs in traffic.values() for cid, _ in convs}
+    phase = PER_REPLICA // 3
+    a, b = replicas["a"], replicas["b"]
+    try:
+        a.start()
+        b.start()
+        # Phase 1: both take traffic; B is killed right after its last acknowledgement
+        # (results still in its span buffer or outbox), then resumes on its state file.
+        for name, replica in replicas.items():
+            for _, spans in traffic[name][:phase]:
+                replica.send(spans)
+        b.kill()
+        b.start()
+
+        # Phase 2: PostgreSQL goes away; both replicas keep taking traffic.
+        postgres_cluster.stop()
+        stopped_at = time.monotonic()
+        for name, replica in replicas.items():
+            for _, spans in traffic[name][phase : 2 * phase]:
+                replica.send(spans)
+
+        def degraded() -> list[str] | None:
+            status, body = http_get(a.http + "/readyz", timeout=30)
+            assert status == 200, body  # still ready: spans are taken, results wait
+            notes = json.loads(body).get("degraded")
+            return notes if notes else None
+
+        notes = wait_until(degraded, DEADLINE_S, "/readyz to say why results wait")
+        assert any("unreachable" in n and "outbox" in n for n in notes), notes
+        backlog = wait_until(
+            lambda: total(scrape(a.ports["metrics_url"]), "tracepass_results_backlog"),
+            DEADLINE_S,
+            "the results backlog to count waiting results",
+        )
+        assert backlog >= 1
+        status, _ = http_get(a.http + "/api/v1/conversations", timeout=60)
+        assert status == 503  # the list names the unreachable database, not "no results"
+        time.sleep(max(0.0, PAUSE_S - (time.monotonic() - stopped_at)))
+        postgres_cluster.start()
+
+        # Phase 3: the database is back.
+        for name, replica in replicas.items():
+            for _, spans in traffic[name][2 * phase :]:
+                replica.send(spans)
+
+        for replica in (a, b):
+            listed = wait_until(
+                lambda r=replica: (lambda got: got if got == every else None)(r.listed()),
+                DEADLINE_S,
+                "every conversation of both replicas in each replica's list",
+                interval=1.0,
+            )
+            assert listed == every
+            agents = {x["agent_name"] for x in replica.json("/api/v1/agents")["agents"]}
+            assert agents == {"weather-a", "weather-b"}
+            status, page = http_get(replica.http + "/ui/", timeout=60)
+            assert status == 200
+            assert b"weather-a" in page
+            assert b"weather-b" in page
+            one = urllib.parse.quote("b-0" if replica is a else "a-0")
+            view = replica.json(f"/api/v1/conversations/{one}")
+            assert view["evaluation"]["outcome"] == "pass"
+        wait_until(
+            lambda: json.loads(http_get(a.http + "/readyz")[1]).get("degraded") is None,
+            DEADLINE_S,
+            "/readyz to stop reporting the outage",
+        )
+        assert total(scrape(a.ports["metrics_url"]), "tracepass_results_backlog") == 0
+    except AssertionError as exc:
+        logs = "".join(
+            f"\n--- replica {n} stderr:\n{r.stderr()[-4000:]}" for n, r in replicas.items()
+        )
+        raise AssertionError(f"{exc}{logs}") from None
+    finally:
+        for replica in replicas.values():
+            replica.stop()
+        if not postgres_cluster.running:
+            postgres_cluster.start()  # other tests of this session use the cluster
