@@ -8,6 +8,14 @@ loop; repetitions alternate and the median of each (spans per CPU second) is
 reported with the ratio.
 
     .venv/bin/python bench/bench_normalize.py [--requests N] [--repeats R]
+
+`--custom-mapping` adds the cost of a `conventions.custom` mapping that matches no span
+(issue 25: at most 2 % per span): `normalize_request` with it versus without it, on the
+same payloads in the same run, for a mapping whose scope glob excludes every scope
+(decided once per scope) and one with no scope whose span-name glob matches no span
+(one cached lookup per span).
+
+    .venv/bin/python bench/bench_normalize.py --custom-mapping
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from _baseline import decode_and_read_attributes
-from tracepass.collector.normalize import normalize_request
+from tracepass.collector.config import ConventionsConfig
+from tracepass.collector.normalize import CustomConventions, normalize_request
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "otlp" / "thirdparty"
 SPANS_PER_REQUEST = 512
@@ -98,6 +107,57 @@ def normalized(payloads: list[bytes]) -> int:
     return n
 
 
+def _custom(match: dict[str, object]) -> CustomConventions:
+    return CustomConventions(
+        ConventionsConfig.model_validate(
+            {
+                "custom": [
+                    {
+                        "name": "nothing",
+                        "match": match,
+                        "kind": "tool",
+                        "fields": {"tool_name": "acme.tool", "arguments": "acme.args#/a/b"},
+                    }
+                ]
+            }
+        )
+    )
+
+
+def _with_custom(custom: CustomConventions) -> Callable[[list[bytes]], int]:
+    def run(payloads: list[bytes]) -> int:
+        n = 0
+        for data in payloads:
+            request = ExportTraceServiceRequest.FromString(data)
+            records, rejections = normalize_request(request, custom=custom)
+            n += len(records) + len(rejections)
+        return n
+
+    return run
+
+
+def custom_mapping_cost(payloads: list[bytes], repeats: int) -> None:
+    """Per-span cost of a mapping that matches nothing (see the module docstring)."""
+    variants = {
+        "scope excludes all": _with_custom(_custom({"scope": "acme.*"})),
+        "span name matches none": _with_custom(_custom({"span_name": "acme.*"})),
+    }
+    rates: dict[str, list[float]] = {"plain": [], **{k: [] for k in variants}}
+    for _ in range(repeats):
+        dt, n = _time(normalized, payloads)
+        rates["plain"].append(n / dt)
+        for name, fn in variants.items():
+            dt, n = _time(fn, payloads)
+            rates[name].append(n / dt)
+    plain = statistics.median(rates["plain"])
+    print(f"spans per run          : {len(payloads) * SPANS_PER_REQUEST}")
+    print(f"normalize_request      : {plain:,.0f} spans/s (no custom mapping)")
+    for name in variants:
+        rate = statistics.median(rates[name])
+        # Time per span with the mapping over time per span without it, minus one.
+        print(f"custom, {name:<22}: {rate:,.0f} spans/s, cost {plain / rate - 1:+.1%} per span")
+
+
 def _time(fn: Callable[[list[bytes]], int], payloads: list[bytes]) -> tuple[float, int]:
     # CPU time of this process: single-threaded work, so it is the one-core rate, and
     # unlike wall time it does not depend on what else the machine runs.
@@ -110,8 +170,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--custom-mapping", action="store_true", help="cost of a mapping that matches nothing"
+    )
     args = parser.parse_args()
     payloads = _payloads(args.requests)
+    if args.custom_mapping:
+        custom_mapping_cost(payloads, args.repeats)
+        return
     base_rates: list[float] = []
     norm_rates: list[float] = []
     for _ in range(args.repeats):

@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from _e2e import reference_set_yaml, requests
 from tracepass.collector.app.cli.serve import GC_GEN0_THRESHOLD
-from tracepass.collector.export.window_entry import journal_entry
+from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.pipeline.offline import assemble_offline
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state import store as store_module

@@ -21,9 +21,9 @@ from tracepass.collector.config import (
     ReceiverConfig,
     load_config,
 )
-from tracepass.collector.export.judge_series import journal_entries, trial_id
+from tracepass.collector.export.judge_series import journal_entries, journal_entry, trial_id
 from tracepass.collector.export.metrics import EvaluationMetrics
-from tracepass.collector.export.window_entry import decode_entries, journal_entry, window_entry
+from tracepass.collector.export.window_entry import decode_entries, window_entry
 from tracepass.collector.service import CollectorService
 from tracepass.evaluator.models import (
     Conversation,

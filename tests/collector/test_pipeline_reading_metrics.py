@@ -53,4 +53,67 @@ async def test_spans_read_and_unreadable_fields_are_counted() -> None:
     assert m.value("tracepass_spans_read", convention="none", adapter="none") == 1
     assert m.value("tracepass_fields_unreadable", field="tool_arguments") == 1
     assert m.value("tracepass_fields_unreadable", field="tool_name") == 1
+    # The unclaimed `http` span, by its scope (moved to the smolagents one above).
+    scope = "openinference.instrumentation.smolagents"
+    assert m.value("tracepass_spans_unrecognized", scope=scope) == 1
+    await p.stop()
+
+
+async def test_unrecognized_spans_are_counted_by_scope_through_the_label_limiter() -> None:
+    """A new framework arriving unread shows as tracepass_spans_unrecognized{scope}; its
+    scope label goes through the label limiter (the service's `metrics.label_limit`)."""
+    from tracepass.collector.export.cardinality import LabelLimiter
+
+    m = Metrics()
+    p = Pipeline(StubEvaluator(), instruments=m.instruments, meter=m.meter, clock=Clock())
+    limiter = LabelLimiter(2)
+    p.intake.scope_label = lambda scope: limiter("scope", scope)
+    await p.start(background=False)
+    request = make_request()
+    for i, scope in enumerate(["acme.a", "acme.b", "acme.c", "acme.d"]):
+        scope_spans = request.resource_spans[0].scope_spans.add()
+        scope_spans.scope.name = scope
+        scope_spans.spans.append(make_span("acme.step", {"k": "v"}, span_id=i + 1))
+    await p.ingest(request)
+    assert m.value("tracepass_spans_unrecognized", scope="acme.a") == 1
+    assert m.value("tracepass_spans_unrecognized", scope="acme.b") == 1
+    assert m.value("tracepass_spans_unrecognized", scope="other") == 2
+    await p.stop()
+
+
+async def test_the_configured_custom_mappings_read_live_spans() -> None:
+    """`Pipeline.from_config` hands `conventions.custom` to the live normalizer: spans
+    it claims are counted under `custom:<name>`, its missing fields as unreadable."""
+    from tracepass.collector.config import CollectorConfig
+
+    config = CollectorConfig.model_validate(
+        {
+            "conventions": {
+                "custom": [
+                    {
+                        "name": "acme",
+                        "match": {"span_name": "acme.*"},
+                        "kind": "tool",
+                        "fields": {"tool_name": "acme.tool", "arguments": "acme.args"},
+                    }
+                ]
+            }
+        }
+    )
+    m = Metrics()
+    p = Pipeline.from_config(
+        config, StubEvaluator(), instruments=m.instruments, meter=m.meter, clock=Clock()
+    )
+    await p.start(background=False)
+    await p.ingest(
+        make_request(
+            make_span("acme.step", {"acme.tool": "t", "acme.args": '{"a": 1}'}, span_id=1),
+            make_span("acme.step", {"acme.tool": "t"}, span_id=2),
+        )
+    )
+    # (Counted per normalization: the two spans, one of them without arguments.)
+    read = m.value("tracepass_spans_read", convention="custom:acme", adapter="none")
+    assert read > 0
+    assert m.value("tracepass_spans_read", convention="none", adapter="none") == 0
+    assert m.value("tracepass_fields_unreadable", field="arguments") * 2 == read
     await p.stop()

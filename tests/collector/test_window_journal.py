@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from tracepass.collector.config import CollectorConfig, MetricsConfig, ReceiverConfig
+from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.export.metrics import EvaluationMetrics
 from tracepass.collector.export.window_entry import (
     WindowEntry,
     decode_entry,
     encode_entry,
-    journal_entry,
     window_entry,
 )
 from tracepass.collector.service import CollectorService

@@ -60,6 +60,20 @@ BROKEN: dict[str, tuple[bytes, str, str]] = {
         "2:3",
         "receiver.tls.key_file: Field required",
     ),
+    # conventions.custom (issue 25): patterns RE2 cannot run in linear time, bad paths,
+    # unknown mapping fields are refused at start-up, located.
+    "custom mapping regex with a back-reference": (
+        b"conventions:\n  custom:\n    - name: a\n      kind: tool\n      match:\n"
+        b"        span_name_regex: '(a)\\1'\n",
+        "6:9",
+        "conventions.custom.0.match.span_name_regex: Value error, invalid or too costly regex",
+    ),
+    "custom mapping unknown field": (
+        b"conventions:\n  custom:\n    - name: a\n      kind: tool\n      match: {}\n"
+        b"      fields:\n        argument: x\n",
+        "7:9",
+        "conventions.custom.0.fields.argument: unknown key; did you mean 'arguments'?",
+    ),
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -283,6 +283,169 @@ class UIConfig(_Section):
         return value
 
 
+# ---------------------------------------------------------------- conventions.custom
+# A user-written mapping for instrumentation tracepass does not know (docs/conventions.md
+# "My framework is not listed"). Validated here, at start-up, so a bad pattern or path is
+# a `file:line:col` error; compiled for the ingest loop by `normalize/custom.py`.
+
+# Bounds that keep a hostile mapping cheap (docs/configuration.md `conventions.custom`).
+MAX_CUSTOM_MAPPINGS = 64
+MAX_PATTERN_CHARS = 512
+MAX_PATHS_PER_FIELD = 8
+MAX_POINTER_SEGMENTS = 16
+# What a mapping can fill (the contract spelled in issue 25, part 5).
+MAPPING_FIELDS = (
+    "conversation_id",
+    "query",
+    "answer",
+    "tool_name",
+    "call_id",
+    "arguments",
+    "result",
+    "error",
+    "agent_name",
+    "model",
+    "input_tokens",
+    "output_tokens",
+)
+EVENT_PREFIX = "event:"
+
+
+def compile_safe_regex(pattern: str) -> object:
+    """`pattern` compiled with RE2 (linear-time matching: no catastrophic backtracking)
+    by the evaluator's safe-regex helper (`schema_guard.compile_re2`, which span-declared
+    schemas use too); ValueError with RE2's reason when it cannot be."""
+    import re2
+
+    from tracepass.evaluator.schema_guard import compile_re2
+
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"pattern longer than {MAX_PATTERN_CHARS} characters")
+    try:
+        return compile_re2(pattern)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(f"invalid or too costly regex for RE2: {reason}") from None
+
+
+def glob_to_regex(glob: str) -> str:
+    """A glob (`*` any run, `?` one character, the rest literal) as an anchored RE2
+    pattern: globs match in linear time too."""
+    import re2
+
+    parts = []
+    for char in glob:
+        if char == "*":
+            parts.append(".*")
+        elif char == "?":
+            parts.append(".")
+        else:
+            parts.append(re2.escape(char))
+    return "^" + "".join(parts) + "$"
+
+
+def parse_field_path(path: str) -> tuple[str | None, str, tuple[str, ...]]:
+    """`(event name or None, attribute key, JSON pointer segments)` of a mapping path:
+    `KEY`, `KEY#/a/0/-1` (JSON inside the attribute), `event:NAME/KEY[#/ptr]` (an
+    attribute of the span's first event called NAME). ValueError when malformed."""
+    event: str | None = None
+    rest = path
+    if rest.startswith(EVENT_PREFIX):
+        event, sep, rest = rest[len(EVENT_PREFIX) :].partition("/")
+        if not sep or not event:
+            raise ValueError(f"{path!r}: expected event:<event name>/<attribute key>")
+    key, sep, pointer = rest.partition("#")
+    if not key:
+        raise ValueError(f"{path!r}: empty attribute key")
+    segments: tuple[str, ...] = ()
+    if sep:
+        if not pointer.startswith("/"):
+            raise ValueError(f"{path!r}: a JSON pointer after '#' starts with '/'")
+        segments = tuple(s.replace("~1", "/").replace("~0", "~") for s in pointer[1:].split("/"))
+        if len(segments) > MAX_POINTER_SEGMENTS:
+            raise ValueError(f"{path!r}: more than {MAX_POINTER_SEGMENTS} pointer segments")
+    return event, key, segments
+
+
+class CustomMatchConfig(_Section):
+    """Which spans a mapping claims: all given conditions must hold."""
+
+    scope: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)  # glob
+    span_name: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)  # glob
+    span_name_regex: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)
+    attributes: list[str] = Field(default_factory=list, max_length=16)  # all present
+
+    @field_validator("span_name_regex")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            compile_safe_regex(value)
+        return value
+
+
+# One path, or a list of paths tried in order (first present wins).
+FieldPaths = str | list[str]
+
+
+class CustomFieldsConfig(_Section):
+    """Where each field is (`MAPPING_FIELDS`); an unset field is not read."""
+
+    conversation_id: FieldPaths | None = None
+    query: FieldPaths | None = None
+    answer: FieldPaths | None = None
+    tool_name: FieldPaths | None = None
+    call_id: FieldPaths | None = None
+    arguments: FieldPaths | None = None
+    result: FieldPaths | None = None
+    error: FieldPaths | None = None
+    agent_name: FieldPaths | None = None
+    model: FieldPaths | None = None
+    input_tokens: FieldPaths | None = None
+    output_tokens: FieldPaths | None = None
+
+    @field_validator("*")
+    @classmethod
+    def _paths_parse(cls, value: FieldPaths | None) -> FieldPaths | None:
+        if value is None:
+            return None
+        listed = [value] if isinstance(value, str) else value
+        if not listed or len(listed) > MAX_PATHS_PER_FIELD:
+            raise ValueError(f"between 1 and {MAX_PATHS_PER_FIELD} paths")
+        for path in listed:
+            parse_field_path(path)
+        return value
+
+    def paths(self) -> dict[str, list[str]]:
+        """{field: its paths} of the fields set, in `MAPPING_FIELDS` order."""
+        out: dict[str, list[str]] = {}
+        for name in MAPPING_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = [value] if isinstance(value, str) else list(value)
+        return out
+
+
+class CustomMappingConfig(_Section):
+    """One user mapping: spans it matches, the kind they are, where each field is."""
+
+    name: str = Field(min_length=1, max_length=64)
+    match: CustomMatchConfig
+    # turn: the span is a turn boundary (one user query → one answer); tool: one tool
+    # call; model: one LLM call; other: kept for structure, fields still read.
+    kind: Literal["turn", "tool", "model", "other"]
+    fields: CustomFieldsConfig = CustomFieldsConfig()
+
+
+class ConventionsConfig(_Section):
+    # User mappings, evaluated before the built-in conventions (first match wins).
+    custom: list[CustomMappingConfig] = Field(default_factory=list, max_length=MAX_CUSTOM_MAPPINGS)
+    # JSON inside an attribute is parsed only up to this many characters (bigger: the
+    # path reads nothing, counted as unreadable), so a huge payload cannot stall ingest.
+    max_json_chars: int = Field(default=1_000_000, gt=0, le=16_000_000)
+
+
 class PricingConfig(_Section):
     """Model prices in USD per million tokens, over the genai-prices library's
     (docs/cost-latency.md): `models: {name: {input_per_mtok, output_per_mtok,
@@ -334,6 +497,7 @@ class CollectorConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     limits: LimitsConfig = LimitsConfig()
     ui: UIConfig = UIConfig()
+    conventions: ConventionsConfig = ConventionsConfig()
     pricing: PricingConfig = PricingConfig()
     api: ApiConfig = ApiConfig()
     failure_modes: FailureModesConfig = FailureModesConfig()
@@ -359,8 +523,12 @@ def unknown_key_message(loc: tuple[int | str, ...]) -> str:
     `loc` accepts (difflib), or the list of keys when none is close."""
     section: type[BaseModel] = CollectorConfig
     for part in loc[:-1]:
+        if isinstance(part, int):  # an item of a list of sections (conventions.custom)
+            continue
         field = section.model_fields.get(str(part))
         annotation = field.annotation if field is not None else None
+        if get_origin(annotation) is list and get_args(annotation):
+            annotation = get_args(annotation)[0]
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return "unknown key"
         section = annotation

@@ -39,6 +39,8 @@ class CollectorInstruments:
     ingest_seconds: Histogram
     spans_read: Counter  # {convention, adapter}: how normalization read each span
     fields_unreadable: Counter  # {field}: tool_arguments kept raw, tool_name missing
+    # {scope}: spans no convention or custom mapping claimed (label-limited by scope).
+    spans_unrecognized: Counter
 
     @classmethod
     def create(cls, meter: Meter | None = None) -> CollectorInstruments:
@@ -112,5 +114,10 @@ class CollectorInstruments:
             fields_unreadable=m.create_counter(
                 "tracepass_fields_unreadable",
                 description="Spans with a field that could not be read, by field",
+            ),
+            spans_unrecognized=m.create_counter(
+                "tracepass_spans_unrecognized",
+                description="Spans no convention or custom mapping read, by instrumentation "
+                "scope (a framework arriving unread)",
             ),
         )

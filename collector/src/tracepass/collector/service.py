@@ -25,6 +25,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
@@ -129,6 +130,16 @@ def build_evaluator(config: CollectorConfig, judge: Any = None) -> Any:
     )
 
 
+def shared_results_store(config: CollectorConfig) -> Any:
+    """The PostgreSQL results store of `state.results_url` (None: the state file)."""
+    url = config.state.results_url
+    if url is None:
+        return None
+    from tracepass.collector.state.postgres import PostgresResults
+
+    return PostgresResults(url)
+
+
 class CollectorService:
     """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
     `snapshot()` and `views.conversation_view(id)` while running.
@@ -191,9 +202,9 @@ class CollectorService:
     async def _start(self) -> None:
         # Imported here: the metrics stack pulls in prometheus_client and the SDK, which
         # commands that never run a collector should not pay for.
+        from tracepass.collector.export.judge_series import journal_entry
         from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
         from tracepass.collector.export.telemetry import build_telemetry
-        from tracepass.collector.export.window_entry import journal_entry
 
         cfg = self.config
         self.telemetry = build_telemetry(
@@ -226,7 +237,7 @@ class CollectorService:
             durability=cfg.state.durability,
             batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
-        shared = self._shared_results()
+        shared = shared_results_store(cfg)
         results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
         self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
@@ -241,6 +252,8 @@ class CollectorService:
             store=self.store,
             results=results,
         )
+        # tracepass_spans_unrecognized{scope}: scope labels bounded by the label limiter.
+        self.pipeline.intake.scope_label = partial(self.metrics.limiter, "scope")
         # Started bottom-up: the state file, then every result consumer (the windows
         # restore and replay here), then the pipeline (references: a broken file fails
         # here; recovery may complete conversations, whose results the chain takes),
@@ -320,15 +333,6 @@ class CollectorService:
         judge.on_call = self.metrics.record_judge_call
         judge.on_spend = self.metrics.record_judge_spend
         return judge, budget
-
-    def _shared_results(self) -> Any:
-        """The PostgreSQL results store of `state.results_url` (None: the state file)."""
-        url = self.config.state.results_url
-        if url is None:
-            return None
-        from tracepass.collector.state.postgres import PostgresResults
-
-        return PostgresResults(url)
 
     def _retention_cutoff(self) -> float | None:
         """Results evaluated before this are deleted (None: kept forever)."""

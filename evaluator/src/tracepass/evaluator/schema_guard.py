@@ -43,6 +43,7 @@ __all__ = [
     "UNKNOWN_REASONS",
     "LeaveTheLoop",
     "SchemaUnknown",
+    "compile_re2",
     "count_unknown",
     "guarded_validator",
     "inline_attempt",
@@ -228,6 +229,12 @@ def _re2(pattern: str) -> Any:
             _re2_cache.clear()
         _re2_cache[pattern] = compiled
     return compiled
+
+
+def compile_re2(pattern: str) -> Any:
+    """`pattern` compiled by RE2 within the memory budget (cached); raises `re2.error`.
+    Shared with the collector's `conventions.custom` patterns: one safe-regex helper."""
+    return _re2(pattern)
 
 
 def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:

@@ -30,6 +30,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracepass.evaluator.construct import construct_unchecked
 from tracepass.evaluator.pricing import PriceBook, TokenUsage
 
 __all__ = [
@@ -73,24 +74,17 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-_construct: Any = None
 _FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
 
 
 def _unchecked(cls: type[_M], values: dict[str, Any]) -> _M:
-    """`models.construct_unchecked` (every field given, values already valid): these
-    figures are built once per turn on the evaluation path, from typed records.
-    Imported on first use: `models` imports this module."""
-    global _construct
-    if _construct is None:
-        from tracepass.evaluator.models import construct_unchecked
-
-        _construct = construct_unchecked
+    """`construct_unchecked` (every field given, values already valid): these figures
+    are built once per turn on the evaluation path, from typed records."""
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(cls.model_fields)
     # In field order (the JSON's key order), every field given (a KeyError otherwise).
-    return _construct(cls, {name: values[name] for name in names})  # type: ignore[no-any-return]
+    return construct_unchecked(cls, {name: values[name] for name in names})
 
 
 class TimelineSpan(_Frozen):

@@ -21,13 +21,14 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize import OtlpRequest, normalize_any
+from tracepass.collector.normalize import CustomConventions, OtlpRequest, normalize_any
 from tracepass.collector.normalize.adapters import ADAPTERS
 from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.registry import (
     ADAPTERS_ATTR,
     CONVENTION_ATTR,
     ROLE_ATTR,
+    RUN_IDS_ATTR,
     SOURCES_ATTR,
     source_of,
 )
@@ -36,6 +37,13 @@ from tracepass.evaluator.models import Conversation, ToolCall, Turn
 from .assembler import complete_all
 from .build import build_conversation, top_level_turn
 from .events import join_log_events
+from .span_shapes import SpanShapes
+
+# Where a user is sent when tracepass reads too little (docs/conventions.md).
+MAPPING_POINTER = (
+    "write a mapping for these spans: `tracepass inspect --suggest-mapping FILE` prints a "
+    "starting one for `conventions.custom` (docs/conventions.md, 'My framework is not listed')"
+)
 
 SpanKey = tuple[str, str]
 
@@ -122,29 +130,41 @@ class InspectionReport:
     spans_by_convention: dict[str, int]
     spans_by_adapter: dict[str, int]
     rejected: list[str]
+    # Whole-input warnings: nothing read, no tool call read, spans that each start their
+    # own trace (`_input_warnings`).
+    warnings: list[str] = field(default_factory=list)
+    # The span names, scopes and attribute keys seen, most frequent first (`span_shapes`).
+    seen: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def warning_count(self) -> int:
-        return sum(
+        return len(self.warnings) + sum(
             len(c.warnings) + sum(len(t.warnings) for t in c.turns) for c in self.conversations
         )
 
 
 def inspect_requests(
-    requests: Iterable[OtlpRequest], *, conversation_id_keys: Sequence[str] = ()
+    requests: Iterable[OtlpRequest],
+    *,
+    conversation_id_keys: Sequence[str] = (),
+    custom: CustomConventions | None = None,
+    shapes: SpanShapes | None = None,
 ) -> InspectionReport:
-    """Normalize and assemble `requests` as `tracepass conversations` does, and report
-    how every span was read."""
+    """Normalize and assemble `requests` as `tracepass conversations` does (with the
+    user's `custom` mappings, when given), and report how every span was read; `shapes`,
+    when given, is filled with the span shapes seen (for `--suggest-mapping`)."""
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
     content_keys: dict[SpanKey, list[str]] = {}
     keys = tuple(conversation_id_keys)
+    seen = shapes if shapes is not None else SpanShapes()
     for request in requests:
-        recs, rejected = normalize_any(request, conversation_id_keys=keys)
+        recs, rejected = normalize_any(request, conversation_id_keys=keys, custom=custom)
         records.extend(recs)
         rejections.extend(rejected)
         if isinstance(request, ExportTraceServiceRequest):
             content_keys.update(_unclaimed_content(request, recs))
+            seen.add(request)
     by_convention = Counter(
         str(r.attributes.get(CONVENTION_ATTR) or "(none)")
         for r in records
@@ -159,7 +179,55 @@ def inspect_requests(
         spans_by_convention=dict(sorted(by_convention.items())),
         spans_by_adapter=dict(sorted(by_adapter.items())),
         rejected=[r.message for r in rejections],
+        warnings=_input_warnings(records, conversations, seen),
+        seen=seen.top(),
     )
+
+
+def _seen_listing(seen: SpanShapes) -> str:
+    top = seen.top()
+    parts = [
+        f"{label}: " + (", ".join(f"{k} ({n})" for k, n in top[table].items()) or "(none)")
+        for label, table in (
+            ("span names", "span_names"),
+            ("scopes", "scopes"),
+            ("attribute keys", "attribute_keys"),
+        )
+    ]
+    return "; ".join(parts)
+
+
+def _input_warnings(
+    records: Sequence[SpanRecord], conversations: Sequence[ConversationReport], seen: SpanShapes
+) -> list[str]:
+    """What the whole input says: nothing (or no tool call) read from its spans, with
+    the shapes seen and the pointer to a mapping; spans that each start their own trace."""
+    warnings: list[str] = []
+    spans = sum(1 for r in records if r.kind is not RecordKind.EVENT)
+    turns = sum(len(c.turns) for c in conversations)
+    calls = sum(len(t.tool_calls) for c in conversations for t in c.turns)
+    if spans and not turns:
+        warnings.append(
+            f"nothing read: no conversation, turn or tool call from {spans} span(s) "
+            f"({_seen_listing(seen)}); {MAPPING_POINTER}"
+        )
+    elif spans and not calls:
+        warnings.append(
+            f"no tool call read from {spans} span(s) in {turns} turn(s) "
+            f"({_seen_listing(seen)}); if the agent called tools, {MAPPING_POINTER}"
+        )
+    per_trace = Counter(r.trace_id for r in records if r.kind is not RecordKind.EVENT)
+    if (
+        len(per_trace) >= 3
+        and all(n == 1 for n in per_trace.values())
+        and not any(RUN_IDS_ATTR in r.attributes for r in records)
+    ):
+        warnings.append(
+            f"spans each start their own trace ({len(per_trace)} traces of one span): turns "
+            "may split per trace; propagate the trace context, or map a conversation id "
+            "and turn boundary (conventions.custom)"
+        )
+    return warnings
 
 
 def _assembled(records: list[SpanRecord]) -> list[tuple[str, tuple[SpanRecord, ...]]]:
@@ -278,6 +346,7 @@ def _turn(
     requested = [c for r in members if r.kind is RecordKind.MODEL for c in r.requested_tool_calls]
     for call in turn.tool_calls:
         warnings.extend(_call_warnings(call, requested))
+    warnings.extend(_merged_copies(turn, members))
     for rec in members:
         if rec.kind is RecordKind.TOOL and not rec.tool_name:
             warnings.append(f"tool span {rec.span_id} ({rec.name!r}) has no tool name")
@@ -318,6 +387,18 @@ def _turn(
     )
 
 
+def _merged_copies(turn: Turn, members: Sequence[SpanRecord]) -> list[str]:
+    """Tool names with more tool spans in the turn than calls rebuilt: two copies of
+    one call (two instrumentations, or a span and a model request) merged into one."""
+    spans = Counter(r.tool_name for r in members if r.kind is RecordKind.TOOL and r.tool_name)
+    calls = Counter(c.name for c in turn.tool_calls)
+    return [
+        f"{name}: {n} tool spans merged into {calls[name]} call(s) (copies of one call)"
+        for name, n in sorted(spans.items())
+        if calls[name] and n > calls[name]
+    ]
+
+
 def _wrapped_result(result: Any) -> bool:
     """A framework's envelope around the plain result: content blocks `[{"text": …}]`,
     `{"result": …}`, a LlamaIndex `ToolOutput` (`raw_output`)."""
@@ -338,6 +419,8 @@ def _call_warnings(call: ToolCall, requested: list[ToolCall]) -> list[str]:
         warnings.append(f"{call.name}: arguments unreadable, kept raw: {str(args['_raw'])[:60]!r}")
     elif not args and any(r.name == call.name and r.arguments for r in requested):
         warnings.append(f"{call.name}: no arguments although the model requested some")
+    elif not args:
+        warnings.append(f"{call.name}: no arguments read (a tool without parameters is fine)")
     if _wrapped_result(call.result):
         warnings.append(f"{call.name}: result still wrapped: {str(call.result)[:60]}")
     return warnings

@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 
 from tracepass.collector.export.outcomes import success_of
-from tracepass.collector.export.window_entry import WindowEntry, window_entry
+from tracepass.collector.export.window_entry import WindowEntry, encode_entry, window_entry
 from tracepass.evaluator.conversation_judges import judge_reference_set
 from tracepass.evaluator.models import ConversationResult
 
-__all__ = ["journal_entries", "judgement_entries"]
+__all__ = ["journal_entries", "journal_entry", "judgement_entries"]
 
 _TAG = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -60,3 +60,11 @@ def journal_entries(result: ConversationResult) -> list[WindowEntry]:
     """Everything `record` adds to the windows for `result`: its entry, then its
     judgements'."""
     return [window_entry(result), *judgement_entries(result)]
+
+
+def journal_entry(result: ConversationResult) -> str:
+    """What the state file's window journal stores for `result` (`encode_entry`); with
+    conversation judges' verdicts, a JSON array of every entry (`decode_entries`)."""
+    if not result.judgements:
+        return encode_entry(window_entry(result))
+    return "[" + ",".join(encode_entry(e) for e in journal_entries(result)) + "]"

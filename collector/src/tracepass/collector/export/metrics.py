@@ -32,6 +32,7 @@ from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
 from tracepass.collector.export.judge_series import judgement_entries
+from tracepass.collector.export.judge_spend_metrics import JudgeSpendMetrics
 from tracepass.collector.export.outcomes import (
     result_success,
     success_of,
@@ -197,17 +198,8 @@ class EvaluationMetrics:
         self.judge_calls = m.create_counter(
             "tracepass_judge_calls", description="LLM judge calls, by outcome"
         )
-        self.judge_tokens = m.create_counter(
-            "tracepass_judge_tokens",
-            description="Tokens of LLM judge calls as the provider reported them, by type",
-        )
-        self.judge_cost = m.create_counter(
-            "tracepass_judge_cost_usd", description="Cost of LLM judge calls in USD"
-        )
-        self.judge_unpriced = m.create_counter(
-            "tracepass_judge_unpriced_calls",
-            description="LLM judge calls whose cost is unknown (not counted in the cost), by reason",
-        )
+        # The judge's own tokens and cost (judge_spend_metrics.py).
+        self.judge_spend = JudgeSpendMetrics(m)
         self.label_overflow = m.create_counter(
             "tracepass_label_overflow",
             description="Label values collapsed into 'other' by the cardinality limit",
@@ -501,18 +493,7 @@ class EvaluationMetrics:
 
     def record_judge_spend(self, spend: JudgeSpend) -> None:
         """`LLMJudge(on_spend=...)` hook: one judge model call's tokens and cost."""
-        for kind, count in (
-            ("input", spend.input_tokens),
-            ("output", spend.output_tokens),
-            ("cached_input", spend.cached_input_tokens),
-            ("reasoning", spend.reasoning_tokens),
-        ):
-            if count:
-                self.judge_tokens.add(count, {"type": kind})
-        if spend.cost_usd is not None:
-            self.judge_cost.add(spend.cost_usd)
-        else:
-            self.judge_unpriced.add(1, {"reason": spend.unpriced_reason or "unknown"})
+        self.judge_spend.record(spend)
 
     # ------------------------------------------------------------------ gauges
 

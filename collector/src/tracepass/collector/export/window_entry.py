@@ -24,7 +24,6 @@ __all__ = [
     "decode_entries",
     "decode_entry",
     "encode_entry",
-    "journal_entry",
     "task_of",
     "window_entry",
 ]
@@ -99,16 +98,6 @@ def encode_entry(entry: WindowEntry) -> str:
             entry.tag,
         ]
     )
-
-
-def journal_entry(result: ConversationResult) -> str:
-    """What the state file's window journal stores for `result` (`encode_entry`); with
-    conversation judges' verdicts, a JSON array of every entry (`decode_entries`)."""
-    if not result.judgements:
-        return encode_entry(window_entry(result))
-    from tracepass.collector.export.judge_series import journal_entries
-
-    return "[" + ",".join(encode_entry(e) for e in journal_entries(result)) + "]"
 
 
 def decode_entries(text: str) -> list[WindowEntry]:

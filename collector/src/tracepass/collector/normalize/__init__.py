@@ -27,6 +27,7 @@ from tracepass.collector.normalize.conversation_ids import (
     CONVERSATION_ID_KEYS,
     resolve_conversation_id,
 )
+from tracepass.collector.normalize.custom import CustomConventions
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
@@ -50,6 +51,7 @@ from tracepass.instrumentation import semconv as sc
 __all__ = [
     "CONVENTION_ATTR",
     "CONVERSATION_ID_KEYS",
+    "CustomConventions",
     "OtlpRequest",
     "ReadTally",
     "RecordKind",
@@ -161,6 +163,7 @@ def normalize_request(
     *,
     conversation_id_keys: Sequence[str] = (),
     tally: ReadTally | None = None,
+    custom: CustomConventions | None = None,
 ) -> tuple[list[SpanRecord], list[Rejection]]:
     """Records for the usable spans of one export request, rejections for the others.
 
@@ -170,7 +173,8 @@ def normalize_request(
     a dict, the record built with the common fields and kind OTHER, and then the first
     convention of the table that claims the span fills kind and content, decoding only
     the JSON that span's kind needs. `tally`, when given, counts how each span was read
-    (`stats.py`: the live collector's `/metrics`).
+    (`stats.py`: the live collector's `/metrics`). `custom`, the user's mappings
+    (`custom.py`), claims spans before the built-in table does.
     """
     records: list[SpanRecord] = []
     rejections: list[Rejection] = []
@@ -201,6 +205,11 @@ def normalize_request(
                 break
         for scope_spans in resource_spans.scope_spans:
             adapters = adapters_for_scope(scope_spans.scope.name)
+            # The user's mappings that can apply to this scope (None, the common case:
+            # no per-span cost at all).
+            scope_custom = custom.for_scope(scope_spans.scope.name) if custom else None
+            custom_by_name = scope_custom.by_name if scope_custom is not None else None
+            unrecognized = 0  # spans of this scope nothing claimed (counted when tallying)
             for span in scope_spans.spans:
                 raw_trace = span.trace_id
                 raw_span = span.span_id
@@ -298,9 +307,21 @@ def normalize_request(
                 )
                 # Dispatch (table.py, docs/conventions.md): first claim wins.
                 convention: str | None = None
-                claimer = by_span_name.get(name)
-                if claimer is not None:
-                    convention = claimer.fill(rec, attrs, name, span)
+                span_adapters = adapters
+                if custom_by_name is not None:
+                    candidates = custom_by_name.get(name)
+                    if candidates is None:
+                        candidates = scope_custom.candidates(name)  # type: ignore[union-attr]
+                    if candidates:
+                        convention = scope_custom.claim(  # type: ignore[union-attr]
+                            candidates, rec, attrs, span, tally
+                        )
+                        if convention is not None:  # the user's mapping is the whole reading
+                            span_adapters = ()
+                if convention is None:
+                    claimer = by_span_name.get(name)
+                    if claimer is not None:
+                        convention = claimer.fill(rec, attrs, name, span)
                 if convention is None:
                     for key, claimer in by_key:
                         marker = get(key)
@@ -325,8 +346,8 @@ def normalize_request(
                     if events:
                         genai_events.apply_events(rec, events, SOURCE_SPAN_EVENT)
                 applied: list[str] | None = None
-                if adapters:
-                    applied = [a.name for a in adapters if a.adapt(rec, attrs, span)]
+                if span_adapters:
+                    applied = [a.name for a in span_adapters if a.adapt(rec, attrs, span)]
                     if applied:
                         kept[ADAPTERS_ATTR] = applied
                 if rec.kind is _MODEL:
@@ -353,6 +374,8 @@ def normalize_request(
                         read[label] = read.get(label, 0) + 1
                     else:  # the common case: counted per convention, labelled below
                         plain[convention] = plain.get(convention, 0) + 1
+                        if convention is None:
+                            unrecognized += 1
                     if rec.kind is _TOOL:
                         if not rec.tool_name:
                             tally.count_unreadable("tool_name")
@@ -382,6 +405,8 @@ def normalize_request(
                 elif shared is not kept:
                     rec.attributes = shared
                 append(rec)
+            if unrecognized and tally is not None:
+                tally.count_unrecognized(scope_spans.scope.name, unrecognized)
     for convention, count in plain.items():
         label = (convention or _NONE, _NONE)
         read[label] = read.get(label, 0) + count
@@ -389,12 +414,18 @@ def normalize_request(
 
 
 def normalize_any(
-    request: OtlpRequest, *, conversation_id_keys: Sequence[str] = ()
+    request: OtlpRequest,
+    *,
+    conversation_id_keys: Sequence[str] = (),
+    custom: CustomConventions | None = None,
+    tally: ReadTally | None = None,
 ) -> tuple[list[SpanRecord], list[Rejection]]:
     """`normalize_request` for traces, `normalize_logs_request` for logs (GenAI events)."""
     if isinstance(request, ExportLogsServiceRequest):
         return normalize_logs_request(request, conversation_id_keys=conversation_id_keys)
-    return normalize_request(request, conversation_id_keys=conversation_id_keys)
+    return normalize_request(
+        request, conversation_id_keys=conversation_id_keys, custom=custom, tally=tally
+    )
 
 
 def _rejection(raw_trace: bytes, raw_span: bytes, raw_parent: bytes) -> Rejection:

@@ -25,9 +25,19 @@ class ReadTally:
 
     read: dict[tuple[str, str], int] = field(default_factory=dict)
     unreadable: dict[str, int] = field(default_factory=dict)
+    # {instrumentation scope: spans no convention or custom mapping claimed}.
+    unrecognized: dict[str, int] = field(default_factory=dict)
 
     def count_unreadable(self, field_name: str) -> None:
         self.unreadable[field_name] = self.unreadable.get(field_name, 0) + 1
+
+    def count_unrecognized(self, scope: str, spans: int) -> None:
+        self.unrecognized[scope] = self.unrecognized.get(scope, 0) + spans
+
+    def drain_unrecognized(self) -> dict[str, int]:
+        out = self.unrecognized
+        self.unrecognized = {}
+        return out
 
     def drain(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
         out = (self.read, self.unreadable)

@@ -26,7 +26,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.assembly import AddOutcome, Assembler
-from tracepass.collector.config import AssemblyConfig
+from tracepass.collector.config import AssemblyConfig, ConventionsConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize import CONVERSATION_ID_KEYS
 from tracepass.collector.normalize.records import Rejection, SpanRecord
@@ -72,8 +72,14 @@ class IngestStage:
         unready_reason: Callable[[], str | None],
         max_pending_evaluations: int,
         max_state_backlog: int,
+        conventions: ConventionsConfig | None = None,
     ) -> None:
         self.assembly_config = assembly_config
+        # `conventions.custom`: the user's mappings, read by the default normalizer.
+        self.conventions_config = conventions
+        # The `scope` label of tracepass_spans_unrecognized: the service sets it to the
+        # metrics' label limiter (bounded); a bare pipeline labels with the scope name.
+        self.scope_label: Callable[[str], str] = _scope_name
         self.assembler = assembler
         self.store = store
         self.instruments = instruments
@@ -99,7 +105,9 @@ class IngestStage:
     ) -> tuple[list[SpanRecord], list[Rejection]]:
         if self._normalizer is None:
             self._normalizer = default_normalizer(
-                self.assembly_config.conversation_id_keys, self.read_tally
+                self.assembly_config.conversation_id_keys,
+                self.read_tally,
+                self.conventions_config,
             )
         return self._normalizer(request)
 
@@ -111,6 +119,11 @@ class IngestStage:
                 self.assembly_config.conversation_id_keys, self.read_tally
             )
         return self._logs_normalizer(request)
+
+    def _count_unrecognized(self) -> None:
+        """tracepass_spans_unrecognized{scope}, drained from the read tally."""
+        for scope, n in self.read_tally.drain_unrecognized().items():
+            self.instruments.spans_unrecognized.add(n, {"scope": self.scope_label(scope)})
 
     def _check_capacity(self) -> None:
         if not self._ready():
@@ -223,6 +236,7 @@ class IngestStage:
             self.instruments.spans_read.add(n, {"convention": convention, "adapter": adapter})
         for field_name, n in unreadable.items():
             self.instruments.fields_unreadable.add(n, {"field": field_name})
+        self._count_unrecognized()
         if self.sampler is not None:
             kept = self.sampler.filter_arrivals(records)
             if len(kept) != len(records):
@@ -284,3 +298,8 @@ class IngestStage:
             merged=merged,
             duplicate_at=tuple(duplicate_at),
         )
+
+
+def _scope_name(scope: str) -> str:
+    """The default `scope` label: the scope name (empty: `unknown`)."""
+    return scope or "unknown"

@@ -35,6 +35,7 @@ from tracepass.collector.assembly.timeline import DEFAULT_PRICES
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
+    ConventionsConfig,
     MatchingConfig,
     StateConfig,
 )
@@ -88,6 +89,7 @@ class Pipeline:
         results: ResultsWriter | None = None,
         allow_command_graders: bool = False,
         prices: PriceBook | None = None,
+        conventions: ConventionsConfig | None = None,
     ) -> None:
         self.assembly_config = assembly or AssemblyConfig()
         # Model prices for conversation costs (`pricing.models` over the price library).
@@ -164,6 +166,7 @@ class Pipeline:
             unready_reason=self.unready_reason,
             max_pending_evaluations=max_pending_evaluations,
             max_state_backlog=max_state_backlog,
+            conventions=conventions,
         )
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -186,6 +189,7 @@ class Pipeline:
             references=config.references,
             allow_command_graders=config.evaluation.allow_command_graders,
             prices=config.pricing.book(),
+            conventions=config.conventions,
             **kwargs,
         )
 

@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.assembly import build_conversation, complete_all, unjoined_events
 from tracepass.collector.assembly.timeline import DEFAULT_PRICES
+from tracepass.collector.config import ConventionsConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
@@ -39,14 +40,23 @@ LogsNormalizer = Callable[[ExportLogsServiceRequest], tuple[list[SpanRecord], li
 
 
 def default_normalizer(
-    conversation_id_keys: Sequence[str] = (), tally: ReadTally | None = None
+    conversation_id_keys: Sequence[str] = (),
+    tally: ReadTally | None = None,
+    custom: ConventionsConfig | None = None,
 ) -> Normalizer:
     """`normalize_request` with the configured conversation-id keys; `tally` counts how
-    the spans were read (the live pipeline reports it on /metrics)."""
+    the spans were read (the live pipeline reports it on /metrics); `custom`, the
+    config's `conventions` section, adds the user's mappings (compiled once, here)."""
     # Imported late so that assembly can be used (and tested) on records alone.
-    from tracepass.collector.normalize import normalize_request
+    from tracepass.collector.normalize import CustomConventions, normalize_request
 
-    return partial(normalize_request, conversation_id_keys=tuple(conversation_id_keys), tally=tally)
+    mappings = CustomConventions(custom) if custom is not None and custom.custom else None
+    return partial(
+        normalize_request,
+        conversation_id_keys=tuple(conversation_id_keys),
+        tally=tally,
+        custom=mappings,
+    )
 
 
 def default_logs_normalizer(

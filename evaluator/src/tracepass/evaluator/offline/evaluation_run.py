@@ -29,9 +29,11 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from tracepass.evaluator import passk, readiness
+from tracepass.evaluator import readiness
 from tracepass.evaluator.models import Conversation, ConversationResult, TurnResult
+from tracepass.evaluator.offline.estimates import passk_blocks, proportion
 from tracepass.evaluator.offline.gates import point_estimate
+from tracepass.evaluator.offline.judges_report import judge_summary, judgement_rows
 from tracepass.evaluator.references.matching import ReferenceCatalog
 from tracepass.evaluator.scoring import Evaluator, PendingEvaluation
 
@@ -122,14 +124,6 @@ def report_default(obj: Any) -> Any:
     return to_jsonable_python(obj)
 
 
-def proportion(n: int, c: int, level: float = 0.95) -> dict[str, Any]:
-    """Observed rate with the exact Beta(c + 1, n - c + 1) credible interval."""
-    if n <= 0:
-        return {"n": 0, "correct": 0, "rate": None, "lower": None, "upper": None}
-    est = passk.estimate(n, c, 1, level=level).pass_at_k
-    return {"n": n, "correct": c, "rate": c / n, "lower": est.lower, "upper": est.upper}
-
-
 def task_of(conv: Mapping[str, Any]) -> str | None:
     """The pass@k task of a conversation entry: its reference, else its policy's set
     (``policy:<id>``), else None (not a trial)."""
@@ -159,33 +153,6 @@ def task_groups(conversations: Iterable[Mapping[str, Any]]) -> dict[str, tuple[i
         counts[str(ref)][0] += 1
         counts[str(ref)][1] += int(bool(conv.get("correct")))
     return {ref: (n, c) for ref, (n, c) in counts.items()}
-
-
-def passk_blocks(
-    groups: Sequence[tuple[int, int]], ks: Sequence[int], level: float = 0.95
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
-    """(pass_at_k, pass_pow_k, tasks_used) keyed by str(k), in the JSON contract shape."""
-    at: dict[str, Any] = {}
-    pw: dict[str, Any] = {}
-    used: dict[str, int] = {}
-    for k, agg in passk.estimate_tasks(groups, ks, level=level).items():
-        pooled = agg.pooled
-        at[str(k)] = {
-            "plugin": pooled.pass_at_k.plugin,
-            "unbiased": agg.mean_unbiased_at_k,
-            "mean": pooled.pass_at_k.mean,
-            "lower": pooled.pass_at_k.lower,
-            "upper": pooled.pass_at_k.upper,
-        }
-        pw[str(k)] = {
-            "plugin": pooled.pass_pow_k.plugin,
-            "unbiased": agg.mean_unbiased_pow_k,
-            "mean": pooled.pass_pow_k.mean,
-            "lower": pooled.pass_pow_k.lower,
-            "upper": pooled.pass_pow_k.upper,
-        }
-        used[str(k)] = agg.tasks_used
-    return at, pw, used
 
 
 def _turn_values(conversations: Sequence[Mapping[str, Any]], key: str) -> Iterator[Any]:
@@ -307,8 +274,6 @@ def build_document(
         "unmatched_conversations": list(unmatched_ids),
     }
     if any(r.judgements for r in (*results, *unscored)):
-        from tracepass.evaluator.offline.judges_report import judge_summary, judgement_rows
-
         summary["judges"] = judge_summary([*results, *unscored], ks, level)
         document["judgements"] = judgement_rows([*results, *unscored])
     if metadata:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tracepass.evaluator.conversation_judges import judge_reference_set
 from tracepass.evaluator.models import ConversationResult, Outcome
+from tracepass.evaluator.offline.estimates import passk_blocks, proportion
 
 __all__ = ["judge_summary", "judgement_rows"]
 
@@ -42,8 +43,6 @@ def judge_summary(
 ) -> dict[str, Any]:
     """judge name → outcome counts, pass rate and pass@k / pass^k over its verdicts (the
     task of a verdict: the conversation's reference, else the judge's series)."""
-    from tracepass.evaluator.offline.evaluation_run import passk_blocks, proportion
-
     outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     tasks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for r in results:

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
+    EXIT_GATE,
     ConversationIdKeyOption,
     MultiValueCommand,
     OtlpFilesArgument,
@@ -19,8 +20,10 @@ from tracepass.collector.app.cli.common import (
     OutputOption,
     TableOrJsonOption,
     emit_json_or_table,
+    fail,
     plain,
     stdout_console,
+    write_text,
 )
 
 if TYPE_CHECKING:
@@ -36,8 +39,32 @@ Examples:
 
   tracepass inspect traces.jsonl --references refs/
 
-Exit codes: 0 ok (warnings included), 2 unreadable or malformed file.
+  tracepass inspect --suggest-mapping traces.jsonl > mapping.yaml
+
+  tracepass inspect --config collector.yaml --strict traces.jsonl
+
+Exit codes: 0 ok (warnings included unless --strict), 1 warnings with --strict,
+2 unreadable or malformed file or config.
 """
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Collector config whose conventions.custom mappings to read the files with "
+        "(and assembly.conversation_id_keys).",
+    ),
+]
+StrictOption = Annotated[bool, typer.Option("--strict", help="Exit 1 when there is any warning.")]
+SuggestMappingOption = Annotated[
+    bool,
+    typer.Option(
+        "--suggest-mapping",
+        help="Print a starting conventions.custom mapping (YAML) from the span shapes in "
+        "the files, instead of the report.",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -58,19 +85,48 @@ def inspect(
             show_default=False,
         ),
     ] = None,
+    config_file: ConfigOption = None,
+    strict: StrictOption = False,
+    suggest_mapping: SuggestMappingOption = False,
 ) -> None:
     """Show how tracepass reads the spans in OTLP files, to onboard a new framework.
 
     Per conversation and turn: which convention and framework adapter read each span,
     which fields were found and where from (attribute, span event, log, adapter, model
-    request), and warnings for shapes that look misread.
+    request), and warnings for shapes that look misread. When nothing is read, it lists
+    the span names, scopes and attribute keys it saw and points to a mapping.
     """
     from tracepass.collector.app.cli import sources
+    from tracepass.collector.assembly import mapping_suggestion
     from tracepass.collector.assembly.inspection import inspect_requests
+    from tracepass.collector.assembly.span_shapes import SpanShapes
+    from tracepass.collector.config import ConfigError, load_config
+    from tracepass.collector.normalize import CustomConventions
 
+    keys = list(conversation_id_key or ())
+    custom = None
+    if config_file is not None:
+        if not config_file.is_file():
+            fail(f"{config_file}: no such file (--config)")
+        try:
+            config = load_config(config_file)
+        except ConfigError as exc:
+            fail(str(exc))
+        keys = [*config.assembly.conversation_id_keys, *keys]
+        if config.conventions.custom:
+            custom = CustomConventions(config.conventions)
+    shapes = SpanShapes()
     report = inspect_requests(
-        sources.requests_from_otlp(files), conversation_id_keys=conversation_id_key or ()
+        sources.requests_from_otlp(files), conversation_id_keys=keys, custom=custom, shapes=shapes
     )
+    if suggest_mapping:
+        text = (
+            mapping_suggestion.suggestion_as_json(shapes)
+            if output_format is OutputFormat.JSON
+            else mapping_suggestion.suggest_mapping(shapes)
+        )
+        write_text(text, output)
+        return
     if references:
         _warn_unknown_reference_ids(report, sources.reference_sets(references))
     emit_json_or_table(
@@ -79,6 +135,8 @@ def inspect(
         output=output,
         print_table=lambda: print_report(report),
     )
+    if strict and report.warning_count:
+        raise typer.Exit(EXIT_GATE)
 
 
 def _warn_unknown_reference_ids(report: InspectionReport, sets: list[ReferenceSet]) -> None:
@@ -109,6 +167,8 @@ def print_report(report: InspectionReport) -> None:
     console.print(plain(f"spans by convention: {conventions}; adapted: {adapters}"))
     for message in report.rejected:
         console.print(plain(f"rejected: {message}"))
+    for warning in report.warnings:
+        console.print(plain(f"⚠ {warning}"))
     for conv in report.conversations:
         for warning in conv.warnings:
             console.print(plain(f"⚠ conversation {conv.id}: {warning}"))
