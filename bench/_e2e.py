@@ -46,18 +46,32 @@ def query(task: int, turn: int) -> str:
     return f"Task {task} step {turn}: where is order O-{task}-{turn} and when does it arrive?"
 
 
-def reference_set_yaml(tasks: int = TASKS) -> str:
-    """A reference set of `tasks` 3-turn tasks, each turn expecting the four tool calls
-    (exact arguments) and an answer containing 'shipped'."""
+# Conversation shapes (`bench_e2e.py --shapes`): 16 = 3 turns x (invoke_agent + 4
+# execute_tool) + the end marker; 9 = 3 turns x (invoke_agent + 1-3 execute_tool, 2 on
+# average), no end marker: complete when the matched reference's 3 turns have arrived.
+SHAPES = (9, 16)
+
+
+def turn_tools(task: int, turn: int, shape: int = 16) -> tuple[str, ...]:
+    """The tools a turn calls: all four in the 16-span shape; 1-3 (by task and turn, 2 on
+    average over the 54 tasks) in the 9-span shape."""
+    return TOOLS if shape == 16 else TOOLS[: 1 + (task + turn) % 3]
+
+
+def reference_set_yaml(tasks: int = TASKS, *, shape: int = 16, unmatched: bool = False) -> str:
+    """A reference set of `tasks` 3-turn tasks, each turn expecting its tool calls (exact
+    arguments; `turn_tools`) and an answer containing 'shipped'. `unmatched`: the same
+    set with queries no conversation asks (a server that buffers but never matches)."""
     lines = ["name: bench", 'version: "1"', "references:"]
     for task in range(tasks):
         lines.append(f"  - id: task-{task}")
         lines.append("    turns:")
         for turn in range(TURNS):
-            lines.append(f'      - query: "{query(task, turn)}"')
+            q = f"never asked {task} {turn}" if unmatched else query(task, turn)
+            lines.append(f'      - query: "{q}"')
             lines.append("        expected_answer: shipped")
             lines.append("        expected_tools:")
-            for tool in TOOLS:
+            for tool in turn_tools(task, turn, shape):
                 lines.append(f"          - name: {tool}")
                 lines.append(f'            arguments: {{order_id: "O-{task}-{turn}"}}')
     return "\n".join(lines) + "\n"
@@ -71,6 +85,23 @@ def _text(key: str, value: str, attrs: Any) -> None:
     attrs.add(key=key).value.string_value = value
 
 
+def _draw(*parts: object) -> float:
+    """A deterministic draw in [0, 1) (the same conversation fails the same way in
+    every run and every process)."""
+    return int.from_bytes(_id(*parts, size=4), "big") / 2**32
+
+
+def turn_faults(conv: str, turn: int, fail_p: float) -> tuple[bool, bool]:
+    """(wrong tool argument, wrong answer) of one turn: each with probability `fail_p`."""
+    return _draw(conv, turn, "args") < fail_p, _draw(conv, turn, "answer") < fail_p
+
+
+def conversation_fails(conv: str, fail_p: float, turns: int = TURNS) -> bool:
+    """Whether `add_conversation(..., fail_p=fail_p)` makes `conv` fail (any wrong
+    argument or answer in any turn): the benchmark's count of failing conversations."""
+    return any(any(turn_faults(conv, t, fail_p)) for t in range(turns))
+
+
 def add_conversation(
     spans: Any,
     conv: str,
@@ -78,18 +109,31 @@ def add_conversation(
     *,
     agent: str = "bot",
     matching: bool = True,
-    end_marker: bool = True,
+    end_marker: bool | None = None,
     turns: int = TURNS,
     t0_ns: int = 1_700_000_000_000_000_000,
+    shape: int = 16,
+    fail_p: float | None = None,
 ) -> None:
-    """Append one conversation's 16 spans (one trace per turn, the end marker in its own
-    trace). Every 5th conversation passes a wrong argument (a failing outcome), so both
-    outcome labels are exported; `turns` other than 3 only for conversations that never
-    complete (the memory benchmark). `matching=False` changes the queries so no reference
-    matches, and `end_marker=False` sends a 5th tool span instead of the marker: such a
-    conversation never completes (the ingest-only runs)."""
-    wrong = int(hashlib.blake2b(conv.encode(), digest_size=1).digest()[0]) % 5 == 0
+    """Append one conversation's spans (one trace per turn, the end marker in its own
+    trace). `shape` 16: 16 spans; 9: 1-3 tools per turn (`turn_tools`) and no end marker
+    unless `end_marker=True`.
+    Failures: with `fail_p` None every 5th conversation passes a wrong argument (a failing
+    outcome), so both outcome labels are exported; with `fail_p` each turn independently
+    has a wrong tool argument and a wrong answer with probability `fail_p`
+    (`turn_faults`; 0.1 fails ~47 % of conversations). `turns` other than 3 only for
+    conversations that never complete (the memory benchmark). `matching=False` changes
+    the queries so no reference matches, and `end_marker=False` sends a 5th tool span
+    instead of the marker: such a conversation never completes (the ingest-only runs)."""
+    legacy_wrong = int(hashlib.blake2b(conv.encode(), digest_size=1).digest()[0]) % 5 == 0
+    if end_marker is None:
+        end_marker = shape == 16
     for turn in range(turns):
+        if fail_p is None:
+            wrong_arg, wrong_answer = legacy_wrong and turn == 1, False
+        else:
+            wrong_arg, wrong_answer = turn_faults(conv, turn, fail_p)
+        answer = "Sorry, I could not find it." if wrong_answer else "Your order has shipped."
         trace = _id(conv, turn, size=16)
         root = _id(conv, turn, "root", size=8)
         start = t0_ns + turn * 1_000_000_000
@@ -113,21 +157,22 @@ def add_conversation(
                 [
                     {
                         "role": "assistant",
-                        "parts": [{"type": "text", "content": "Your order has shipped."}],
+                        "parts": [{"type": "text", "content": answer}],
                         "finish_reason": "stop",
                     }
                 ]
             ),
             a,
         )
-        tools = TOOLS + (("audit",) if (not end_marker and turn == TURNS - 1) else ())
+        extra = shape == 16 and not end_marker and turn == TURNS - 1
+        tools = turn_tools(task, turn, shape) + (("audit",) if extra else ())
         for i, tool in enumerate(tools):
             child = spans.add()
             child.trace_id, child.span_id = trace, _id(conv, turn, i, size=8)
             child.parent_span_id, child.name = root, f"execute_tool {tool}"
             child.start_time_unix_nano = start + (i + 1) * 100_000_000
             child.end_time_unix_nano = child.start_time_unix_nano + 50_000_000
-            order = "O-0-0" if wrong and turn == 1 and i == 0 else f"O-{task}-{turn}"
+            order = "O-0-0" if wrong_arg and i == 0 else f"O-{task}-{turn}"
             b = child.attributes
             _text("gen_ai.conversation.id", conv, b)
             _text("gen_ai.operation.name", "execute_tool", b)
@@ -159,6 +204,30 @@ def request(
 def requests(n: int, *, prefix: str = "c", **kw: Any) -> list[bytes]:
     """`n` 512-span requests of whole conversations (32 each)."""
     return [request(k * CONVERSATIONS_PER_REQUEST, prefix=prefix, **kw) for k in range(n)]
+
+
+def conversations_per_request(shape: int) -> int:
+    """Whole conversations in a ~512-span request: 32 of 16 spans, 56 of ~9 (~504)."""
+    return SPANS_PER_REQUEST // shape
+
+
+def shaped_requests(
+    n: int, shape: int, fail_p: float | None, *, prefix: str = "c", **kw: Any
+) -> tuple[list[bytes], int, int, int]:
+    """(`n` requests of ~512 spans of whole `shape`-span conversations, conversations,
+    spans, failing conversations). Counts come from the encoded requests and from
+    `conversation_fails`, not from the nominal shape."""
+    per = conversations_per_request(shape)
+    out = [request(k * per, per, prefix=prefix, shape=shape, fail_p=fail_p, **kw) for k in range(n)]
+    spans = 0
+    for body in out:
+        req = ExportTraceServiceRequest.FromString(body)
+        spans += sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+    convs = n * per
+    failing = (
+        0 if not fail_p else sum(conversation_fails(f"{prefix}-{c}", fail_p) for c in range(convs))
+    )
+    return out, convs, spans, failing
 
 
 # ---------------------------------------------------------------------------- the server
@@ -210,14 +279,16 @@ def start_server(
     references: bool = True,
     max_open: int = 1_000_000,
     extra_env: dict[str, str] | None = None,
+    references_yaml: str | None = None,
+    config_overrides: dict[str, Any] | None = None,
 ) -> Server:
     """`tracepass serve` with a config written into `workdir`: loopback, HTTP only, any
     free ports, the generated reference set, idle timeout 1 h (conversations complete
     by their end marker / reference turn count, never by a timer during a run)."""
     workdir.mkdir(parents=True, exist_ok=True)
     refs = workdir / "references.yaml"
-    refs.write_text(reference_set_yaml(), encoding="utf-8")
-    config = {
+    refs.write_text(references_yaml or reference_set_yaml(), encoding="utf-8")
+    config: dict[str, Any] = {
         "references": [str(refs)] if references else [],
         "receiver": {"host": "127.0.0.1", "http_port": 0, "grpc_enabled": False},
         "assembly": {
@@ -228,6 +299,11 @@ def start_server(
         "state": {"path": str(workdir / "state.sqlite"), "durability": durability},
         "metrics": {"prometheus_host": "127.0.0.1", "prometheus_port": 0},
     }
+    for section, values in (config_overrides or {}).items():
+        if values is None:
+            config.pop(section, None)
+        else:
+            config[section] = {**config.get(section, {}), **values}
     cfg = workdir / "config.yaml"
     cfg.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
     exe = Path(sys.executable).with_name("tracepass")

@@ -149,3 +149,34 @@ def test_corrected_rate_interval_includes_the_runs_own_noise() -> None:
         assert r.upper is not None
         widths.append(r.upper - r.lower)
     assert widths[0] > widths[1] > widths[2]
+
+
+def test_export_from_a_state_file_refuses_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "out.csv"
+    res = runner.invoke(app, ["review", "export", "-o", str(out)])
+    assert res.exit_code == 2
+    assert "either RESULTS" in res.output
+    res = runner.invoke(app, ["review", "export", str(_results(tmp_path)), "-o", str(out)])
+    assert res.exit_code == 2
+    assert "--sample" in res.output
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not sqlite at all" * 100)
+    res = runner.invoke(app, ["review", "export", "--state", str(junk), "-o", str(out)])
+    assert res.exit_code == 2
+    assert "not a tracepass state file" in res.output
+    res = runner.invoke(app, ["review", "export", "--state", str(tmp_path / "no"), "-o", str(out)])
+    assert res.exit_code == 2
+    assert "no such state file" in res.output
+
+
+def test_export_from_a_state_file_without_labels(tmp_path: Path) -> None:
+    from tracepass.collector.state import StateStore
+
+    store = StateStore(tmp_path / "state.sqlite")
+    store.open()
+    store.close()
+    out = tmp_path / "out.csv"
+    res = runner.invoke(app, ["review", "export", "--state", str(store.path), "-o", str(out)])
+    assert res.exit_code == 2
+    assert "no labelled judged turns" in res.output
+    assert not out.exists()

@@ -97,7 +97,7 @@ def _query(rng: random.Random) -> str:
         value = _value(rng)
         raw = rng.random() < 0.1  # unencoded: the server's parser sees the debris itself
         pairs.append(
-            f"{name}={value}"
+            f"{quote(name)}={value}"
             if raw and value.isascii() and value.isprintable() and " " not in value
             else f"{quote(name)}={quote(value)}"
         )
@@ -140,8 +140,10 @@ def test_seeded_query_fuzz_never_5xx(tmp_path: Path) -> None:
             path = rng.choice(ROUTES) + "?" + _query(rng)
             status, body = serve.request("GET", path)
             seen[status] = seen.get(status, 0) + 1
-            assert status in ALLOWED, f"request {n}: {path[:300]!r} → {status}: {body[:300]!r}"
-            if status == 400 and path.startswith("/api/"):
+            assert status in ALLOWED, f"request {n}: {path[:200]!r} → {status}: {body[:200]!r}"
+            # (A request line over aiohttp's 8190 bytes is refused by its parser, before
+            # any handler: a plain-text 400.)
+            if status == 400 and path.startswith("/api/") and len(path) < 8000:
                 assert body.startswith(b"{"), body[:200]
             if n % 50 == 0:
                 assert serve.request("GET", "/healthz")[0] == 200

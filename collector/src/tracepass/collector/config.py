@@ -486,6 +486,35 @@ class CandidatesConfig(_Section):
     max_tasks: int = Field(default=10000, ge=1)
 
 
+class ReviewRuleConfig(_Section):
+    """One review-queue rule (docs/review.md "Queue rules"): conversations it matches
+    are queued for a person, a `rate` share of them picked by the conversation id."""
+
+    # failing: a failing, errored or incomplete outcome; judge_uncertain: a judge gave
+    # no verdict, or a score within `margin` of its threshold; new_failure_mode: a
+    # failure signature the previous version of the agent never had; sampled: any.
+    when: Literal["failing", "judge_uncertain", "new_failure_mode", "sampled"]
+    # Share queued, decided from the conversation id (the sampling contract, own seed).
+    rate: float = Field(default=1.0, ge=0, le=1)
+    # Globs (fnmatch, case-sensitive); a field left out matches anything.
+    agent_name: str | None = None
+    agent_version: str | None = None
+    reference_set: str | None = None
+    # judge_uncertain: how close to the pass threshold a judge score counts as unsure.
+    margin: float = Field(default=0.1, ge=0, le=1)
+
+
+class ReviewConfig(_Section):
+    """The review queue (docs/review.md): which evaluated conversations are queued for
+    people to label. Every rule is applied to every stored result; the first that
+    matches queues it."""
+
+    rules: list[ReviewRuleConfig] = Field(default_factory=list)
+    # Seed of the queue's sampling hash (kept apart from `sampling.seed` so the queued
+    # share is not the same conversations the evaluation sampling kept or dropped).
+    seed: str = "review"
+
+
 class CollectorConfig(_Section):
     references: list[Path] = Field(default_factory=list)
     receiver: ReceiverConfig = ReceiverConfig()
@@ -502,6 +531,7 @@ class CollectorConfig(_Section):
     api: ApiConfig = ApiConfig()
     failure_modes: FailureModesConfig = FailureModesConfig()
     candidates: CandidatesConfig = CandidatesConfig()
+    review: ReviewConfig = ReviewConfig()
 
     @model_validator(mode="after")
     def _ui_window_exists(self) -> CollectorConfig:

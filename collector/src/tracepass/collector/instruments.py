@@ -36,6 +36,7 @@ class CollectorInstruments:
     revisions: Counter
     open_conversations: UpDownCounter
     buffered_spans: UpDownCounter
+    retained_spans: UpDownCounter
     ingest_seconds: Histogram
     spans_read: Counter  # {convention, adapter}: how normalization read each span
     fields_unreadable: Counter  # {field}: tool_arguments kept raw, tool_name missing
@@ -100,7 +101,13 @@ class CollectorInstruments:
                 "tracepass_open_conversations", description="Conversations being assembled"
             ),
             buffered_spans=m.create_up_down_counter(
-                "tracepass_buffered_spans", description="Spans held in open conversations"
+                "tracepass_buffered_spans",
+                description="Spans held in open conversations (not yet evaluated)",
+            ),
+            retained_spans=m.create_up_down_counter(
+                "tracepass_retained_spans",
+                description="Spans of evaluated conversations kept (packed) for late spans "
+                "until retention_s",
             ),
             ingest_seconds=m.create_histogram(
                 "tracepass_ingest_duration",

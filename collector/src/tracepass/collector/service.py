@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
+from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.triage import Triage
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export.alert_links import register_alert_link_gauges
@@ -140,6 +141,14 @@ def shared_results_store(config: CollectorConfig) -> Any:
     return PostgresResults(url)
 
 
+def retention_cutoff(config: CollectorConfig, now: float) -> float | None:
+    """Results evaluated before this are deleted (None: kept forever)."""
+    keep = config.state.results_retention_s
+    if keep <= 0:
+        return None
+    return now - config.assembly.retention_s - keep
+
+
 class CollectorService:
     """`await start()`, then `await stop()` (idempotent). Read `ports`, `metrics_url`,
     `snapshot()` and `views.conversation_view(id)` while running.
@@ -170,6 +179,7 @@ class CollectorService:
         self.views: ConversationViews | None = None
         self.read_model: ReadModel | None = None
         self.triage: Triage | None = None
+        self.review: ReviewQueue | None = None
         self.metrics: Any = None
         self.receivers: ReceiverServers | None = None
         self.store: StateStore | None = None
@@ -334,13 +344,6 @@ class CollectorService:
         judge.on_spend = self.metrics.record_judge_spend
         return judge, budget
 
-    def _retention_cutoff(self) -> float | None:
-        """Results evaluated before this are deleted (None: kept forever)."""
-        keep = self.config.state.results_retention_s
-        if keep <= 0:
-            return None
-        return self.clock() - self.config.assembly.retention_s - keep
-
     def _build_chain(self, results: ResultsWriter, meter: Any, shared: Any) -> ResultChain:
         """The result consumers in the order each result visits them: stored first (its
         journal number goes on), counted (a stale revision stops the events and the
@@ -369,7 +372,7 @@ class CollectorService:
                 self.store,
                 shared,
                 meter=meter,
-                retention_cutoff=self._retention_cutoff,
+                retention_cutoff=lambda: retention_cutoff(self.config, self.clock()),
             )
             components.append(self._forwarder)
         components += [counted, self._windows]
@@ -379,6 +382,7 @@ class CollectorService:
             components.append(EventsComponent(events, metrics.common_labels))
         components.append(FailureLogComponent())
         components.append(ListenerComponent(self._observe_candidate))
+        components.append(ListenerComponent(lambda r, i: self.review and self.review.observe(r, i)))
         components.extend(ListenerComponent(listener) for listener in self.listeners)
         return ResultChain(components)
 
@@ -389,6 +393,9 @@ class CollectorService:
         assert self.read_model is not None
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
+        write = self.triage.write if self.triage is not None else None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
+        routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes
 
@@ -399,6 +406,7 @@ class CollectorService:
                 write=self.triage.write if self.triage is not None else None,
                 headline_k=cfg.metrics.headline_k,
                 bind_host=cfg.receiver.host,
+                review=self.review.pages,
             )
         memory = None
         if cfg.limits.max_memory_mb is not None:
@@ -426,6 +434,7 @@ class CollectorService:
         )
         if self.triage is not None:
             self.triage.mount(self.receivers.http_app)
+        self.review.mount(self.receivers.http_app)
         await self.receivers.start()
 
     async def stop(self) -> None:
@@ -464,6 +473,7 @@ class CollectorService:
             self.views = None
             self.read_model = None
             self.triage = None
+            self.review = None
         if self.store is not None:
             await asyncio.to_thread(self.store.close)  # a store that never opened: no-op
             self.store = None

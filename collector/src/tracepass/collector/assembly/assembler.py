@@ -14,6 +14,10 @@ Why it is shaped like this:
 - After evaluation a conversation is *retained* (records kept) for `retention_s` so late
   spans can trigger a re-evaluation with revision + 1; then a small tombstone remains so
   spans arriving even later are dropped and counted instead of opening a bogus fragment.
+  Retained records are *packed* (`packed.py`: one bytes object per conversation, ≈ 4x
+  smaller than the records and invisible to the GC) and unpacked only when a late span,
+  a view or the end of retention needs them: at a steady rate memory stays flat instead
+  of growing with every conversation evaluated in the last hour.
 - GenAI events received as log records (EVENT records) travel separately from their
   spans. A buffer holding nothing but events is not a conversation yet: when its idle
   deadline comes it keeps waiting for its spans (so a span naming the conversation still
@@ -46,6 +50,7 @@ from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .build import MAX_DEPTH, build_conversation
+from .packed import pack_records, unpack_records
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +177,10 @@ class _Conv:
     heap_seq: int = -1
     heap_deadline: float | None = None
     tomb_until: float = 0.0
+    # RETAINED only: the records packed (`packed.py`; `records`, `turn_records`, `roots`
+    # and `first_turn` are emptied meanwhile) and how many they are.
+    packed: bytes | None = None
+    packed_n: int = 0
     # Set while the buffer holds only GenAI log events: the latest time to wait for
     # their spans. Cleared by any arrival (re-established when the deadline finds the
     # buffer still without spans).
@@ -225,12 +234,14 @@ class Assembler:
         # public call instead of one per span or conversation (an OTel SDK `add` costs
         # ~5 us; per conversation opened and completed that was ~15 us).
         self._gauge_delta = 0  # buffered_spans
+        self._retained_delta = 0  # retained_spans
         self._open_delta = 0  # open_conversations
         self._completed: dict[str, int] = {}  # conversations_completed by reason
         self._revisions = 0
         # Both gauges exist from the start (at 0): batched deltas that net to zero would
         # otherwise leave them absent, and an absent series reads as "no data".
         self.instruments.buffered_spans.add(0)
+        self.instruments.retained_spans.add(0)
         self.instruments.open_conversations.add(0)
 
     def _flush_gauge(self) -> None:
@@ -238,6 +249,9 @@ class Assembler:
         if self._gauge_delta:
             self.instruments.buffered_spans.add(self._gauge_delta)
             self._gauge_delta = 0
+        if self._retained_delta:
+            self.instruments.retained_spans.add(self._retained_delta)
+            self._retained_delta = 0
         if self._open_delta:
             self.instruments.open_conversations.add(self._open_delta)
             self._open_delta = 0
@@ -274,6 +288,11 @@ class Assembler:
         return self._held
 
     @property
+    def retained_spans(self) -> int:
+        """Spans of evaluated conversations kept for late spans (packed)."""
+        return self._held - self._open_spans
+
+    @property
     def ready_count(self) -> int:
         return len(self._ready)
 
@@ -292,6 +311,8 @@ class Assembler:
         conv = self._convs.get(key)
         if conv is None or conv.state is _State.TOMBSTONE:
             return None
+        if conv.packed is not None:
+            return tuple(unpack_records(conv.packed)), conv.revision, False
         return tuple(conv.records.values()), conv.revision, conv.state is _State.OPEN
 
     def route(self, rec: SpanRecord) -> str:
@@ -337,6 +358,7 @@ class Assembler:
         touched: dict[str, _Conv] = {}
         signalled: set[str] = set()
         duplicate_at: list[int] = []
+        unpacked: list[_Conv] = []  # retained conversations a record had to look into
         late = dropped = inserted = 0
         convs = self._convs
         conv_get = convs.get
@@ -365,6 +387,9 @@ class Assembler:
                         key,
                     )
                     continue
+                if conv.packed is not None:
+                    _unpack(conv)
+                    unpacked.append(conv)
                 # `_find`, inlined: the record under this span id, else the one under
                 # (trace, span id) if another trace's record holds the span id.
                 held = conv.records.get(span_id)
@@ -427,6 +452,9 @@ class Assembler:
         self._held += inserted
         self._open_spans += inserted
         self._gauge_delta += inserted
+        for conv in unpacked:  # only duplicates came: still retained, packed again
+            if conv.state is _RETAINED:
+                _pack(conv)
         if self._orphan_events > cfg.max_orphan_events:
             self._trim_orphans()
         for key, conv in touched.items():
@@ -557,7 +585,9 @@ class Assembler:
 
     def _reopen(self, conv: _Conv, now: float) -> None:
         """A late span for an evaluated conversation: assemble again as revision + 1."""
-        self._retained.pop(conv.key, None)
+        _unpack(conv)
+        if self._retained.pop(conv.key, None) is not None:
+            self._retained_delta -= len(conv.records)
         conv.state = _State.OPEN
         conv.revision += 1
         conv.last_seen = now
@@ -681,8 +711,13 @@ class Assembler:
         if conv.evicted:
             self._to_tombstone(conv, now)
         else:
-            conv.state = _State.RETAINED
-            self._retained[conv.key] = conv
+            self._retain(conv)
+
+    def _retain(self, conv: _Conv) -> None:
+        conv.state = _State.RETAINED
+        self._retained[conv.key] = conv
+        self._retained_delta += _size(conv)
+        _pack(conv)
 
     def shed_retained(self) -> int:
         """Free every evaluated conversation kept for late spans (memory pressure): the
@@ -691,7 +726,7 @@ class Assembler:
         now = self.clock()
         freed = 0
         for conv in list(self._retained.values()):
-            n = len(conv.records)
+            n = _size(conv)
             freed += n
             self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
             self._to_tombstone(conv, now)
@@ -702,11 +737,16 @@ class Assembler:
         return freed
 
     def _to_tombstone(self, conv: _Conv, now: float) -> None:
+        if conv.has_events:
+            _unpack(conv)  # `_count_unjoined` reads the records
         self._count_unjoined(conv)
-        self._retained.pop(conv.key, None)
+        if self._retained.pop(conv.key, None) is not None:
+            self._retained_delta -= _size(conv)
         if conv.state is _State.OPEN:
             self._remove_open(conv)
-        self._held -= len(conv.records)
+        self._held -= _size(conv)
+        conv.packed = None
+        conv.packed_n = 0
         conv.records = {}
         conv.turn_records = []
         conv.roots = {}
@@ -835,7 +875,7 @@ class Assembler:
                 continue
             conv = next((c for k, c in self._retained.items() if k not in keep), None)
             if conv is not None:
-                n = len(conv.records)
+                n = _size(conv)
                 self.instruments.spans_dropped.add(n, {"reason": "retention_evicted"})
                 self._log.warning(
                     "retention_evicted",
@@ -920,8 +960,49 @@ class Assembler:
                 self._schedule(conv)
         else:
             conv.closed_at = closed_at
-            self._retained[key] = conv
+            self._retain(conv)
         self._flush_gauge()
+
+
+def _pack(conv: _Conv) -> None:
+    """Hold a retained conversation's records packed (see the module docstring)."""
+    if conv.packed is not None or not conv.records:
+        return
+    conv.packed_n = len(conv.records)
+    conv.packed = pack_records(list(conv.records.values()))
+    conv.records = {}
+    conv.turn_records = []
+    conv.roots = {}
+    conv.first_turn = None
+    conv.missing = None
+
+
+def _unpack(conv: _Conv) -> None:
+    """Put a packed conversation's records back as `Assembler._insert` had left them
+    (without counting them again: they were held all along)."""
+    packed = conv.packed
+    if packed is None:
+        return
+    conv.packed = None
+    conv.packed_n = 0
+    records = conv.records
+    roots = conv.roots
+    for rec in unpack_records(packed):
+        span_id = rec.span_id
+        records[span_id if span_id not in records else (rec.trace_id, span_id)] = rec
+        kind = rec.kind
+        if kind is _TURN:
+            Assembler._note_turn(conv, rec)
+        if kind is not _END:
+            if rec.parent_span_id is None:
+                roots[rec.trace_id] = rec
+            else:
+                roots.setdefault(rec.trace_id, None)
+
+
+def _size(conv: _Conv) -> int:
+    """Records a conversation holds, packed or not."""
+    return len(conv.records) + conv.packed_n
 
 
 def _find(

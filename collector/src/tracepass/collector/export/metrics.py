@@ -226,6 +226,7 @@ class EvaluationMetrics:
             ("tracepass_window_successes", self._obs_counts("c"), "Passing conversations (c) in a rolling window"),
             ("tracepass_cusum", self._obs_cusum, "Bernoulli CUSUM statistic of the success rate"),
             ("tracepass_readiness", self._obs_readiness, "1 for the current readiness tier"),
+            ("tracepass_window_entries", _window_entries(self), "Entries the rolling windows hold (alive or superseded), all keys"),
         ):  # fmt: skip
             m.create_observable_gauge(name, callbacks=[fn], description=desc)
 
@@ -575,3 +576,16 @@ class EvaluationMetrics:
                     continue
                 tier = classify(e1.pass_at_k.plugin, e3.pass_pow_k.plugin)
                 yield Observation(1.0, {**base, "window": w.window, "tier": tier.value})
+
+
+def _window_entries(em: EvaluationMetrics) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    """The `tracepass_window_entries` callback: what the rolling windows hold in memory
+    (one entry per evaluated conversation and key, kept for the longest window); with
+    `tracepass_retained_spans`, what grows with traffic."""
+
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        with em._lock:  # the aggregator is written under it (`_add_to_windows`)
+            entries = len(em.aggregator)
+        yield Observation(float(entries))
+
+    return observe

@@ -37,7 +37,8 @@ class ReviewError(ValueError):
     """Bad results or labels file (exit code 2); the message names file and line."""
 
 
-def _is_judge(grader: Mapping[str, Any]) -> bool:
+def is_judge(grader: Mapping[str, Any]) -> bool:
+    """Whether a grader result is an LLM judge's (its name: `llm…` or containing `judge`)."""
     name = str(grader.get("grader") or "").lower()
     return name == "llm" or name.startswith("llm") or "judge" in name
 
@@ -48,7 +49,7 @@ def judged_turns(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     for conv in doc.get("conversations") or []:
         for i, turn in enumerate(conv.get("turns") or []):
             for grader in turn.get("graders") or []:
-                if not _is_judge(grader) or grader.get("passed") is None:
+                if not is_judge(grader) or grader.get("passed") is None:
                     continue
                 rows.append(
                     {
@@ -188,3 +189,83 @@ def agreement_report(
         population_pass_rate=rate,
         population_size=size,
     )
+
+
+# --------------------------------------------------------------------------- live labels
+# The review queue (`tracepass serve`) stores a person's label per conversation: a
+# verdict on the conversation and on some of its turns. The functions below turn those
+# labels and the stored evaluations (`ConversationResult` as JSON) into this module's
+# export rows and into agreement per judge, with the statistics above.
+
+CONVERSATION_JUDGE = "outcome"  # tracepass's own verdict on the whole conversation
+
+
+def _human(value: bool) -> str:
+    return "pass" if value else "fail"
+
+
+def labelled_rows(result: Mapping[str, Any], turns: Mapping[int, bool]) -> list[dict[str, Any]]:
+    """The export rows (`COLUMNS`) of one labelled conversation: its judged turns, with
+    `human_label` filled for the turns the person labelled (empty for the others)."""
+    rows = judged_turns({"conversations": [result]})
+    for row in rows:
+        human = turns.get(int(row["turn_index"]))
+        row["human_label"] = "" if human is None else _human(human)
+    return rows
+
+
+def judge_pairs(
+    result: Mapping[str, Any], passed: bool | None, turns: Mapping[int, bool]
+) -> dict[tuple[str, str], list[LabelledPair]]:
+    """(judge, level) → (judge, human) pairs from one labelled conversation: every LLM
+    judge's verdict on each labelled turn (level `turn`), tracepass's verdict on the
+    conversation against the person's (`outcome`, level `conversation`), and each
+    conversation judge's (`judge:<name>`, level `conversation`)."""
+    pairs: dict[tuple[str, str], list[LabelledPair]] = {}
+    for i, turn in enumerate(result.get("turns") or []):
+        human = turns.get(int(turn.get("index", i)))
+        if human is None:
+            continue
+        for grader in turn.get("graders") or []:
+            if is_judge(grader) and grader.get("passed") is not None:
+                key = (str(grader.get("grader")), "turn")
+                pairs.setdefault(key, []).append(LabelledPair(bool(grader["passed"]), human))
+    if passed is not None and result.get("correct") is not None:
+        key = (CONVERSATION_JUDGE, "conversation")
+        pairs.setdefault(key, []).append(LabelledPair(bool(result["correct"]), passed))
+    # Conversation judges (`judgements`): their verdict on the whole conversation.
+    for judgement in result.get("judgements") or []:
+        if passed is not None and judgement.get("passed") is not None:
+            key = (f"judge:{judgement.get('name')}", "conversation")
+            pairs.setdefault(key, []).append(LabelledPair(bool(judgement["passed"]), passed))
+    return pairs
+
+
+def live_agreement(
+    labelled: Iterable[tuple[Mapping[str, Any], bool | None, Mapping[int, bool]]],
+) -> list[dict[str, Any]]:
+    """Agreement between people and each judge over labelled conversations, given as
+    (stored result, conversation label, turn labels): one entry per (judge, level) with
+    `n`, `kappa`, `accuracy`, `sensitivity`, `specificity`, the confusion `matrix` and
+    `notes` (`agreement.agreement`, the statistics `review import` reports)."""
+    pooled: dict[tuple[str, str], list[LabelledPair]] = {}
+    for result, passed, turns in labelled:
+        for key, found in judge_pairs(result, passed, turns).items():
+            pooled.setdefault(key, []).extend(found)
+    out: list[dict[str, Any]] = []
+    for (judge, level), found in sorted(pooled.items()):
+        report = agreement.agreement([p.judge for p in found], [p.human for p in found])
+        out.append(
+            {
+                "judge": judge,
+                "level": level,
+                "n": report.n,
+                "kappa": report.kappa,
+                "accuracy": report.accuracy,
+                "sensitivity": report.sensitivity,
+                "specificity": report.specificity,
+                "matrix": report.matrix.model_dump(),
+                "notes": list(report.notes),
+            }
+        )
+    return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -222,6 +222,12 @@ def _steps(steps: Sequence[AgentStep], calls: Sequence[ToolCall]) -> list[dict[s
     ]
 
 
+class ReviewPanel(Protocol):
+    """What the pages show of the review queue (`ui/review.py`'s `ReviewPages`)."""
+
+    def agreement_rows(self) -> dict[str, Any] | None: ...
+
+
 class UiPages:
     def __init__(
         self,
@@ -230,6 +236,7 @@ class UiPages:
         config: UIConfig,
         headline_k: int = 3,
         write: WriteAccess | None = None,
+        review: ReviewPanel | None = None,
     ) -> None:
         self.model = model
         self.results = results
@@ -239,6 +246,9 @@ class UiPages:
         # Write access (docs/api.md): without it the "make this a reference" button is
         # not rendered.
         self.write = write if write is not None and write.enabled else None
+        # The review queue (`ui/review.py`): the overview's agreement table and the
+        # conversation page's "queue for review" button.
+        self.review = review
 
     def trace_url(self, trace_id: str) -> str | None:
         template = self.config.trace_url_template
@@ -343,6 +353,7 @@ class UiPages:
             level=data["level"],
             min_conversations=data["min_conversations"],
             chart=chart,
+            agreement=self.review.agreement_rows() if self.review is not None else None,
         )
 
     def _version_costs(self, window: str) -> dict[tuple[Any, Any], dict[str, Any]]:
@@ -491,6 +502,11 @@ class UiPages:
                 "action": f"{UI_PREFIX}/conversations/{quote(conversation_id, safe='')}/reference",
                 "csrf": csrf,
             }
+            if self.review is not None:
+                context["review_form"] = {
+                    "action": f"{UI_PREFIX}/conversations/{quote(conversation_id, safe='')}/review",
+                    "csrf": csrf,
+                }
         response = self._page("conversation.html.j2", **context)
         WriteAccess.set_session(response, session)
         return response
@@ -567,12 +583,13 @@ def ui_routes(
     headline_k: int = 3,
     write: WriteAccess | None = None,
     bind_host: str = "127.0.0.1",
+    review: ReviewPanel | None = None,
 ) -> list[GetRoute]:
     """The UI's GET routes (mounted behind the receiver's bearer-token check), each
     behind the Host check and with the security headers (`security.py`); `headline_k`
     is `metrics.headline_k`; `write`: the write access the "make this a reference"
     button needs (none: no button)."""
-    pages = UiPages(model, results, config, headline_k, write)
+    pages = UiPages(model, results, config, headline_k, write, review)
     hosts = allowed_hosts(config.allowed_hosts, bind_host)
 
     async def root(request: web.Request) -> web.StreamResponse:

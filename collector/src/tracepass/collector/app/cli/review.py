@@ -34,10 +34,14 @@ Examples:
 
   tracepass review export run.json --sample 100 --seed 7 -o to_label.csv
 
-Fill the human_label column (pass/fail, yes/no, 1/0; leave empty to skip), then run
-`tracepass review import`.
+  tracepass review export --state tracepass-state/state.sqlite -o labelled.csv
 
-Exit codes: 0 ok, 2 bad input (no judged turns, unknown output extension).
+Fill the human_label column (pass/fail, yes/no, 1/0; leave empty to skip), then run
+`tracepass review import`. With --state, the rows are the judged turns of the
+conversations people labelled in the collector's review queue, human_label filled.
+
+Exit codes: 0 ok, 2 bad input (no judged turns, unknown output extension, not a state
+file).
 """
 
 IMPORT_EPILOG = """\
@@ -57,22 +61,47 @@ def register(app: typer.Typer) -> None:
 
 @review_app.command("export", epilog=EXPORT_EPILOG)
 def export(
-    results: Annotated[Path, typer.Argument(help="`evaluate --format json` output.")],
-    sample: Annotated[
-        int, typer.Option("--sample", min=1, help="Number of judged turns to sample.")
-    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write: .csv or .jsonl.")],
+    results: Annotated[
+        Path | None, typer.Argument(help="`evaluate --format json` output.", show_default=False)
+    ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option(
+            "--sample",
+            min=1,
+            help="Number of judged turns to sample (required with RESULTS).",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (reproducible).")] = 0,
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            "--state",
+            help="A collector's state file (read only): export the review queue's labels.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Write a sample of LLM-judged turns for people to label.
+    """Write a sample of LLM-judged turns for people to label, or the labels people gave
+    in the live review queue (--state).
 
-    Columns: query, answer, expected, judge score and reasoning, and an empty human_label.
+    Columns: query, answer, expected, judge score and reasoning, and human_label.
     """
     # Imported here: pydantic models would otherwise load for every `tracepass --help`.
     from tracepass.evaluator.offline import review as review_mod
 
     if output.suffix.lower() not in (".csv", ".jsonl", ".ndjson"):
         fail(f"{output}: output must end in .csv or .jsonl")
+    if (state is None) == (results is None):
+        fail("give either RESULTS (an `evaluate --format json` output) or --state FILE")
+    if state is not None:
+        _export_state(state, output)
+        return
+    assert results is not None
+    if sample is None:
+        fail("--sample N is required with RESULTS")
     doc = load_json_file(results, "RESULTS")
     if not isinstance(doc, dict) or "conversations" not in doc:
         fail(f"{results}: not `tracepass evaluate --format json` output (no 'conversations')")
@@ -89,6 +118,56 @@ def export(
         fail(str(exc))
     stderr_console().print(
         f"wrote {len(picked)} of {len(rows)} judged turns to {output}",
+        highlight=False,
+        markup=False,
+    )
+
+
+def _export_state(state: Path, output: Path) -> None:
+    """The review queue's labels of a state file, in the export's columns."""
+    import sqlite3
+
+    from tracepass.collector.state.codec import decode_result
+    from tracepass.collector.state.review_labels import ReadOnlyFile, ReviewLabels
+    from tracepass.evaluator.offline import review as review_mod
+
+    if not state.is_file():
+        fail(f"{state}: no such state file (--state)")
+    rows: list[dict[str, Any]] = []
+    missing = 0
+    try:
+        conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "results" not in tables:
+                fail(f"{state}: not a tracepass state file (no results table)")
+            labels = ReviewLabels(ReadOnlyFile(conn)).labels() if "review_labels" in tables else []
+            for label in labels:
+                found = conn.execute(
+                    "SELECT view FROM results WHERE conv_key=?", (label.conversation_id,)
+                ).fetchone()
+                stored = None if found is None else decode_result(found[0])
+                if stored is None or stored.result is None:
+                    missing += 1
+                    continue
+                doc = stored.result.model_dump(mode="json")
+                rows += review_mod.labelled_rows(doc, label.turns)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        fail(f"{state}: not a tracepass state file: {exc}")
+    except (ValueError, TypeError, KeyError) as exc:
+        fail(f"{state}: a stored result is unreadable: {exc}")
+    if not rows:
+        fail(f"{state}: no labelled judged turns (label conversations in the review queue)")
+    try:
+        review_mod.write_rows(rows, output)
+    except (review_mod.ReviewError, OSError) as exc:
+        fail(str(exc))
+    note = f" ({missing} labelled conversations no longer stored)" if missing else ""
+    stderr_console().print(
+        f"wrote {len(rows)} judged turns of {len(labels) - missing} labelled conversations "
+        f"to {output}{note}",
         highlight=False,
         markup=False,
     )

@@ -1,0 +1,179 @@
+"""The review queue's UI (docs/ui.md), server-rendered like the other pages: no
+JavaScript, plain forms, jinja2 autoescaping for everything agents and users wrote.
+
+    GET  /ui/review                              the next queued conversation (or
+                                                 ?conversation_id=…): its turns, the
+                                                 automatic verdicts and the label form
+    POST /ui/review/{id}/label                   store the label (form), then the next one
+    POST /ui/conversations/{id}/review           "queue for review" on a conversation page
+
+The POST routes are write routes (`WriteAccess`); without a write token the page shows
+the queue read-only and no forms. The overview's agreement table comes from
+`agreement_rows` (the API's `/api/v1/review/agreement`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from aiohttp import web
+
+from tracepass.collector.api.ui.pages import UI_PREFIX, _env
+from tracepass.collector.api.ui.security import conversation_path, secured
+from tracepass.collector.api.write_access import CSRF_FIELD, WriteAccess, WriteRoute
+from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.evaluator.offline.review import is_judge
+
+if TYPE_CHECKING:  # the queue builds these pages (`ReviewQueue.routes`)
+    from tracepass.collector.api.review import ReviewQueue
+
+__all__ = ["REVIEW_PAGE", "ReviewPages"]
+
+REVIEW_PAGE = f"{UI_PREFIX}/review"
+TURN_FIELD = "turn_"  # form field of turn i: turn_<i>
+
+
+class ReviewPages:
+    def __init__(
+        self, queue: ReviewQueue, write: WriteAccess, hosts: frozenset[str] | None = None
+    ) -> None:
+        self.queue = queue
+        self.write = write
+        # `ui.allowed_hosts` as resolved by `security.allowed_hosts` (the Host check).
+        self.hosts = hosts
+        self.env = _env()
+
+    @property
+    def can_write(self) -> bool:
+        return self.write.enabled
+
+    def agreement_rows(self) -> dict[str, Any] | None:
+        """The overview's "people vs judges" table (None: no state file)."""
+        try:
+            return self.queue.agreement_json()
+        except LookupError:
+            return None
+
+    def _page(
+        self, request: web.Request, name: str, status: int = 200, **context: Any
+    ) -> web.Response:
+        session = None
+        csrf = ""
+        if self.write.enabled:
+            csrf, session = self.write.page_session(request)
+        html = self.env.get_template(name).render(
+            prefix=UI_PREFIX,
+            can_write=self.write.enabled,
+            csrf_field=CSRF_FIELD,
+            csrf=csrf,
+            **context,
+        )
+        response = web.Response(status=status, text=html, content_type="text/html", charset="utf-8")
+        WriteAccess.set_session(response, session)
+        return response
+
+    def _error(self, request: web.Request, message: str, status: int) -> web.Response:
+        return self._page(request, "error.html.j2", status=status, title="error", message=message)
+
+    async def page(
+        self, request: web.Request, *, status: int = 200, error: str = ""
+    ) -> web.StreamResponse:
+        try:
+            listing = self.queue.queue_json({"limit": "50"})
+        except LookupError as exc:
+            return self._error(request, str(exc), 503)
+        wanted = request.query.get("conversation_id") or None
+        if wanted is None and listing["items"]:
+            wanted = listing["items"][0]["conversation_id"]
+        context: dict[str, Any] = {
+            "listing": listing,
+            "notice": request.query.get("notice", ""),
+            "error": error,
+            "item": None,
+        }
+        if wanted is not None:
+            stored = self.queue.stored(wanted)
+            if stored is None or stored.result is None:
+                return self._error(request, f"no evaluated conversation {wanted!r}", 404)
+            labels = self.queue.labels
+            label = labels.label(wanted) if labels is not None else None
+            queued = labels.queued(wanted) if labels is not None else None
+            result = stored.result
+            context["item"] = {
+                "conversation_id": wanted,
+                "url": conversation_path(UI_PREFIX, wanted),
+                "action": f"{REVIEW_PAGE}/{quote(wanted, safe='')}/label",
+                "reason": queued.reason if queued is not None else None,
+                "agent": f"{result.agent_name or ''} {result.agent_version or ''}".strip(),
+                "reference": result.reference_id,
+                "outcome": result.outcome.value,
+                "label": label,
+                "turns": [
+                    {
+                        "index": t.index,
+                        "field": f"{TURN_FIELD}{t.index}",
+                        "query": t.query,
+                        "answer": t.answer,
+                        "expected": t.expected_answer,
+                        "correct": t.correct,
+                        "tools": [c.name for c in t.tool_calls],
+                        "graders": [
+                            {
+                                "name": g.grader,
+                                "judge": is_judge({"grader": g.grader}),
+                                "passed": g.passed,
+                                "score": g.score,
+                                "reasoning": g.reasoning or g.error or "",
+                            }
+                            for g in t.graders
+                        ],
+                        "human": None if label is None else label.turns.get(t.index),
+                    }
+                    for t in result.turns
+                ],
+            }
+        return self._page(request, "review.html.j2", status=status, title="review", **context)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        return await self.page(request)
+
+    async def label(self, request: web.Request) -> web.StreamResponse:
+        conversation_id = request.match_info["conversation_id"]
+        form = await request.post()
+        turns = {
+            key[len(TURN_FIELD) :]: value
+            for key, value in form.items()
+            if key.startswith(TURN_FIELD) and isinstance(value, str)
+        }
+        status, body = await self.queue.put_label(
+            conversation_id,
+            form.get("passed"),
+            turns,
+            str(form.get("comment") or ""),
+            str(form.get("reviewer") or "") or None,
+        )
+        if status >= 400:
+            return self._error(request, body["error"], status)
+        notice = f"labelled {conversation_id}"
+        raise web.HTTPSeeOther(f"{REVIEW_PAGE}?" + urlencode({"notice": notice}))
+
+    async def enqueue(self, request: web.Request) -> web.StreamResponse:
+        conversation_id = request.match_info["conversation_id"]
+        status, body = await self.queue.enqueue(conversation_id)
+        if status >= 400:
+            return self._error(request, body["error"], status)
+        raise web.HTTPSeeOther(f"{REVIEW_PAGE}?" + urlencode({"conversation_id": conversation_id}))
+
+    def read_routes(self) -> list[GetRoute]:
+        return [(REVIEW_PAGE, secured(self.get, self.hosts))]
+
+    def write_routes(self) -> list[WriteRoute]:
+        return [
+            ("POST", f"{REVIEW_PAGE}/{{conversation_id}}/label", secured(self.label, self.hosts)),
+            (
+                "POST",
+                f"{UI_PREFIX}/conversations/{{conversation_id}}/review",
+                secured(self.enqueue, self.hosts),
+            ),
+        ]
