@@ -94,6 +94,8 @@ class DemoState:
     sent: int = 0
     version: str = "1.0"
     results: dict[str, ConversationResult] = field(default_factory=dict)
+    # Per conversation: (cost in USD or None when unpriced, wall latency in s or None).
+    costs: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     aggregator: RollingAggregator = field(init=False)
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -122,6 +124,11 @@ class DemoState:
         from tracepass.collector.export.metrics import result_success
 
         self.results[result.conversation_id] = result
+        conv = info.conversation
+        self.costs[result.conversation_id] = (
+            None if conv.usage is None else conv.usage.cost_usd,
+            None if conv.latency is None else conv.latency.duration_s,
+        )
         self.aggregator.add(
             (result.agent_name or "agent", result.agent_version or "?", ALL_SETS),
             task=result.reference_id or "_unmatched",

@@ -4,6 +4,7 @@ estimators the `/metrics` gauges export per reference set)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -138,7 +139,18 @@ def summary_table(outcome: DemoOutcome) -> Table:
         if res.reference_id is not None:
             by_version[res.agent_version or "?"].append(res.model_dump(mode="json"))
     table = Table(title="Summary per agent version (whole run)", title_justify="left")
-    for col in ("version", "n", "correct", "pass@1", "pass^3", "pass^3 unbiased", "readiness"):
+    columns = (
+        "version",
+        "n",
+        "correct",
+        "pass@1",
+        "pass^3",
+        "pass^3 unbiased",
+        "cost/conv",
+        "p95 latency",
+        "readiness",
+    )
+    for col in columns:
         table.add_column(col, justify="left" if col in ("version", "readiness") else "right")
     for version in sorted(by_version):
         s = summarize(by_version[version], list(KS))
@@ -156,6 +168,29 @@ def summary_table(outcome: DemoOutcome) -> Table:
             cell(s["pass_at_k"]["1"]),
             cell(s["pass_pow_k"]["3"]),
             "—" if unbiased is None else f"{unbiased:.2f}",
+            *_cost_cells(outcome, version),
             str(s["readiness"]["tier"]).replace("_", " "),
         )
     return table
+
+
+def _cost_cells(outcome: DemoOutcome, version: str) -> tuple[str, str]:
+    """Mean cost per priced conversation and p95 wall latency of one version (every
+    conversation of it, referenced or not), as the overview shows them."""
+    state = outcome.state
+    costs: list[float] = []
+    durations: list[float] = []
+    for cid, res in state.results.items():
+        if (res.agent_version or "?") != version:
+            continue
+        cost, duration = state.costs.get(cid, (None, None))
+        if cost is not None:
+            costs.append(cost)
+        if duration is not None:
+            durations.append(duration)
+    cost_cell = "—" if not costs else f"${sum(costs) / len(costs):.5f}"
+    if not durations:
+        return cost_cell, "—"
+    ranked = sorted(durations)
+    p95 = ranked[min(len(ranked) - 1, math.ceil(0.95 * len(ranked)) - 1)]
+    return cost_cell, f"{p95 * 1000:.0f} ms"
