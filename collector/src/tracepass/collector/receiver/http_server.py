@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from tracepass.collector.config import ReceiverConfig
 from tracepass.collector.receiver.accept_errors import rate_limit_accept_errors
+from tracepass.collector.receiver.bad_request_log import install_bad_request_filter
 from tracepass.collector.receiver.binding import BindError, reason_of
 from tracepass.collector.receiver.connections import ConnectionGuard
 from tracepass.collector.receiver.core import ReceiverCore, Refusal
@@ -81,6 +82,7 @@ class HttpReceiver:
         )
         await runner.setup()
         rate_limit_accept_errors(asyncio.get_running_loop())
+        install_bad_request_filter()
         ssl_context: ssl.SSLContext | None = None
         tls = self._config.tls
         if tls is not None:
