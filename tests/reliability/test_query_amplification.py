@@ -117,6 +117,9 @@ def test_repeated_outcomes_are_one_query_and_every_filter_is_indexed(tmp_path: P
             "violation": "rule",
             "since": "1700000000",
             "until": "1700009000",
+            "failure_mode": "missing_tool:search",
+            "min_cost_usd": "0.01",
+            "min_duration_s": "2",
         }
         assert set(values) == set(FILTER_PARAMS)
         # Each filter alone and in pairs: every statement reads through an index in
@@ -131,8 +134,11 @@ def test_repeated_outcomes_are_one_query_and_every_filter_is_indexed(tmp_path: P
                 assert all("INDEX" in part for part in scans), (combo, plan)
                 assert (
                     "TEMP B-TREE" not in plan
+                    # range filters read an index range, then order what matched
                     or "since" in combo
                     or "until" in combo
+                    or "min_cost_usd" in combo
+                    or "min_duration_s" in combo
                     or ("outcome" in combo)
                 ), (combo, plan)
     finally:
