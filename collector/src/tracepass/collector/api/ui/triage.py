@@ -27,7 +27,8 @@ from tracepass.collector.api.candidates import ReferenceCandidates, edited_yaml
 from tracepass.collector.api.failure_modes import failure_modes, failure_versions
 from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
-from tracepass.collector.api.write_access import CSRF_FIELD, WriteAccess, WriteRoute
+from tracepass.collector.api.ui.write_pages import render_write_page
+from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StateStore
 
@@ -53,20 +54,7 @@ class TriagePages:
     def _page(
         self, request: web.Request, name: str, status: int = 200, **context: Any
     ) -> web.Response:
-        session = None
-        csrf = ""
-        if self.write.enabled:
-            csrf, session = self.write.page_session(request)
-        html = self.env.get_template(name).render(
-            prefix=UI_PREFIX,
-            can_write=self.write.enabled,
-            csrf_field=CSRF_FIELD,
-            csrf=csrf,
-            **context,
-        )
-        response = web.Response(status=status, text=html, content_type="text/html", charset="utf-8")
-        WriteAccess.set_session(response, session)
-        return response
+        return render_write_page(self.env, self.write, request, name, status, **context)
 
     def _error(self, request: web.Request, message: str, status: int) -> web.Response:
         return self._page(request, "error.html.j2", status=status, title="error", message=message)

@@ -1,0 +1,42 @@
+"""One way to render a UI page that may carry write forms: the template gets whether
+writes are on and the session's CSRF token, and the response sets that session's
+cookie. Shared by the triage pages (candidates, failure modes) and the review queue, so
+the CSRF handshake is spelled once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from tracepass.collector.api.ui.pages import UI_PREFIX
+from tracepass.collector.api.write_access import CSRF_FIELD, WriteAccess
+
+__all__ = ["render_write_page"]
+
+
+def render_write_page(
+    env: jinja2.Environment,
+    write: WriteAccess,
+    request: web.Request,
+    name: str,
+    status: int = 200,
+    **context: Any,
+) -> web.Response:
+    """Template `name` rendered with `context`, the write flag and (writes on) the
+    request's CSRF token; the session cookie set on the response."""
+    session = None
+    csrf = ""
+    if write.enabled:
+        csrf, session = write.page_session(request)
+    html = env.get_template(name).render(
+        prefix=UI_PREFIX,
+        can_write=write.enabled,
+        csrf_field=CSRF_FIELD,
+        csrf=csrf,
+        **context,
+    )
+    response = web.Response(status=status, text=html, content_type="text/html", charset="utf-8")
+    WriteAccess.set_session(response, session)
+    return response
