@@ -187,6 +187,7 @@ class CollectorService:
         self._recorded: Callable[[], int] = lambda: 0
         self._windows: Any = None  # the RollingWindows component
         self._forwarder: Any = None  # the ResultsForwarder (state.results_url)
+        self._shared: Any = None  # the PostgresResults of state.results_url
         self._judge_cache: Any = None
         self._recorder: RecordingSink | None = None
         self._started = False
@@ -248,6 +249,7 @@ class CollectorService:
             batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
         shared = shared_results_store(cfg)
+        self._shared = shared
         results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
         self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
@@ -269,6 +271,8 @@ class CollectorService:
         # here; recovery may complete conversations, whose results the chain takes),
         # and the receivers last, so no span is accepted before the pipeline can take it.
         self.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
+        if shared is not None:
+            shared.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         if self._forwarder is not None:
             self.pipeline.readiness_checks.append(self._forwarder.readiness)
         await self._open_state_file()
@@ -394,7 +398,9 @@ class CollectorService:
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
         write = self.triage.write if self.triage is not None else None
-        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
+        # With a shared results database the queue and labels live there too.
+        labels = self._shared.review if self._shared is not None else None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write, labels=labels)
         routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:
             from tracepass.collector.api.ui import ui_routes

@@ -1,6 +1,8 @@
 """`GET /api/v1/failure-modes`: how the failing conversations of a scope fail, as
 counted failure signatures (docs/failure-modes.md), read from the failure-mode index
-the state store keeps as results are stored (`state/failure_index.py`).
+the results store keeps as results are stored: the state file's
+(`state/failure_index.py`) or, with a shared PostgreSQL results store
+(`state.results_url`), the database's (`state/pg_failure_modes.py`: every replica's).
 
 Each mode: its signature, count, share of the scope's failing conversations, first and
 last seen, a trend (counts in eight equal slices of the scope's first..last failure),
@@ -20,7 +22,7 @@ from aiohttp import web
 
 from tracepass.collector.api.params import ParamError, format_time, parse_time
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import ResultsStore
 from tracepass.collector.state.failure_index import ModeScope
 
 __all__ = [
@@ -55,11 +57,12 @@ def _limit(params: Mapping[str, str]) -> int:
 
 
 def failure_modes(
-    store: StateStore | None,
+    store: ResultsStore | None,
     params: Mapping[str, str],
     clock: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
-    """The endpoint's JSON. Raises ParamError (400) or LookupError (no state file)."""
+    """The endpoint's JSON. Raises ParamError (400) or LookupError (no results store,
+    or its database unreachable: 503)."""
     since = _opt(params, "since")
     until = _opt(params, "until")
     scope = ModeScope(
@@ -75,7 +78,7 @@ def failure_modes(
     baseline = _opt(params, "baseline_version")
     index = store.failure_modes
 
-    total, modes = store.read(lambda conn: index.modes(conn, scope, limit=limit))
+    total, modes = index.top_modes(scope, limit=limit)
     base = baseline
     if base is None and scope.agent_version is not None:
         base = index.previous_version(scope.agent_name, scope.agent_version)
@@ -104,17 +107,11 @@ def failure_modes(
     }
 
 
-def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
+def failure_versions(store: ResultsStore | None) -> list[tuple[str, str]]:
     """(agent, version) pairs with stored results, newest first (the UI's sections)."""
     if store is None:
         raise LookupError("this collector keeps no state file (state.path)")
     return store.failure_modes.versions()
-
-
-def _local(store: object) -> StateStore | None:
-    """Failure modes are indexed in the state file only: with a shared PostgreSQL
-    results store (`state.results_url`) this replica's own index answers."""
-    return store if isinstance(store, StateStore) else None
 
 
 def failure_mode_routes(
@@ -126,7 +123,7 @@ def failure_mode_routes(
 
     async def handler(request: web.Request) -> web.StreamResponse:
         return await _answer(
-            model, request, lambda: failure_modes(_local(model.store), request.query, clock)
+            model, request, lambda: failure_modes(model.store, request.query, clock)
         )
 
     return [(FAILURE_MODES_PATH, handler)]

@@ -9,12 +9,16 @@
 Results are queued by the `review.rules` as they are stored (`observe`, a result
 listener). The statistics are `evaluator.offline.review.live_agreement`, the ones
 `tracepass review import` reports, over the labels and the latest stored evaluations.
-The labels live in the state file (`state/review_labels.py`): without one, every route
-answers 503. Write routes go through `WriteAccess` (404 without `api.write_token`).
+The labels live in the state file (`state/review_labels.py`) or, with a shared
+PostgreSQL results store (`state.results_url`), in the database (`state/pg_review.py`:
+a label given on one replica shows on all of them, and the agreement pools them).
+Without either, every route answers 503; so does a database that cannot be reached.
+Write routes go through `WriteAccess` (404 without `api.write_token`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -33,11 +37,12 @@ from tracepass.collector.pipeline.review_rules import ReviewRules
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
 from tracepass.collector.state.failure_index import ModeScope
-from tracepass.collector.state.review_labels import ReviewLabel, ReviewLabels
+from tracepass.collector.state.review_labels import ReviewLabel, ReviewLabels, ReviewStore
 from tracepass.evaluator import agreement
 from tracepass.evaluator.explain import failure_analysis
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.offline.review import live_agreement
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 __all__ = [
     "AGREEMENT_PATH",
@@ -57,6 +62,8 @@ ENQUEUE_PATH = "/api/v1/conversations/{conversation_id}/review"
 LABEL_PATH = "/api/v1/review/{conversation_id}/label"
 MAX_COMMENT_CHARS = 10_000
 MAX_LIST = 1000
+# Rule-queued conversations kept in memory while the shared database is unreachable.
+MAX_PENDING = 10_000
 
 
 class LabelError(ValueError):
@@ -138,19 +145,30 @@ class ReviewQueue:
         pipeline: Pipeline,
         clock: Callable[[], float] = time.time,
         write: WriteAccess | None = None,
+        labels: ReviewStore | None = None,
     ) -> None:
+        """`labels`: where the queue lives (default: the state file's tables; the
+        shared database's with `state.results_url`)."""
         self.cfg = cfg
         self.pipeline = pipeline
         self.clock = clock
         self.write = write if write is not None else WriteAccess(cfg.api.write_token)
         self.pages: Any = None  # `ui/review.py` ReviewPages, with the UI on (`routes`)
         store = pipeline.store
-        self.labels = ReviewLabels(store) if store is not None else None
+        self.shared = labels is not None
+        self.labels: ReviewStore | None = labels
+        if labels is None and store is not None:
+            self.labels = ReviewLabels(store)
+        # The failure modes the results are compared with (the API's: every replica's).
+        self.results = pipeline.results.results
         self.rules = ReviewRules(
             cfg.review,
             threshold=cfg.evaluation.threshold,
-            new_failure_mode=self._new_failure_mode if store is not None else None,
+            new_failure_mode=self._new_failure_mode if self.results is not None else None,
         )
+        # Rule-queued conversations the shared database did not take yet (id → reason, at).
+        self._pending: dict[str, tuple[str, float]] = {}
+        self._log = RateLimitedLog(log)
 
     async def open(self) -> None:
         if self.labels is not None:
@@ -159,7 +177,7 @@ class ReviewQueue:
     # ------------------------------------------------------------------ rules
 
     def _new_failure_mode(self, result: ConversationResult, complete: bool) -> bool:
-        store = self.pipeline.store
+        store = self.results
         if store is None or result.agent_version is None:
             return False
         index = store.failure_modes
@@ -173,13 +191,43 @@ class ReviewQueue:
         """Result listener: queue `result` when a rule says so (idempotent)."""
         if self.labels is None or not self.rules.rules:
             return
-        reason = self.rules.reason(result, info.conversation.complete)
+        if not self.shared:
+            reason = self.rules.reason(result, info.conversation.complete)
+            if reason is not None:
+                await self.labels.enqueue(result.conversation_id, reason, info.now)
+            return
+        # The shared database: its queries (`new_failure_mode`) off the event loop, and
+        # an outage keeps what the rules queued until the database is back.
+        try:
+            reason = await asyncio.to_thread(self.rules.reason, result, info.conversation.complete)
+        except LookupError as exc:
+            self._log.warning("review-rules", "review rules not applied to %s: %s",
+                              result.conversation_id, exc)  # fmt: skip
+            return
         if reason is not None:
-            await self.labels.enqueue(result.conversation_id, reason, info.now)
+            if len(self._pending) >= MAX_PENDING:
+                self._log.error("review-pending", "review queue: %d conversations waiting "
+                                "for the database; %s not queued", MAX_PENDING,
+                                result.conversation_id)  # fmt: skip
+            else:
+                self._pending.setdefault(result.conversation_id, (reason, info.now))
+        await self._flush(self.labels)
+
+    async def _flush(self, labels: ReviewStore) -> None:
+        """Queue what the rules chose in the shared database (kept when unreachable)."""
+        while self._pending:
+            key, (reason, at) = next(iter(self._pending.items()))
+            try:
+                await labels.enqueue(key, reason, at)
+            except LookupError as exc:
+                self._log.warning("review-queue", "review queue: %d conversations wait for "
+                                  "the database: %s", len(self._pending), exc)  # fmt: skip
+                return
+            self._pending.pop(key, None)
 
     # ------------------------------------------------------------------ reads
 
-    def _require(self) -> ReviewLabels:
+    def _require(self) -> ReviewStore:
         if self.labels is None:
             raise LookupError("the review queue needs a state file (state.path)")
         return self.labels

@@ -77,7 +77,9 @@ class Triage:
         if cfg.ui.enabled:
             from tracepass.collector.api.ui.triage import TriagePages
 
-            self.pages = TriagePages(pipeline.store, self.candidates, self.write, clock)
+            # The results store the API reads (the shared database's failure modes,
+            # with `state.results_url`).
+            self.pages = TriagePages(pipeline.results.results, self.candidates, self.write, clock)
 
     def warm_up(self) -> int:
         """Feed the unreferenced results stored by earlier runs; returns how many."""

@@ -26,7 +26,7 @@ import json
 import math
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from tracepass.evaluator.failure_signatures import OTHER, is_failing
 
 __all__ = [
     "FAILURE_INDEX_SCHEMA",
+    "HOUR",
     "MARKER",
     "MINUTE",
     "FailureModeIndex",
@@ -44,6 +45,7 @@ __all__ = [
     "ModeScope",
     "Row",
     "stored_signatures",
+    "top_modes",
 ]
 
 MARKER = ""  # the counters' key for "failing conversations" (never a stored row)
@@ -299,6 +301,42 @@ class ModeCounters:
             return dict(self._first)
 
 
+def top_modes(
+    totals: dict[str, tuple[int, float, float]],
+    *,
+    limit: int,
+    trend: Callable[[list[str]], dict[str, list[tuple[float, int]]]],
+    examples: Callable[[ModeCounts], list[str]],
+    trend_buckets: int = 8,
+) -> tuple[int, list[ModeCounts]]:
+    """The failure-modes answer from a scope's counter `totals` (signature → count,
+    first, last; the failing conversations under `MARKER`), whichever store counted
+    them: (failing conversations, the `limit` most frequent modes, ties by signature),
+    each with its `trend` ((start, count) per counter cell, put into `trend_buckets`
+    equal slices of the scope's first..last failure) and `examples`."""
+    totals = dict(totals)
+    marker = totals.pop(MARKER, None)
+    total = marker[0] if marker is not None else 0
+    counts = sorted(
+        (ModeCounts(s, n, first, last) for s, (n, first, last) in totals.items()),
+        key=lambda m: (-m.count, m.signature),
+    )
+    top = counts[:limit]
+    if not top:
+        return total, []
+    lo = min(m.first_seen for m in counts)
+    hi = max(m.last_seen for m in counts)
+    width = max((hi - lo) / trend_buckets, 1e-3)
+    cells = trend([m.signature for m in top])
+    for m in top:
+        m.trend = [0] * trend_buckets
+        for start, n in cells.get(m.signature, ()):
+            at = max(start, lo)
+            m.trend[min(int((at - lo) / width), trend_buckets - 1)] += n
+        m.examples = examples(m)
+    return total, top
+
+
 class FailureModeIndex:
     """Writes (writer thread), counters (event loop) and reads of the failure modes."""
 
@@ -307,9 +345,13 @@ class FailureModeIndex:
         self.counters = ModeCounters()
         # (agent, version) → signatures stored for it (writer thread only).
         self._known: dict[tuple[str, str], set[str]] = {}
+        self._reader: sqlite3.Connection | None = None
 
     def load(self, conn: sqlite3.Connection) -> None:
+        """Rebuild the counters from the tables; `conn` (the state file's reader) is
+        where `top_modes` reads examples."""
         self.counters.load(conn)
+        self._reader = conn
 
     # ------------------------------------------------------------------ writing
 
@@ -428,27 +470,11 @@ class FailureModeIndex:
         """(failing conversations in scope, the `limit` most frequent modes with their
         latest `examples` conversation ids and counts in `trend_buckets` equal slices of
         the scope's first..last failure), most frequent first (ties by signature)."""
-        totals = self.counters.totals(scope)
-        marker = totals.pop(MARKER, None)
-        total = marker[0] if marker is not None else 0
-        counts = sorted(
-            (ModeCounts(s, n, first, last) for s, (n, first, last) in totals.items()),
-            key=lambda m: (-m.count, m.signature),
-        )
-        top = counts[:limit]
-        if not top:
-            return total, []
-        lo = min(m.first_seen for m in counts)
-        hi = max(m.last_seen for m in counts)
-        width = max((hi - lo) / trend_buckets, 1e-3)
         where, args = self._where(scope)
-        for m in top:
-            m.trend = [0] * trend_buckets
-            for start, n in self.counters.trend(scope, m.signature):
-                at = max(start, lo)
-                m.trend[min(int((at - lo) / width), trend_buckets - 1)] += n
+
+        def latest(m: ModeCounts) -> list[str]:
             # Latest first, read backwards from the mode's last row in scope.
-            m.examples = [
+            return [
                 str(k)
                 for (k,) in conn.execute(
                     "SELECT conv_key FROM result_failure_modes WHERE signature = ? "
@@ -456,7 +482,20 @@ class FailureModeIndex:
                     (m.signature, m.last_seen, *args, examples),
                 )
             ]
-        return total, top
+
+        return top_modes(
+            self.counters.totals(scope),
+            limit=limit,
+            trend=lambda signatures: {s: self.counters.trend(scope, s) for s in signatures},
+            examples=latest,
+            trend_buckets=trend_buckets,
+        )
+
+    def top_modes(self, scope: ModeScope, *, limit: int) -> tuple[int, list[ModeCounts]]:
+        """`modes` on the state file's reader connection (`FailureModeQueries`)."""
+        if self._reader is None:
+            raise LookupError("the failure-mode index is not open")
+        return self.modes(self._reader, scope, limit=limit)
 
     @staticmethod
     def _where(scope: ModeScope) -> tuple[str, list[Any]]:

@@ -1,8 +1,9 @@
 """The review queue's rows in the state file: which conversations wait for a person, and
 the labels people gave (docs/review.md "The live queue").
 
-Two tables of their own, touched only through `ReviewLabels`, so moving them behind
-another results store means implementing these few methods there:
+Two tables of their own, touched only through a `ReviewStore`: `ReviewLabels` here, or
+`PostgresReviewLabels` (`pg_review.py`) with a shared results database, so every
+replica sees every label:
 
     review_queue   conv_key, reason, queued_at             one row per queued conversation
     review_labels  conv_key, passed, turns, comment, reviewer, labelled_at
@@ -22,7 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["QueueItem", "ReadOnlyFile", "ReviewLabel", "ReviewLabels"]
+__all__ = [
+    "LABEL_COLUMNS",
+    "QueueItem",
+    "ReadOnlyFile",
+    "ReviewLabel",
+    "ReviewLabels",
+    "ReviewStore",
+    "label_of_row",
+]
 
 T = TypeVar("T")
 
@@ -57,6 +66,26 @@ _SCHEMA = (
 )
 
 
+class ReviewStore(Protocol):
+    """Where the queue and the labels live (the state file or the shared database)."""
+
+    async def open(self) -> None: ...
+
+    async def enqueue(self, conversation_id: str, reason: str, at: float) -> bool: ...
+
+    async def put_label(self, label: ReviewLabel) -> None: ...
+
+    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]: ...
+
+    def counts(self) -> tuple[int, int]: ...
+
+    def queued(self, conversation_id: str) -> QueueItem | None: ...
+
+    def label(self, conversation_id: str) -> ReviewLabel | None: ...
+
+    def labels(self) -> list[ReviewLabel]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class QueueItem:
     conversation_id: str
@@ -75,7 +104,7 @@ class ReviewLabel:
     labelled_at: float = 0.0
 
 
-def _label(row: Any) -> ReviewLabel:
+def label_of_row(row: Any) -> ReviewLabel:
     key, passed, turns, comment, reviewer, at = row
     return ReviewLabel(
         conversation_id=str(key),
@@ -87,7 +116,7 @@ def _label(row: Any) -> ReviewLabel:
     )
 
 
-_LABEL_COLUMNS = "conv_key, passed, turns, comment, reviewer, labelled_at"
+LABEL_COLUMNS = "conv_key, passed, turns, comment, reviewer, labelled_at"
 
 
 class ReviewLabels:
@@ -129,7 +158,7 @@ class ReviewLabels:
                 (label.conversation_id, "manual", label.labelled_at),
             )
             conn.execute(
-                f"INSERT OR REPLACE INTO review_labels ({_LABEL_COLUMNS}) VALUES (?,?,?,?,?,?)",
+                f"INSERT OR REPLACE INTO review_labels ({LABEL_COLUMNS}) VALUES (?,?,?,?,?,?)",
                 (
                     label.conversation_id,
                     None if label.passed is None else int(label.passed),
@@ -182,17 +211,17 @@ class ReviewLabels:
     def label(self, conversation_id: str) -> ReviewLabel | None:
         row = self.store.read(
             lambda conn: conn.execute(
-                f"SELECT {_LABEL_COLUMNS} FROM review_labels WHERE conv_key = ?",
+                f"SELECT {LABEL_COLUMNS} FROM review_labels WHERE conv_key = ?",
                 (conversation_id,),
             ).fetchone()
         )
-        return None if row is None else _label(row)
+        return None if row is None else label_of_row(row)
 
     def labels(self) -> list[ReviewLabel]:
         """Every label, oldest first (people label hundreds, not millions)."""
         rows = self.store.read(
             lambda conn: conn.execute(
-                f"SELECT {_LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
+                f"SELECT {LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
             ).fetchall()
         )
-        return [_label(r) for r in rows]
+        return [label_of_row(r) for r in rows]

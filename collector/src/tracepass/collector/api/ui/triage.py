@@ -30,7 +30,7 @@ from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
 from tracepass.collector.api.ui.write_pages import render_write_page
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver.http_server import GetRoute
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import ResultsStore
 
 __all__ = ["MAX_VERSIONS", "TriagePages"]
 
@@ -40,7 +40,7 @@ MAX_VERSIONS = 4  # versions shown on the failure-modes page (newest first)
 class TriagePages:
     def __init__(
         self,
-        store: StateStore | None,
+        store: ResultsStore | None,
         candidates: ReferenceCandidates,
         write: WriteAccess,
         clock: Callable[[], float] = time.time,
