@@ -186,7 +186,7 @@ def main() -> None:
         t = time.perf_counter()
         fill(store, args.results)
         fill_s = time.perf_counter() - t
-        model = ReadModel(store, list, RollingConfig(), clock=lambda: T0 + args.results)
+        model = ReadModel(store.results, list, RollingConfig(), clock=lambda: T0 + args.results)
         first = model.conversations({"limit": "50"})
         deep = model.conversations({"limit": "50", "cursor": first["next_cursor"]})
         for _ in range(200):  # a cursor 10k rows deep
@@ -226,7 +226,7 @@ def main() -> None:
             "limit=500": {"limit": "500"},
         }
         key = f"conv-{args.results // 2:07d}"
-        lookup_ms = timed(lambda: store.get_result(key), args.repeats)
+        lookup_ms = timed(lambda: store.results.get_result(key), args.repeats)
         print(f"{args.results} stored results (filled in {fill_s:.1f} s)")
         print(f"baseline: primary-key lookup of one result: {lookup_ms:.3f} ms")
         pg: Any = None

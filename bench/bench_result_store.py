@@ -123,7 +123,7 @@ async def store_all(
             now = time.time()
             await asyncio.gather(
                 *(
-                    store.put_result(
+                    store.results.put_result(
                         s.conversation.id,
                         revision=0,
                         closed_at=now,

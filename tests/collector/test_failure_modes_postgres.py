@@ -84,7 +84,7 @@ def test_revisions_and_retention_count_down(tmp_path: Path, postgres_url: str) -
     forwarder = ResultsForwarder(store, pg)
 
     async def put(i: int, revision: int, stored: StoredResult, at: float) -> None:
-        await store.put_result(
+        await store.results.put_result(
             f"demo-{i}", revision=revision, closed_at=at, n_spans=3,
             stored=StoredResult(stored.conversation, stored.result, revision),
             evaluated_at=at,
@@ -137,7 +137,7 @@ def test_the_bound_is_shared_between_replicas(tmp_path: Path, postgres_url: str)
         for n, i in enumerate(failing):
             f, fw = files[n % 2], forwarders[n % 2]
             stored = _result(i)
-            await f.put_result(
+            await f.results.put_result(
                 f"demo-{i}", revision=0, closed_at=T0 + i, n_spans=3, stored=stored,
                 evaluated_at=T0 + i,
             )  # fmt: skip

@@ -138,7 +138,9 @@ def shared_results_store(config: CollectorConfig) -> Any:
         return None
     from tracepass.collector.state.postgres import PostgresResults
 
-    return PostgresResults(url)
+    shared = PostgresResults(url)
+    shared.failure_modes.max_per_version = config.failure_modes.max_per_version
+    return shared
 
 
 def retention_cutoff(config: CollectorConfig, now: float) -> float | None:
@@ -187,7 +189,6 @@ class CollectorService:
         self._recorded: Callable[[], int] = lambda: 0
         self._windows: Any = None  # the RollingWindows component
         self._forwarder: Any = None  # the ResultsForwarder (state.results_url)
-        self._shared: Any = None  # the PostgresResults of state.results_url
         self._judge_cache: Any = None
         self._recorder: RecordingSink | None = None
         self._started = False
@@ -249,7 +250,6 @@ class CollectorService:
             batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
         shared = shared_results_store(cfg)
-        self._shared = shared
         results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
         self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
@@ -271,8 +271,6 @@ class CollectorService:
         # here; recovery may complete conversations, whose results the chain takes),
         # and the receivers last, so no span is accepted before the pipeline can take it.
         self.store.failure_modes.max_per_version = cfg.failure_modes.max_per_version
-        if shared is not None:
-            shared.failure_modes.max_per_version = cfg.failure_modes.max_per_version
         if self._forwarder is not None:
             self.pipeline.readiness_checks.append(self._forwarder.readiness)
         await self._open_state_file()
@@ -287,7 +285,7 @@ class CollectorService:
 
             snapshots = pooled_snapshots(shared, rolling, self.clock)
         self.read_model = ReadModel(
-            shared if shared is not None else self.store,
+            shared if shared is not None else self.store.results,
             snapshots,
             rolling,
             clock=self.clock,
@@ -399,7 +397,7 @@ class CollectorService:
         routes += self._triage_routes(cfg)
         write = self.triage.write if self.triage is not None else None
         # With a shared results database the queue and labels live there too.
-        labels = self._shared.review if self._shared is not None else None
+        labels = self._forwarder.results.review if self._forwarder is not None else None
         self.review = ReviewQueue(cfg, self.pipeline, self.clock, write, labels=labels)
         routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:

@@ -46,7 +46,9 @@ class ResultsWriter(ResultComponent):
         self.store = store
         # Where stored results are read back (the state file's own results, or a shared
         # database the state file forwards them to).
-        self.results = results if results is not None else store
+        self.results: ResultsStore | None = results
+        if results is None and store is not None:
+            self.results = store.results
         # What the window journal keeps of each result (the rolling windows' entry,
         # supplied by whoever owns the windows); None: no journal.
         self.journal_entry = journal_entry
@@ -107,7 +109,7 @@ class ResultsWriter(ResultComponent):
         journal = None if self.journal_entry is None else self.journal_entry(stored.result)
 
         def write() -> Awaitable[int]:
-            return store.put_result(
+            return store.results.put_result(
                 key,
                 revision=info.revision,
                 closed_at=info.closed_at,

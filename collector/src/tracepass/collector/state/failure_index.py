@@ -44,6 +44,7 @@ __all__ = [
     "ModeCounts",
     "ModeScope",
     "Row",
+    "scope_where",
     "stored_signatures",
     "top_modes",
 ]
@@ -301,6 +302,26 @@ class ModeCounters:
             return dict(self._first)
 
 
+def scope_where(scope: ModeScope, *, times: bool = True, mark: str = "?") -> tuple[str, list[Any]]:
+    """` AND …` conditions selecting `scope`'s rows (`times`: its range, at whole
+    minutes as the counters read it) and their arguments; `mark`: the placeholder
+    (PostgreSQL's `%s`)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column in ("agent_name", "agent_version", "reference_set"):
+        value = getattr(scope, column)
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            args.append(value)
+    if times and scope.since is not None:
+        clauses.append(f"closed_at >= {mark}")
+        args.append(math.floor(scope.since / MINUTE) * MINUTE)
+    if times and scope.until is not None:
+        clauses.append(f"closed_at < {mark}")
+        args.append(math.ceil(scope.until / MINUTE) * MINUTE)
+    return "".join(f" AND {c}" for c in clauses), args
+
+
 def top_modes(
     totals: dict[str, tuple[int, float, float]],
     *,
@@ -470,7 +491,7 @@ class FailureModeIndex:
         """(failing conversations in scope, the `limit` most frequent modes with their
         latest `examples` conversation ids and counts in `trend_buckets` equal slices of
         the scope's first..last failure), most frequent first (ties by signature)."""
-        where, args = self._where(scope)
+        where, args = scope_where(scope)
 
         def latest(m: ModeCounts) -> list[str]:
             # Latest first, read backwards from the mode's last row in scope.
@@ -496,23 +517,6 @@ class FailureModeIndex:
         if self._reader is None:
             raise LookupError("the failure-mode index is not open")
         return self.modes(self._reader, scope, limit=limit)
-
-    @staticmethod
-    def _where(scope: ModeScope) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        for column in ("agent_name", "agent_version", "reference_set"):
-            value = getattr(scope, column)
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                args.append(value)
-        if scope.since is not None:
-            clauses.append("closed_at >= ?")
-            args.append(math.floor(scope.since / MINUTE) * MINUTE)
-        if scope.until is not None:
-            clauses.append("closed_at < ?")
-            args.append(math.ceil(scope.until / MINUTE) * MINUTE)
-        return (" AND " + " AND ".join(clauses)) if clauses else "", args
 
     def signatures_of_version(self, scope: ModeScope) -> set[str]:
         """The signatures seen in `scope` (any time): what `new` compares against."""

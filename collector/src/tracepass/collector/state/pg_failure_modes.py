@@ -41,6 +41,7 @@ from tracepass.collector.state.failure_index import (
     MINUTE,
     ModeCounts,
     ModeScope,
+    scope_where,
     top_modes,
 )
 from tracepass.collector.state.index import INDEX_COLUMNS
@@ -352,21 +353,10 @@ class PostgresFailureModes:
 
     # ------------------------------------------------------------------ reading
 
-    @staticmethod
-    def _where(scope: ModeScope, prefix: str = "") -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        for column in ("agent_name", "agent_version", "reference_set"):
-            value = getattr(scope, column)
-            if value is not None:
-                clauses.append(f"{prefix}{column} = %s")
-                args.append(value)
-        return "".join(f" AND {c}" for c in clauses), args
-
     def _totals(
         self, conn: psycopg.Connection[Any], scope: ModeScope
     ) -> dict[str, tuple[int, float, float]]:
-        where, args = self._where(scope)
+        where, args = scope_where(scope, times=False, mark="%s")
         if scope.since is None and scope.until is None:
             sql = (
                 "SELECT signature, sum(n), min(first_at), max(last_at) "
@@ -405,7 +395,7 @@ class PostgresFailureModes:
     def _trend(
         self, conn: psycopg.Connection[Any], scope: ModeScope, signatures: Sequence[str]
     ) -> dict[str, list[tuple[float, int]]]:
-        where, args = self._where(scope)
+        where, args = scope_where(scope, times=False, mark="%s")
         if scope.since is None and scope.until is None:
             table, grain, bounds, bound_args = "failure_mode_hours", HOUR, "", []
         else:
@@ -424,13 +414,7 @@ class PostgresFailureModes:
     def _examples(
         self, conn: psycopg.Connection[Any], scope: ModeScope, mode: ModeCounts, n: int
     ) -> list[str]:
-        where, args = self._where(scope)
-        if scope.since is not None:
-            where += " AND closed_at >= %s"
-            args.append(math.floor(scope.since / MINUTE) * MINUTE)
-        if scope.until is not None:
-            where += " AND closed_at < %s"
-            args.append(math.ceil(scope.until / MINUTE) * MINUTE)
+        where, args = scope_where(scope, mark="%s")
         return [
             str(k)
             for (k,) in conn.execute(
@@ -456,7 +440,7 @@ class PostgresFailureModes:
 
     def signatures_of_version(self, scope: ModeScope) -> set[str]:
         """The signatures seen in `scope` (any time): what `new` compares against."""
-        where, args = self._where(scope)
+        where, args = scope_where(scope, times=False, mark="%s")
         with self.pool.reading() as conn:
             rows = conn.execute(
                 f"SELECT DISTINCT signature FROM failure_mode_hours WHERE signature <> ''{where}",

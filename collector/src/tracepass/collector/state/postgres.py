@@ -32,6 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from tracepass.collector.state.aggregates import AgentCountRow, agent_counts, reference_counts
 from tracepass.collector.state.codec import StoredResult, decode_result
 from tracepass.collector.state.index import (
     FILTER_INDEXES,
@@ -49,7 +50,7 @@ from tracepass.collector.state.pg_failure_modes import (
     PostgresFailureModes,
 )
 from tracepass.collector.state.pg_review import REVIEW_PG_SCHEMA, PostgresReviewLabels
-from tracepass.collector.state.results import AgentCountRow, TrendRow
+from tracepass.collector.state.results import TrendRow
 from tracepass.collector.state.schema import StateError
 
 __all__ = [
@@ -356,19 +357,14 @@ class PostgresResults:
         agent_version: str | None = None,
         reference_set: str | None = None,
     ) -> dict[str, tuple[int, int]]:
-        sql = f"SELECT reference_id, count(*), {_PASSES} FROM results WHERE {_TRIAL}"
-        args: list[Any] = [since]
-        for column, value in (
-            ("agent_name", agent_name),
-            ("agent_version", agent_version),
-            ("reference_set", reference_set),
-        ):
-            if value is not None:
-                sql += f" AND {column} = %s"
-                args.append(value)
         with self.reading() as conn:
-            rows = conn.execute(sql + " GROUP BY reference_id", args).fetchall()
-        return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
+            return reference_counts(
+                _QmarkConnection(conn),
+                since,
+                agent_name=agent_name,
+                agent_version=agent_version,
+                reference_set=reference_set,
+            )
 
     def version_costs(
         self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
@@ -400,16 +396,8 @@ class PostgresResults:
         return lo, width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
 
     def agent_counts(self, since: float) -> list[AgentCountRow]:
-        """(agent, version, reference set, reference id, trials, passes) of the results
-        completed since `since`: what pooled pass@k per agent is computed from."""
         with self.reading() as conn:
-            rows = conn.execute(
-                f"SELECT agent_name, agent_version, reference_set, reference_id, count(*), "
-                f"{_PASSES} FROM results WHERE {_TRIAL} "
-                "GROUP BY agent_name, agent_version, reference_set, reference_id",
-                (since,),
-            ).fetchall()
-        return [(a, v, s, str(r), int(n), int(c or 0)) for a, v, s, r, n, c in rows]
+            return agent_counts(_QmarkConnection(conn), since)
 
 
 def violations_json(violations: Sequence[tuple[str, str | None]]) -> str:

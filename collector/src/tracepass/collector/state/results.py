@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Protocol
 
+from tracepass.collector.state.aggregates import AgentCountRow
 from tracepass.collector.state.codec import StoredResult
 from tracepass.collector.state.failure_index import ModeCounts, ModeScope
 from tracepass.collector.state.index import ResultFilter, ResultRow
@@ -27,8 +28,6 @@ __all__ = ["AgentCountRow", "FailureModeQueries", "ResultsStore", "TrendRow"]
 
 # (agent name, agent version, slice index, trials, passes)
 TrendRow = tuple[str | None, str | None, int, int, int]
-# (agent name, agent version, reference set, reference id, trials, passes)
-AgentCountRow = tuple[str | None, str | None, str | None, str, int, int]
 
 
 class FailureModeQueries(Protocol):
