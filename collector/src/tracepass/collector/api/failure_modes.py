@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError, format_time, parse_time
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import ResultsStore
@@ -60,9 +61,11 @@ def failure_modes(
     store: ResultsStore | None,
     params: Mapping[str, str],
     clock: Callable[[], float] = time.time,
+    summaries: ModeSummaries | None = None,
 ) -> dict[str, Any]:
     """The endpoint's JSON. Raises ParamError (400) or LookupError (no results store,
-    or its database unreachable: 503)."""
+    or its database unreachable: 503). With `summaries` (`failure_modes.summarize`)
+    each mode also has its `summary` (None until written)."""
     since = _opt(params, "since")
     until = _opt(params, "until")
     scope = ModeScope(
@@ -85,7 +88,7 @@ def failure_modes(
     seen = None
     if base is not None:
         seen = index.signatures_of_version(ModeScope(scope.agent_name, base, scope.reference_set))
-    return {
+    body: dict[str, Any] = {
         "agent_name": scope.agent_name,
         "agent_version": scope.agent_version,
         "reference_set": scope.reference_set,
@@ -105,6 +108,13 @@ def failure_modes(
             for m in modes
         ],
     }
+    if summaries is not None:
+        where = tuple(
+            v or "*" for v in (scope.agent_name, scope.agent_version, scope.reference_set)
+        )
+        for mode in body["failure_modes"]:
+            mode["summary"] = summaries.summary((*where, mode["signature"]), mode["examples"])
+    return body
 
 
 def failure_versions(store: ResultsStore | None) -> list[tuple[str, str]]:
@@ -115,7 +125,9 @@ def failure_versions(store: ResultsStore | None) -> list[tuple[str, str]]:
 
 
 def failure_mode_routes(
-    model: ReadModel, clock: Callable[[], float] = time.time
+    model: ReadModel,
+    clock: Callable[[], float] = time.time,
+    summaries: ModeSummaries | None = None,
 ) -> list[tuple[str, Any]]:
     """The endpoint, answered like the other list endpoints (`routes._answer`: bounded
     parameters, off the event loop, under the query time limit)."""
@@ -123,7 +135,7 @@ def failure_mode_routes(
 
     async def handler(request: web.Request) -> web.StreamResponse:
         return await _answer(
-            model, request, lambda: failure_modes(model.store, request.query, clock)
+            model, request, lambda: failure_modes(model.store, request.query, clock, summaries)
         )
 
     return [(FAILURE_MODES_PATH, handler)]

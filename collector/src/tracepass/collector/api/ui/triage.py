@@ -16,6 +16,7 @@ show no buttons. Each answers with a redirect (303) to the page showing the outc
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,31 +67,8 @@ class TriagePages:
         agent = params.get("agent_name") or None
         version = params.get("agent_version") or None
         try:
-            pairs = failure_versions(self.store)
-            if agent is not None:
-                pairs = [p for p in pairs if p[0] == agent]
-            if version is not None:
-                pairs = [p for p in pairs if p[1] == version]
-            sections = []
-            for name, ver in pairs[:MAX_VERSIONS]:
-                query = {**params, "agent_name": name, "agent_version": ver}
-                body = failure_modes(self.store, query, self.clock)
-                for mode in body["failure_modes"]:
-                    mode["url"] = f"{UI_PREFIX}/conversations?" + urlencode(
-                        {
-                            "agent_name": name,
-                            "agent_version": ver,
-                            "failure_mode": mode["signature"],
-                            "outcome": "any",
-                        }
-                    )
-                    mode["example_urls"] = [
-                        (e, f"{UI_PREFIX}/conversations/{quote(e, safe='')}")
-                        for e in mode["examples"]
-                    ]
-                    peak = max(mode["trend"]) if mode["trend"] else 0
-                    mode["bars"] = [round(100 * n / peak) if peak else 0 for n in mode["trend"]]
-                sections.append(body)
+            # Off the event loop: with a shared results store these are database reads.
+            sections = await asyncio.to_thread(self._mode_sections, params, agent, version)
         except ParamError as exc:
             return self._error(request, str(exc), 400)
         except LookupError as exc:
@@ -105,6 +83,36 @@ class TriagePages:
             },
             failing=FAILING,
         )
+
+    def _mode_sections(
+        self, params: dict[str, str], agent: str | None, version: str | None
+    ) -> list[dict[str, Any]]:
+        """Each shown version's failure-modes answer, with the page's links."""
+        pairs = failure_versions(self.store)
+        if agent is not None:
+            pairs = [p for p in pairs if p[0] == agent]
+        if version is not None:
+            pairs = [p for p in pairs if p[1] == version]
+        sections = []
+        for name, ver in pairs[:MAX_VERSIONS]:
+            query = {**params, "agent_name": name, "agent_version": ver}
+            body = failure_modes(self.store, query, self.clock)
+            for mode in body["failure_modes"]:
+                mode["url"] = f"{UI_PREFIX}/conversations?" + urlencode(
+                    {
+                        "agent_name": name,
+                        "agent_version": ver,
+                        "failure_mode": mode["signature"],
+                        "outcome": "any",
+                    }
+                )
+                mode["example_urls"] = [
+                    (e, f"{UI_PREFIX}/conversations/{quote(e, safe='')}") for e in mode["examples"]
+                ]
+                peak = max(mode["trend"]) if mode["trend"] else 0
+                mode["bars"] = [round(100 * n / peak) if peak else 0 for n in mode["trend"]]
+            sections.append(body)
+        return sections
 
     # ------------------------------------------------------------------ candidates
 
