@@ -47,6 +47,7 @@ __all__ = [
     "scope_where",
     "stored_signatures",
     "top_modes",
+    "version_before",
 ]
 
 MARKER = ""  # the counters' key for "failing conversations" (never a stored row)
@@ -322,6 +323,16 @@ def scope_where(scope: ModeScope, *, times: bool = True, mark: str = "?") -> tup
     return "".join(f" AND {c}" for c in clauses), args
 
 
+def version_before(firsts: dict[str, float], version: str) -> str | None:
+    """Of one agent's versions (version → its first result), the one first seen just
+    before `version` (None: `version` is unknown or the first)."""
+    mine = firsts.get(version)
+    if mine is None:
+        return None
+    earlier = [(t, v) for v, t in firsts.items() if t < mine]
+    return max(earlier)[1] if earlier else None
+
+
 def top_modes(
     totals: dict[str, tuple[int, float, float]],
     *,
@@ -525,11 +536,7 @@ class FailureModeIndex:
     def previous_version(self, agent: str | None, version: str) -> str | None:
         """The version of `agent` first seen just before `version` (None: none)."""
         firsts = {v: t for (a, v), t in self.counters.first_seen().items() if a == (agent or "")}
-        mine = firsts.get(version)
-        if mine is None:
-            return None
-        earlier = [(t, v) for v, t in firsts.items() if t < mine]
-        return max(earlier)[1] if earlier else None
+        return version_before(firsts, version)
 
     def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
         """(agent, version) pairs with stored results, newest first."""

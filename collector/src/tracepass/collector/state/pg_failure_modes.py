@@ -43,6 +43,7 @@ from tracepass.collector.state.failure_index import (
     ModeScope,
     scope_where,
     top_modes,
+    version_before,
 )
 from tracepass.collector.state.index import INDEX_COLUMNS
 from tracepass.evaluator.failure_signatures import OTHER
@@ -459,12 +460,7 @@ class PostgresFailureModes:
 
     def previous_version(self, agent: str | None, version: str) -> str | None:
         """The version of `agent` first seen just before `version` (None: none)."""
-        firsts = {v: t for (_, v), t in self._firsts(agent or "").items()}
-        mine = firsts.get(version)
-        if mine is None:
-            return None
-        earlier = [(t, v) for v, t in firsts.items() if t < mine]
-        return max(earlier)[1] if earlier else None
+        return version_before({v: t for (_, v), t in self._firsts(agent or "").items()}, version)
 
     def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
         """(agent, version) pairs with stored results, newest first."""

@@ -12,7 +12,6 @@ PostgreSQL's. Writes are blocking round trips, run off the event loop
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -20,9 +19,9 @@ import psycopg
 
 from tracepass.collector.state.review_labels import (
     LABEL_COLUMNS,
-    QueueItem,
     ReviewLabel,
-    label_of_row,
+    ReviewReads,
+    label_row,
 )
 
 __all__ = ["REVIEW_PG_SCHEMA", "PostgresReviewLabels"]
@@ -48,10 +47,6 @@ _ENQUEUE = (
     "INSERT INTO review_queue (conv_key, reason, queued_at) VALUES (%s,%s,%s) "
     "ON CONFLICT DO NOTHING"
 )
-_QUEUED = (
-    "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
-    "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
-)
 
 
 class _Pool(Protocol):
@@ -62,8 +57,9 @@ class _Pool(Protocol):
     def writing(self) -> Any: ...
 
 
-class PostgresReviewLabels:
-    """`ReviewStore` over the shared database (see the module docstring)."""
+class PostgresReviewLabels(ReviewReads):
+    """`ReviewStore` over the shared database (see the module docstring): the reads
+    are the state file's (`ReviewReads`), the writes PostgreSQL's upserts."""
 
     def __init__(self, pool: _Pool) -> None:
         self.pool = pool
@@ -77,10 +73,6 @@ class PostgresReviewLabels:
         with self.pool.writing() as conn:
             return fn(conn)
 
-    def _read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        with self.pool.reading() as conn:
-            return fn(conn)
-
     # ------------------------------------------------------------------ writes
 
     async def enqueue(self, conversation_id: str, reason: str, at: float) -> bool:
@@ -92,15 +84,7 @@ class PostgresReviewLabels:
 
     async def put_label(self, label: ReviewLabel) -> None:
         """Store a label (replacing an earlier one of the same conversation)."""
-        turns = json.dumps({str(k): v for k, v in sorted(label.turns.items())})
-        row = (
-            label.conversation_id,
-            None if label.passed is None else int(label.passed),
-            turns,
-            label.comment,
-            label.reviewer,
-            label.labelled_at,
-        )
+        row = label_row(label)
 
         def op(conn: psycopg.Connection[Any]) -> None:
             conn.execute(_ENQUEUE, (label.conversation_id, "manual", label.labelled_at))
@@ -114,52 +98,8 @@ class PostgresReviewLabels:
 
         await asyncio.to_thread(self._write, op)
 
-    # ------------------------------------------------------------------ reads
-
-    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]:
-        """Queued conversations, oldest first; by default those not labelled yet."""
-        where = "WHERE l.conv_key IS NULL " if pending_only else ""
-        rows = self._read(
-            lambda conn: conn.execute(
-                f"{_QUEUED}{where}ORDER BY q.queued_at, q.conv_key LIMIT %s", (limit,)
-            ).fetchall()
-        )
-        return [QueueItem(str(k), str(r), float(t), bool(done)) for k, r, t, done in rows]
-
-    def counts(self) -> tuple[int, int]:
-        """(queued in all, labelled)."""
-        row = self._read(
-            lambda conn: conn.execute(
-                "SELECT (SELECT count(*) FROM review_queue), (SELECT count(*) FROM review_labels)"
-            ).fetchone()
-        )
-        assert row is not None
-        return int(row[0]), int(row[1])
-
-    def queued(self, conversation_id: str) -> QueueItem | None:
-        row = self._read(
-            lambda conn: conn.execute(
-                f"{_QUEUED}WHERE q.conv_key = %s", (conversation_id,)
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        return QueueItem(str(row[0]), str(row[1]), float(row[2]), bool(row[3]))
-
-    def label(self, conversation_id: str) -> ReviewLabel | None:
-        row = self._read(
-            lambda conn: conn.execute(
-                f"SELECT {LABEL_COLUMNS} FROM review_labels WHERE conv_key = %s",
-                (conversation_id,),
-            ).fetchone()
-        )
-        return None if row is None else label_of_row(row)
-
-    def labels(self) -> list[ReviewLabel]:
-        """Every label, oldest first (people label hundreds, not millions)."""
-        rows = self._read(
-            lambda conn: conn.execute(
-                f"SELECT {LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
-            ).fetchall()
-        )
-        return [label_of_row(r) for r in rows]
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """The shared reads (`ReviewReads`, written with `?`) on the database."""
+        with self.pool.reading() as conn:
+            rows: list[Any] = conn.execute(sql.replace("?", "%s"), args).fetchall()
+        return rows

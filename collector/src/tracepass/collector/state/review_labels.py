@@ -29,8 +29,10 @@ __all__ = [
     "ReadOnlyFile",
     "ReviewLabel",
     "ReviewLabels",
+    "ReviewReads",
     "ReviewStore",
     "label_of_row",
+    "label_row",
 ]
 
 T = TypeVar("T")
@@ -104,6 +106,13 @@ class ReviewLabel:
     labelled_at: float = 0.0
 
 
+def label_row(label: ReviewLabel) -> tuple[Any, ...]:
+    """The `LABEL_COLUMNS` values of `label` (the inverse of `label_of_row`)."""
+    turns = json.dumps({str(k): v for k, v in sorted(label.turns.items())})
+    passed = None if label.passed is None else int(label.passed)
+    return (label.conversation_id, passed, turns, label.comment, label.reviewer, label.labelled_at)
+
+
 def label_of_row(row: Any) -> ReviewLabel:
     key, passed, turns, comment, reviewer, at = row
     return ReviewLabel(
@@ -117,13 +126,61 @@ def label_of_row(row: Any) -> ReviewLabel:
 
 
 LABEL_COLUMNS = "conv_key, passed, turns, comment, reviewer, labelled_at"
+_QUEUED = (
+    "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
+    "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
+)
 
 
-class ReviewLabels:
+class ReviewReads:
+    """The queue's and the labels' reads, written once (`?` placeholders): a store runs
+    them with `_rows` (`ReviewLabels` on the state file, `PostgresReviewLabels`)."""
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]:
+        """Queued conversations, oldest first; by default those not labelled yet."""
+        where = "WHERE l.conv_key IS NULL " if pending_only else ""
+        rows = self._rows(f"{_QUEUED}{where}ORDER BY q.queued_at, q.conv_key LIMIT ?", (limit,))
+        return [QueueItem(str(k), str(r), float(t), bool(done)) for k, r, t, done in rows]
+
+    def counts(self) -> tuple[int, int]:
+        """(queued in all, labelled)."""
+        (row,) = self._rows(
+            "SELECT (SELECT count(*) FROM review_queue), (SELECT count(*) FROM review_labels)"
+        )
+        return int(row[0]), int(row[1])
+
+    def queued(self, conversation_id: str) -> QueueItem | None:
+        rows = self._rows(f"{_QUEUED}WHERE q.conv_key = ?", (conversation_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return QueueItem(str(row[0]), str(row[1]), float(row[2]), bool(row[3]))
+
+    def label(self, conversation_id: str) -> ReviewLabel | None:
+        rows = self._rows(
+            f"SELECT {LABEL_COLUMNS} FROM review_labels WHERE conv_key = ?", (conversation_id,)
+        )
+        return label_of_row(rows[0]) if rows else None
+
+    def labels(self) -> list[ReviewLabel]:
+        """Every label, oldest first (people label hundreds, not millions)."""
+        rows = self._rows(
+            f"SELECT {LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
+        )
+        return [label_of_row(r) for r in rows]
+
+
+class ReviewLabels(ReviewReads):
     """The queue and the labels of one state file (see the module docstring)."""
 
     def __init__(self, store: _Store) -> None:
         self.store = store
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        return self.store.read(lambda conn: conn.execute(sql, args).fetchall())
 
     async def open(self) -> None:
         """Create the tables (idempotent; older state files get them on first start)."""
@@ -150,7 +207,7 @@ class ReviewLabels:
 
     async def put_label(self, label: ReviewLabel) -> None:
         """Store a label (replacing an earlier one of the same conversation)."""
-        turns = json.dumps({str(k): v for k, v in sorted(label.turns.items())})
+        row = label_row(label)
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -159,69 +216,9 @@ class ReviewLabels:
             )
             conn.execute(
                 f"INSERT OR REPLACE INTO review_labels ({LABEL_COLUMNS}) VALUES (?,?,?,?,?,?)",
-                (
-                    label.conversation_id,
-                    None if label.passed is None else int(label.passed),
-                    turns,
-                    label.comment,
-                    label.reviewer,
-                    label.labelled_at,
-                ),
+                row,
             )
 
         await self.store.run(op)
 
     # ------------------------------------------------------------------ reads
-
-    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]:
-        """Queued conversations, oldest first; by default those not labelled yet."""
-        where = "WHERE l.conv_key IS NULL" if pending_only else ""
-        rows = self.store.read(
-            lambda conn: conn.execute(
-                "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
-                "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
-                f"{where} ORDER BY q.queued_at, q.conv_key LIMIT ?",
-                (limit,),
-            ).fetchall()
-        )
-        return [QueueItem(str(k), str(r), float(t), bool(done)) for k, r, t, done in rows]
-
-    def counts(self) -> tuple[int, int]:
-        """(queued in all, labelled)."""
-        row = self.store.read(
-            lambda conn: conn.execute(
-                "SELECT (SELECT count(*) FROM review_queue), (SELECT count(*) FROM review_labels)"
-            ).fetchone()
-        )
-        return int(row[0]), int(row[1])
-
-    def queued(self, conversation_id: str) -> QueueItem | None:
-        row = self.store.read(
-            lambda conn: conn.execute(
-                "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
-                "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
-                "WHERE q.conv_key = ?",
-                (conversation_id,),
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        return QueueItem(str(row[0]), str(row[1]), float(row[2]), bool(row[3]))
-
-    def label(self, conversation_id: str) -> ReviewLabel | None:
-        row = self.store.read(
-            lambda conn: conn.execute(
-                f"SELECT {LABEL_COLUMNS} FROM review_labels WHERE conv_key = ?",
-                (conversation_id,),
-            ).fetchone()
-        )
-        return None if row is None else label_of_row(row)
-
-    def labels(self) -> list[ReviewLabel]:
-        """Every label, oldest first (people label hundreds, not millions)."""
-        rows = self.store.read(
-            lambda conn: conn.execute(
-                f"SELECT {LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
-            ).fetchall()
-        )
-        return [label_of_row(r) for r in rows]
