@@ -239,4 +239,7 @@ def test_candidates_approval_and_failure_modes(tmp_path: Path) -> None:
         modes = wait_until(summarized, 180, "the wrong-answer mode's summary")
         assert " reasons for answer:contains; most often: " in modes["answer:contains"]["summary"]
         assert modes["wrong_argument:pick_seat.side"]["summary"] is None
+        page = http_get(f"{s.http}/ui/failure-modes?agent_name=triage-agent&agent_version=1.1")
+        assert page[0] == 200
+        assert b"reasons for answer:contains" in page[1]  # under its signature
     assert s.proc.returncode is not None

@@ -88,7 +88,9 @@ class Triage:
 
             # The results store the API reads (the shared database's failure modes,
             # with `state.results_url`).
-            self.pages = TriagePages(pipeline.results.results, self.candidates, self.write, clock)
+            self.pages = TriagePages(
+                pipeline.results.results, self.candidates, self.write, clock, self.summaries
+            )
 
     def warm_up(self) -> int:
         """Feed the unreferenced results stored by earlier runs; returns how many."""

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from tracepass.collector.api.candidates import ReferenceCandidates, edited_yaml
 from tracepass.collector.api.failure_modes import failure_modes, failure_versions
+from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
 from tracepass.collector.api.ui.write_pages import render_write_page
@@ -45,8 +46,10 @@ class TriagePages:
         candidates: ReferenceCandidates,
         write: WriteAccess,
         clock: Callable[[], float] = time.time,
+        summaries: ModeSummaries | None = None,
     ) -> None:
         self.store = store
+        self.summaries = summaries  # `failure_modes.summarize`: each mode's summary
         self.candidates = candidates
         self.write = write
         self.clock = clock
@@ -96,7 +99,7 @@ class TriagePages:
         sections = []
         for name, ver in pairs[:MAX_VERSIONS]:
             query = {**params, "agent_name": name, "agent_version": ver}
-            body = failure_modes(self.store, query, self.clock)
+            body = failure_modes(self.store, query, self.clock, self.summaries)
             for mode in body["failure_modes"]:
                 mode["url"] = f"{UI_PREFIX}/conversations?" + urlencode(
                     {
