@@ -21,8 +21,8 @@ retention takes purged results' rows with them.
 
 The bound (`failure_modes.max_per_version`) is shared: a signature new to a version is
 admitted under an advisory lock per version, so replicas together admit at most the
-bound; the rest are stored as `other`. Times are None-free in the counter tables (''
-for a missing agent, version or reference set), as the SQLite counters key them.
+bound; the rest are stored as `other`. The counter tables key a missing agent, version
+or reference set as '' (a primary key has no NULLs), as the SQLite counters do.
 """
 
 from __future__ import annotations
