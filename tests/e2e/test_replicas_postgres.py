@@ -182,6 +182,7 @@ def _config(directory: Path, refs: Path, url: str) -> Path:
             "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
             "state": {"path": str(directory / "state.sqlite"), "results_url": url},
             "api": {"write_token": WRITE_TOKEN},
+            "review": {"rules": [{"when": "new_failure_mode"}, {"when": "failing"}]},
             "metrics": {
                 "prometheus_port": 0,
                 "windows": [{"name": "1h", "seconds": 3600}],
@@ -341,5 +342,16 @@ def check_failure_modes_and_labels(a: Replica, b: Replica) -> None:
         ("b-5", False, "wrong answer")
     ]
     assert b.json("/api/v1/review/agreement")["labelled"] == 1
-    queue = b.json("/api/v1/review/queue?pending=false")
-    assert [i["conversation_id"] for i in queue["items"]] == ["b-5"]
+
+    # The `failing` rule queued every failing conversation, on whichever replica
+    # evaluated it (through the kill and the outage): one queue, on both replicas.
+    def queued(r: Replica) -> dict[str, Any] | None:
+        body: dict[str, Any] = r.json("/api/v1/review/queue?pending=false")
+        return body if {i["conversation_id"] for i in body["items"]} == failed else None
+
+    for replica in (a, b):
+        queue = wait_until(lambda r=replica: queued(r), DEADLINE_S, "the pooled review queue")
+        reasons = {i["reason"] for i in queue["items"] if i["conversation_id"] != "b-5"}
+        assert reasons == {"failing"}  # (b-5 was labelled too: queued by whichever came first)
+        assert [i["conversation_id"] for i in queue["items"] if i["labelled"]] == ["b-5"]
+        assert (queue["queued"], queue["labelled"]) == (len(failed), 1)

@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -62,8 +63,10 @@ ENQUEUE_PATH = "/api/v1/conversations/{conversation_id}/review"
 LABEL_PATH = "/api/v1/review/{conversation_id}/label"
 MAX_COMMENT_CHARS = 10_000
 MAX_LIST = 1000
-# Rule-queued conversations kept in memory while the shared database is unreachable.
+# Results kept in memory for the review rules while the shared database is unreachable,
+# and how often it is tried again.
 MAX_PENDING = 10_000
+RETRY_S = 5.0
 
 
 class LabelError(ValueError):
@@ -166,8 +169,10 @@ class ReviewQueue:
             threshold=cfg.evaluation.threshold,
             new_failure_mode=self._new_failure_mode if self.results is not None else None,
         )
-        # Rule-queued conversations the shared database did not take yet (id → reason, at).
-        self._pending: dict[str, tuple[str, float]] = {}
+        # Results the rules have not been applied to yet (shared database only), and
+        # the task applying them.
+        self._pending: deque[tuple[ConversationResult, bool, float]] = deque()
+        self._worker: asyncio.Task[None] | None = None
         self._log = RateLimitedLog(log)
 
     async def open(self) -> None:
@@ -196,34 +201,33 @@ class ReviewQueue:
             if reason is not None:
                 await self.labels.enqueue(result.conversation_id, reason, info.now)
             return
-        # The shared database: its queries (`new_failure_mode`) off the event loop, and
-        # an outage keeps what the rules queued until the database is back.
-        try:
-            reason = await asyncio.to_thread(self.rules.reason, result, info.conversation.complete)
-        except LookupError as exc:
-            self._log.warning("review-rules", "review rules not applied to %s: %s",
-                              result.conversation_id, exc)  # fmt: skip
+        # The shared database: the rules (`new_failure_mode` reads it) and the queue
+        # writes run in a task of their own, so a database that is down delays the
+        # queue, never the result chain; what waits is kept in memory (bounded).
+        if len(self._pending) >= MAX_PENDING:
+            self._log.error("review-pending", "review queue: %d results waiting for the "
+                            "database; %s not considered", MAX_PENDING,
+                            result.conversation_id)  # fmt: skip
             return
-        if reason is not None:
-            if len(self._pending) >= MAX_PENDING:
-                self._log.error("review-pending", "review queue: %d conversations waiting "
-                                "for the database; %s not queued", MAX_PENDING,
-                                result.conversation_id)  # fmt: skip
-            else:
-                self._pending.setdefault(result.conversation_id, (reason, info.now))
-        await self._flush(self.labels)
+        self._pending.append((result, info.conversation.complete, info.now))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain(self.labels))
 
-    async def _flush(self, labels: ReviewStore) -> None:
-        """Queue what the rules chose in the shared database (kept when unreachable)."""
+    async def _drain(self, labels: ReviewStore) -> None:
+        """Apply the rules to the waiting results and queue them in the shared database,
+        oldest first; retried every `RETRY_S` while the database is unreachable."""
         while self._pending:
-            key, (reason, at) = next(iter(self._pending.items()))
+            result, complete, at = self._pending[0]
             try:
-                await labels.enqueue(key, reason, at)
+                reason = await asyncio.to_thread(self.rules.reason, result, complete)
+                if reason is not None:
+                    await labels.enqueue(result.conversation_id, reason, at)
             except LookupError as exc:
-                self._log.warning("review-queue", "review queue: %d conversations wait for "
-                                  "the database: %s", len(self._pending), exc)  # fmt: skip
-                return
-            self._pending.pop(key, None)
+                self._log.warning("review-queue", "review queue: %d results wait for the "
+                                  "database: %s", len(self._pending), exc)  # fmt: skip
+                await asyncio.sleep(RETRY_S)
+                continue
+            self._pending.popleft()
 
     # ------------------------------------------------------------------ reads
 
