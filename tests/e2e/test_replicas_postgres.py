@@ -11,8 +11,9 @@ replica A gets agent `weather-a`'s conversations, replica B `weather-b`'s. Then:
   `tracepass_results_backlog` counts them, and every result arrives once it is back;
 - every sixth conversation of each replica answers its second turn wrongly (an injected
   fault, one per phase): either replica's `/api/v1/failure-modes` (and the UI's page and
-  the `failure_mode=` list) counts both halves' failures, and a label written on
-  replica A (with the write token) shows on replica B and in B's live agreement.
+  the `failure_mode=` list) counts both halves' failures, the `failing` review rule
+  puts every failing conversation in one queue that both replicas show, and a label
+  written on replica A (with the write token) shows on replica B and in B's agreement.
 """
 
 from __future__ import annotations
