@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracepass.evaluator.construct import construct_unchecked as construct_unchecked
-from tracepass.evaluator.usage import Latency, TimelineSpan, Usage
+from tracepass.evaluator.cost_latency import Latency, TimelineSpan, Usage
 
 
 class _Frozen(BaseModel):

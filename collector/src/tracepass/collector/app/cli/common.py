@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand
 
-from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
+from tracepass.evaluator.judge.model_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.offline.gates import GateOn, GateOutcome
 
 EXIT_GATE = 1

@@ -38,17 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tracepass.evaluator.answers import TurnAnswer, TurnGrading
-from tracepass.evaluator.argmatch import ArgumentMatchError
-from tracepass.evaluator.checks import (
-    DEFAULT_REPEATED_CALL_LIMIT,
-    learned_violations,
-    needs_schema_validation,
-)
-from tracepass.evaluator.conversation_judges import CompiledJudge, ConversationJudges
-from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
-from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
+from tracepass.evaluator.judge.call_budget import JudgeBudgetExhausted
+from tracepass.evaluator.judge.conversation_judges import CompiledJudge, ConversationJudges
 from tracepass.evaluator.models import (
     Conversation,
     ConversationJudgeSpec,
@@ -64,16 +56,27 @@ from tracepass.evaluator.models import (
     Violation,
     construct_unchecked,
 )
-from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
 from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
-from tracepass.evaluator.toolcorrectness import (
+from tracepass.evaluator.scoring.agent_policies import CompiledPolicy, policy_reference_set
+from tracepass.evaluator.scoring.answers import TurnAnswer, TurnGrading
+from tracepass.evaluator.scoring.argmatch import ArgumentMatchError
+from tracepass.evaluator.scoring.fairforge_profile import (
+    fair_forge_matcher,
+    fair_forge_tool_correctness,
+)
+from tracepass.evaluator.scoring.learned_checks import (
+    DEFAULT_REPEATED_CALL_LIMIT,
+    learned_violations,
+    needs_schema_validation,
+)
+from tracepass.evaluator.scoring.tool_correctness import (
     CompiledTurn,
     called_names,
     compile_turn,
     normalize_weights,
     score_turn,
 )
-from tracepass.evaluator.trajectory import (
+from tracepass.evaluator.scoring.trajectory import (
     conversation_trajectory,
     matched_names,
     name_trajectory,
@@ -82,7 +85,7 @@ from tracepass.evaluator.trajectory import (
 from tracepass.evaluator.vocabulary import Profile
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "PendingEvaluation", "ToolWeights"]
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.evaluator.cusum import BernoulliCusum
-from tracepass.evaluator.passk import PriorSpec, prior_params, validate_k
+from tracepass.evaluator.stats.cusum import BernoulliCusum
+from tracepass.evaluator.stats.passk import PriorSpec, prior_params, validate_k
 
 __all__ = ["RollingConfig"]
 
