@@ -1,5 +1,5 @@
 """Everything that leaves the collector about evaluations: OpenTelemetry metrics
-(`metrics.py`), `gen_ai.evaluation.result` events (`events.py`), the OTel SDK wiring
+(`metrics.py`), `gen_ai.evaluation.result` events (`evaluation_events.py`), the OTel SDK wiring
 (`telemetry.py`) and label-cardinality limits (`cardinality.py`). Operational counters of
 the ingest path are `tracepass.collector.instruments` (every stage writes them)."""
 

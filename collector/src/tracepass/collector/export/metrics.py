@@ -1,4 +1,4 @@
-"""Evaluation results as OpenTelemetry metrics (the events are `events.py`).
+"""Evaluation results as OpenTelemetry metrics (the events are `evaluation_events.py`).
 
 Counters are the source of truth: they are monotonic, sum across replicas, and the
 pooled plug-in pass^k over any range is recomputable from them in PromQL

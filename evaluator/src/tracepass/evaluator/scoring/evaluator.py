@@ -17,12 +17,12 @@ Rules (docs/metrics.md has the full table):
   INCOMPLETE if the conversation has fewer turns than the reference or was not
   complete, else PASS if every turn is correct and the turn counts match, else FAIL;
 * no reference → every turn unscored and outcome UNSCORED (INCOMPLETE if not complete);
-* the learned checks (`checks.py`) run on every conversation and their violations are
+* the learned checks (`learned_checks.py`) run on every conversation and their violations are
   reported per turn; they decide nothing on their own;
 * conversation judges (`conversation_judges.py`, docs/judges.md), when configured, read
   the whole scored conversation and add their verdicts (`judgements`); they change
   neither the outcome nor the result's series (each is a series of its own);
-* an agent policy (`policies.py`), when one applies, adds its rules and graders to the
+* an agent policy (`agent_policies.py`), when one applies, adds its rules and graders to the
   learned checks: a turn is correct only if it also passes the policy, and the outcome
   is the worse of the reference's and the policy's (no verdict > INCOMPLETE > FAIL >
   PASS). Without a reference the policy's verdict is the outcome and the result is
