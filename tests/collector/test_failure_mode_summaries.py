@@ -21,8 +21,8 @@ from tracepass.collector.app.demo.examples import find_examples, load_scripted_j
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.evaluator.judge import LLMJudge
-from tracepass.evaluator.judge_budget import JudgeBudget
-from tracepass.evaluator.judge_loading import resolve_chat_model
+from tracepass.evaluator.judge.call_budget import JudgeBudget
+from tracepass.evaluator.judge.model_loading import resolve_chat_model
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,

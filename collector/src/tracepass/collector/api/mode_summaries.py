@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracepass.collector.state import StoredResult
-from tracepass.evaluator.judge import LLMJudge, block
+from tracepass.evaluator.judge import LLMJudge, neutralise
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -176,11 +176,14 @@ class ModeSummaries:
         """The prompt: instructions, then the signature and the reasons as data."""
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        parts: list[str] = []
-        block(parts, "failure_mode", signature, _TAGS)
-        for text in texts:
-            block(parts, "reason", text, _TAGS)
+        parts = [_block("failure_mode", signature)]
+        parts += [_block("reason", text) for text in texts]
         return [SystemMessage(content=INSTRUCTIONS), HumanMessage(content="\n".join(parts))]
+
+
+def _block(tag: str, text: str) -> str:
+    """`text` as a tagged data block, our tags inside it made inert."""
+    return f"<{tag}>\n{neutralise(text, _TAGS)}\n</{tag}>"
 
 
 def _text(message: Any) -> str:

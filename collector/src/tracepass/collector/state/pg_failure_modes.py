@@ -46,7 +46,7 @@ from tracepass.collector.state.failure_index import (
     version_before,
 )
 from tracepass.collector.state.index import INDEX_COLUMNS
-from tracepass.evaluator.failure_signatures import OTHER
+from tracepass.evaluator.scoring.failure_signatures import OTHER
 
 __all__ = ["FAILURE_MODES_PG_SCHEMA", "ModeEntry", "PostgresFailureModes"]
 
