@@ -79,9 +79,18 @@ _AGENTO11Y_DEFAULT = {
     "'attribute')]": _AGENTO11Y_ERROR_COPY,
     "conversation 0 turn 1: unexpected tool call book_flight({})": _AGENTO11Y_ERROR_COPY,
 }
+# Bedrock Agents' trace reports an action group's output as text only
+# (`ActionGroupInvocationOutput` has `text` and `metadata`, no status): a tool that fails
+# and lets the agent go on (a Lambda answering `responseState: REPROMPT`) reads as a
+# success whose result is the error text.
+_BEDROCK_AGENT_NO_STATUS = {
+    "conversation 0 turn 1 tool call 1 (book_flight): error None lacks 'flight FL-404 is "
+    "sold out'": "Bedrock Agents' action-group observation carries no status, only text"
+}
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
     "agento11y_langgraph": _AGENTO11Y_DEFAULT,
     "agento11y_langgraph_full": _AGENTO11Y_DEFAULT,
+    "bedrock_openinference_invoke_agent": _BEDROCK_AGENT_NO_STATUS,
 }
 
 # What `tracepass inspect` must report for scenarios whose spans lack content (each

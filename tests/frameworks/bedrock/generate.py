@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generator_support as support
 import harness
@@ -151,7 +152,60 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-SCENARIOS = {"bedrock_openinference_converse": generate}
+def generate_invoke_agent(scenario: str) -> Path:
+    import boto3
+    import invoke_agent
+    from botocore.stub import Stubber
+    from openinference.instrumentation.bedrock import BedrockInstrumentor
+
+    install = support.installer(BedrockInstrumentor)
+    capture = harness.Capture()
+    instrumentor = install(capture)
+    client = boto3.client(
+        "bedrock-agent-runtime",
+        region_name="us-east-1",
+        aws_access_key_id="offline",
+        aws_secret_access_key="offline",
+    )
+    stubber = Stubber(client)
+    invoke_agent.stub_turns(client, stubber)
+    try:
+        with stubber:
+            answers = invoke_agent.run_turns(client)
+        stubber.assert_no_pending_responses()
+    finally:
+        instrumentor.uninstrument()
+    support.check_answers(scenario, answers)
+    meta = support.meta(
+        FRAMEWORK,
+        "openinference-instrumentation-bedrock",
+        framework_package="boto3",
+        settings={
+            "using_session": harness.CONVERSATION_ID,
+            "api": "invoke_agent",
+            "enableTrace": "True",
+        },
+        agent_name=None,
+        notes=[
+            "Bedrock Agents: one invoke_agent call per turn on boto3's bedrock-agent-runtime "
+            "client; the agent (model and Lambda action group) is scripted as the completion "
+            "event stream Stubber answers with: trace parts (orchestrationTrace model "
+            "invocations, action-group invocations and observations, finalResponse) and the "
+            "answer chunk, encoded as an AWS event stream that botocore decodes.",
+            "Action-group parameters are strings with a type (nested filters as JSON text); "
+            "the model's tool_use blocks carry the call ids and the nested arguments.",
+            "The failing call's observation is its error text (a Lambda answering with "
+            "responseState REPROMPT): Bedrock's trace has no status for an action group.",
+            json.dumps({"agentId": invoke_agent.AGENT_ID, "model": invoke_agent.FOUNDATION_MODEL}),
+        ],
+    )
+    return capture.write(scenario, meta)
+
+
+SCENARIOS = {
+    "bedrock_openinference_converse": generate,
+    "bedrock_openinference_invoke_agent": generate_invoke_agent,
+}
 
 if __name__ == "__main__":
     raise SystemExit(support.run_cli(SCENARIOS, __doc__))
