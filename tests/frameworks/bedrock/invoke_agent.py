@@ -28,7 +28,7 @@ AGENT_ID = "TRAVELAGT1"
 AGENT_ALIAS_ID = "TSTALIASID"
 ACTION_GROUP = "travel-actions"
 FOUNDATION_MODEL = "anthropic.claude-3-5-sonnet-20240620-v1:0"
-_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 def _parameter(name: str, value: Any) -> dict[str, str]:
