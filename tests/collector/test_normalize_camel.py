@@ -4,24 +4,14 @@
 
 from __future__ import annotations
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
-from test_normalize_basics import kvs, make_span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from test_normalize_basics import make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request
 from tracepass.collector.normalize.registry import ADAPTERS_ATTR, TOOL_RESPONSES_ATTR
 
 SCOPE = "openinference.instrumentation.openai"
 FAILED = "Tool execution failed: Error executing tool 'book': sold out"
-
-
-def _request(span: Span) -> ExportTraceServiceRequest:
-    rs = ResourceSpans()
-    rs.resource.attributes.extend(kvs({"service.name": "svc"}))
-    scoped = rs.scope_spans.add()
-    scoped.scope.name = SCOPE
-    scoped.spans.append(span)
-    return ExportTraceServiceRequest(resource_spans=[rs])
 
 
 def _llm_span(*results: tuple[str, str]) -> Span:
@@ -38,7 +28,9 @@ def _llm_span(*results: tuple[str, str]) -> Span:
 
 
 def test_a_failed_result_becomes_the_calls_error() -> None:
-    (rec,), _ = normalize_request(_request(_llm_span(("c1", "ok"), ("c2", FAILED))))
+    (rec,), _ = normalize_request(
+        make_request(_llm_span(("c1", "ok"), ("c2", FAILED)), scope=SCOPE)
+    )
     assert rec.kind is RecordKind.MODEL
     assert rec.attributes[TOOL_RESPONSES_ATTR] == {
         "c1": "ok",
@@ -48,6 +40,8 @@ def test_a_failed_result_becomes_the_calls_error() -> None:
 
 
 def test_other_results_are_left_alone() -> None:
-    (rec,), _ = normalize_request(_request(_llm_span(("c1", "Tool execution went fine"))))
+    (rec,), _ = normalize_request(
+        make_request(_llm_span(("c1", "Tool execution went fine")), scope=SCOPE)
+    )
     assert rec.attributes[TOOL_RESPONSES_ATTR] == {"c1": "Tool execution went fine"}
     assert "camel" not in rec.attributes.get(ADAPTERS_ATTR, [])

@@ -8,24 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
-from test_normalize_basics import kvs, make_span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from test_normalize_basics import make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request
 from tracepass.collector.normalize.adapters.mastra import run_query
 from tracepass.collector.normalize.registry import ADAPTERS_ATTR
 
 SCOPE = "@mastra/otel-exporter"
-
-
-def _request(span: Span, scope: str = SCOPE) -> ExportTraceServiceRequest:
-    rs = ResourceSpans()
-    rs.resource.attributes.extend(kvs({"service.name": "svc"}))
-    scoped = rs.scope_spans.add()
-    scoped.scope.name = scope
-    scoped.spans.append(span)
-    return ExportTraceServiceRequest(resource_spans=[rs])
 
 
 def _agent_run(run_input: str) -> Span:
@@ -43,7 +33,7 @@ def _agent_run(run_input: str) -> Span:
 
 
 def test_a_text_input_is_the_query() -> None:
-    (rec,), _ = normalize_request(_request(_agent_run("Weather in Oslo?")))
+    (rec,), _ = normalize_request(make_request(_agent_run("Weather in Oslo?"), scope=SCOPE))
     assert rec.kind is RecordKind.TURN
     assert rec.input_text == "Weather in Oslo?"
     assert rec.conversation_id == "thread-1"
@@ -56,12 +46,12 @@ def test_a_message_list_input_gives_its_last_user_message() -> None:
         {"role": "assistant", "content": "old answer"},
         {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
     ]
-    (rec,), _ = normalize_request(_request(_agent_run(json.dumps(messages))))
+    (rec,), _ = normalize_request(make_request(_agent_run(json.dumps(messages)), scope=SCOPE))
     assert rec.input_text == "Weather in Oslo?"
 
 
 def test_other_scopes_are_left_alone() -> None:
-    (rec,), _ = normalize_request(_request(_agent_run("Weather in Oslo?"), scope="other"))
+    (rec,), _ = normalize_request(make_request(_agent_run("Weather in Oslo?"), scope="other"))
     assert ADAPTERS_ATTR not in rec.attributes or "mastra" not in rec.attributes[ADAPTERS_ATTR]
 
 

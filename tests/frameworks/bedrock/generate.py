@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,14 @@ def run_turns(client: Any) -> list[str | None]:
     return answers
 
 
-def generate(scenario: str) -> Path:
+def stubbed_run(
+    service: str,
+    stub: Callable[[Any, Any], None],
+    run: Callable[[Any], list[str | None]],
+) -> tuple[harness.Capture, list[str | None]]:
+    """Instrument, build the boto3 `service` client (offline credentials), let `stub`
+    queue its answers on a `Stubber`, and `run` the application with it; every queued
+    answer must be used."""
     import boto3
     from botocore.stub import Stubber
     from openinference.instrumentation.bedrock import BedrockInstrumentor
@@ -119,20 +127,29 @@ def generate(scenario: str) -> Path:
     capture = harness.Capture()
     instrumentor = install(capture)
     client = boto3.client(
-        "bedrock-runtime",
+        service,
         region_name="us-east-1",
         aws_access_key_id="offline",
         aws_secret_access_key="offline",
     )
     stubber = Stubber(client)
-    for step in harness.model_steps():
-        stubber.add_response("converse", converse_response(step))
+    stub(client, stubber)
     try:
         with stubber:
-            answers = run_turns(client)
+            answers = run(client)
         stubber.assert_no_pending_responses()
     finally:
         instrumentor.uninstrument()
+    return capture, answers
+
+
+def stub_converse(client: Any, stubber: Any) -> None:
+    for step in harness.model_steps():
+        stubber.add_response("converse", converse_response(step))
+
+
+def generate(scenario: str) -> Path:
+    capture, answers = stubbed_run("bedrock-runtime", stub_converse, run_turns)
     support.check_answers(scenario, answers)
     meta = support.meta(
         FRAMEWORK,
@@ -153,28 +170,11 @@ def generate(scenario: str) -> Path:
 
 
 def generate_invoke_agent(scenario: str) -> Path:
-    import boto3
     import invoke_agent
-    from botocore.stub import Stubber
-    from openinference.instrumentation.bedrock import BedrockInstrumentor
 
-    install = support.installer(BedrockInstrumentor)
-    capture = harness.Capture()
-    instrumentor = install(capture)
-    client = boto3.client(
-        "bedrock-agent-runtime",
-        region_name="us-east-1",
-        aws_access_key_id="offline",
-        aws_secret_access_key="offline",
+    capture, answers = stubbed_run(
+        "bedrock-agent-runtime", invoke_agent.stub_turns, invoke_agent.run_turns
     )
-    stubber = Stubber(client)
-    invoke_agent.stub_turns(client, stubber)
-    try:
-        with stubber:
-            answers = invoke_agent.run_turns(client)
-        stubber.assert_no_pending_responses()
-    finally:
-        instrumentor.uninstrument()
     support.check_answers(scenario, answers)
     meta = support.meta(
         FRAMEWORK,
