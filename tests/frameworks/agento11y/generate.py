@@ -4,7 +4,7 @@ agent recorded by agento11y's OpenAI Agents run hooks.
 
     python generate.py --list
     python generate.py agento11y_langgraph [agento11y_langgraph_full agento11y_langgraph_otel]
-    python generate.py agento11y_openai_agents_otel
+    python generate.py agento11y_openai_agents_otel [agento11y_openai_agents_otel_handoff]
 
 The agent is the LangGraph corpus's `create_react_agent` (same scripted chat model, same
 tools, loaded from `../langgraph/generate.py`), run twice in one thread with
@@ -23,6 +23,7 @@ client=..., agent_name=...)` and the conversation id in the run context
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -141,6 +142,14 @@ OPENAI_AGENTS_NOTES = [
 ]
 
 
+OPENAI_AGENTS_HANDOFF_NOTES = [
+    "two agents (the OpenAI Agents corpus's hand-off run: travel-agent hands turn 2 to "
+    "booking-agent; model: its custom agents.Model replaying the script with the hand-off "
+    "call): the hooks' agent_handoff span (run_type=handoff) names no destination and has "
+    "no parent run id, and every span names the hooks' agent_name",
+]
+
+
 def generate_openai_agents(scenario: str) -> Path:
     import asyncio
 
@@ -153,8 +162,14 @@ def generate_openai_agents(scenario: str) -> Path:
     capture = harness.Capture()
     client = _client(capture, "otel")
 
+    handoff = scenario.endswith("_handoff")
+
     async def run() -> list[str]:
-        agent = openai_agents.build_agent(openai_agents.scripted_responses_model())
+        if handoff:
+            model = openai_agents.scripted_model(openai_agents.handoff_steps())
+            agent = openai_agents.build_handoff_agent(model)
+        else:
+            agent = openai_agents.build_agent(openai_agents.scripted_responses_model())
         session = SQLiteSession(harness.CONVERSATION_ID)
         config = RunConfig(group_id=harness.CONVERSATION_ID, workflow_name="travel-workflow")
         hooks = create_agento11y_openai_agents_hooks(client=client, agent_name=harness.AGENT_NAME)
@@ -186,13 +201,19 @@ def generate_openai_agents(scenario: str) -> Path:
             "run_context": "{'conversation_id': CONVERSATION_ID}",
             "openai_agents_version": harness.package_version("openai-agents"),
         },
-        notes=OPENAI_AGENTS_NOTES,
+        notes=OPENAI_AGENTS_NOTES + (OPENAI_AGENTS_HANDOFF_NOTES if handoff else []),
     )
-    return capture.write(scenario, meta)
+    path = capture.write(scenario, meta)
+    if handoff:
+        expected = path.with_name(f"{scenario}.expected.json")
+        truth = openai_agents.handoff_truth(json.loads(expected.read_text()))
+        expected.write_text(json.dumps(truth, indent=2) + "\n")
+    return path
 
 
 SCENARIOS = {
     "agento11y_openai_agents_otel": generate_openai_agents,
+    "agento11y_openai_agents_otel_handoff": generate_openai_agents,
     "agento11y_langgraph": generate,
     "agento11y_langgraph_full": generate,
     "agento11y_langgraph_otel": generate,
