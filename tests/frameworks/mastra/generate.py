@@ -8,12 +8,12 @@
 execute})`; the failing `book_flight` throws, which Mastra hands the model as a tool
 error) with `Memory` on the in-memory store, registers it on a `Mastra` instance whose
 `observability` is `new Observability({configs: {otel: {serviceName, exporters: [new
-OtelExporter({provider: {custom: {endpoint, protocol: 'http/json'}}, signals: {logs: false}})]}}})`, and runs
-`agent.generate(query, {memory: {thread: CONVERSATION_ID, resource}})` once per turn (the
-memory thread carries the history and is the conversation id). The model is the AI SDK's
-own `MockLanguageModelV3` from `ai/test`, replaying the script's steps. The exporter posts
-OTLP/HTTP JSON to the loopback receiver of `node_support.py`. Packages:
-`package-lock.json` (`npm ci`).
+OtelExporter({provider: {custom: {endpoint, protocol: 'http/json'}}, signals: {logs:
+false}})]}}})`, and runs `agent.generate(query, {memory: {thread: CONVERSATION_ID,
+resource}})` once per turn (the memory thread carries the history and is the
+conversation id). The model is the AI SDK's own `MockLanguageModelV3` from `ai/test`,
+replaying the script's steps. The exporter posts OTLP/HTTP JSON to the loopback receiver
+of `node_support.py`. Packages: `package-lock.json` (`npm ci`).
 """
 
 from __future__ import annotations
