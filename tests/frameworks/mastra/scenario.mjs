@@ -21,8 +21,8 @@ import {
   DESCRIPTIONS,
   TOOLS,
   loadScenario,
-  modelSteps,
   reportAnswers,
+  scriptedGenerate,
 } from '../node_shared/travel.mjs';
 
 const variant = process.argv[2];
@@ -31,36 +31,7 @@ const scenario = loadScenario();
 const endpoint = process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
 if (!endpoint) throw new Error('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not set');
 
-const steps = modelSteps(scenario);
-let next = 0;
-const usage = {
-  inputTokens: { total: 20, noCache: 20, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 10, text: 10, reasoning: undefined },
-};
-
-function scriptedResponse() {
-  const step = steps[next++];
-  if (step === undefined) throw new Error('the script has no more model steps');
-  if (step.text != null) {
-    return {
-      content: [{ type: 'text', text: step.text }],
-      finishReason: { unified: 'stop', raw: 'stop' },
-      usage,
-      warnings: [],
-    };
-  }
-  return {
-    content: step.tool_calls.map((call) => ({
-      type: 'tool-call',
-      toolCallId: call.id,
-      toolName: call.name,
-      input: JSON.stringify(call.arguments),
-    })),
-    finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
-    usage,
-    warnings: [],
-  };
-}
+const scriptedResponse = scriptedGenerate(scenario);
 
 // Mastra's agent loop streams from the model; the mock answers both entry points with the
 // same scripted step (doStream as the stream parts of that step).
@@ -87,8 +58,8 @@ function streamOf(response) {
 const model = new MockLanguageModelV3({
   provider: 'scripted',
   modelId: 'scripted-travel-model',
-  doGenerate: async () => scriptedResponse(),
-  doStream: async () => ({ stream: streamOf(scriptedResponse()) }),
+  doGenerate: scriptedResponse,
+  doStream: async () => ({ stream: streamOf(await scriptedResponse()) }),
 });
 
 const tools = {
