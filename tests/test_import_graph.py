@@ -13,9 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 COLLECTOR = ROOT / "collector" / "src" / "tracepass" / "collector"
 EVALUATOR = ROOT / "evaluator" / "src" / "tracepass" / "evaluator"
 
-# Stages in data-flow order. `config` and `instruments` are the foundation every stage may
-# use (settings in, operational counters out); `__init__` is the package itself.
-FOUNDATION = ("__init__", "config", "instruments")
+# Stages in data-flow order. `config`, `instruments` and `records` are the foundation every
+# stage may use (settings in, operational counters out, `SpanRecord` the shape between
+# the stages); `__init__` is the package itself.
+FOUNDATION = ("__init__", "config", "instruments", "records")
 STAGES = (
     "receiver",
     "normalize",

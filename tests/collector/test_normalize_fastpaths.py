@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.collector.normalize import arguments, messages
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.collector.normalize import messages
+from tracepass.collector.records import NOT_JSON, loads
+from tracepass.collector.records import tool_values as arguments
 
 ROLES = st.sampled_from(
     ["user", "assistant", "USER", "Human", "ai", "model", "tool", "system", "", "other"]

@@ -23,9 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
 from tracepass.collector.normalize.messages import response_key
-from tracepass.collector.normalize.records import SpanRecord, stored_tool_arguments
 from tracepass.collector.normalize.registry import (
     SOURCE_ATTRIBUTE,
     SOURCE_MODEL_REQUEST,
@@ -34,6 +32,7 @@ from tracepass.collector.normalize.registry import (
     TOOL_RESPONSES_ATTR,
     source_of,
 )
+from tracepass.collector.records import RAW_KEY, SpanRecord, coerce_result, stored_tool_arguments
 from tracepass.evaluator.models import ToolCall, construct_unchecked
 
 MISSING = object()

@@ -46,7 +46,7 @@ from enum import Enum
 
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .build import MAX_DEPTH, build_conversation

@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ANSWER,
     ROLE_ATTR,
@@ -20,6 +19,7 @@ from tracepass.collector.normalize.registry import (
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
 )
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 from tracepass.evaluator.pricing import PriceBook
 from tracepass.evaluator.usage import combine_latency, combine_usage

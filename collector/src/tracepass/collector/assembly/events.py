@@ -15,8 +15,8 @@ from collections.abc import MutableMapping
 
 from tracepass.collector.normalize import genai_events
 from tracepass.collector.normalize.logs import event_of
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import SOURCE_LOG
+from tracepass.collector.records import RecordKind, SpanRecord
 
 SpanKey = tuple[str, str]
 

@@ -21,9 +21,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize import CustomConventions, OtlpRequest, normalize_any
-from tracepass.collector.normalize.adapters import ADAPTERS
-from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
+from tracepass.collector.normalize import ADAPTERS, CustomConventions, OtlpRequest, normalize_any
 from tracepass.collector.normalize.registry import (
     ADAPTERS_ATTR,
     CONVENTION_ATTR,
@@ -32,6 +30,7 @@ from tracepass.collector.normalize.registry import (
     SOURCES_ATTR,
     source_of,
 )
+from tracepass.collector.records import RecordKind, Rejection, SpanRecord
 from tracepass.evaluator.models import Conversation, ToolCall, Turn
 
 from .assembler import complete_all

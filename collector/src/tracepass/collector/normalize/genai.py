@@ -13,11 +13,6 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.arguments import (
-    deferred_arguments,
-    deferred_result,
-    tool_call_id_from_result,
-)
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
@@ -32,12 +27,6 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
     tool_responses,
 )
-from tracepass.collector.normalize.records import (
-    RecordKind,
-    SpanRecord,
-    store_tool_arguments,
-    store_tool_result,
-)
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import (
     GENAI_DEFINITIONS,
@@ -46,6 +35,15 @@ from tracepass.collector.normalize.tooldefs import (
     genai_definitions,
     model_definitions,
     tracepass_tool_definition,
+)
+from tracepass.collector.records import (
+    RecordKind,
+    SpanRecord,
+    deferred_arguments,
+    deferred_result,
+    store_tool_arguments,
+    store_tool_result,
+    tool_call_id_from_result,
 )
 from tracepass.instrumentation import semconv as sc
 

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 
 # Keys of `SpanRecord.attributes` that describe how the record was read.
 CONVENTION_ATTR: Final = "tracepass.convention"

@@ -21,7 +21,6 @@ from tracepass.collector.assembly import Assembler, Completed, build_conversatio
 from tracepass.collector.assembly.timeline import DEFAULT_PRICES
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import Match, ReferenceSource
-from tracepass.collector.normalize.records import RecordKind
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
@@ -30,6 +29,7 @@ from tracepass.collector.pipeline.scheduling import (
     ResultInfo,
     ResultListener,
 )
+from tracepass.collector.records import RecordKind
 from tracepass.collector.state import StateStore
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.pricing import PriceBook

@@ -41,7 +41,6 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
-from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
 from tracepass.collector.pipeline.components import ListenerComponent, ResultChain
 from tracepass.collector.pipeline.evaluation import EvaluationStage
@@ -52,6 +51,7 @@ from tracepass.collector.pipeline.results import ResultsWriter
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import ConversationEvaluator, ResultListener
 from tracepass.collector.receiver.sink import IngestResult
+from tracepass.collector.records import Rejection, SpanRecord
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state.unusable import unusable_state
 from tracepass.evaluator.models import Conversation, ConversationResult

@@ -16,8 +16,8 @@ from tracepass.collector.assembly import build_conversation, complete_all, unjoi
 from tracepass.collector.assembly.timeline import DEFAULT_PRICES
 from tracepass.collector.config import ConventionsConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.records import Rejection, SpanRecord
 from tracepass.evaluator.models import Conversation
 from tracepass.evaluator.pricing import PriceBook
 from tracepass.evaluator.ratelimited_log import RateLimitedLog

@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.config import SamplingConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 from tracepass.evaluator.judge_budget import JudgeBudget
 from tracepass.evaluator.models import Reference
 from tracepass.evaluator.sampling import SamplingPolicy, SamplingRule
