@@ -62,6 +62,7 @@ from tracepass.evaluator.rolling_state import (
     decode_columns,
     decode_columns_v1,
 )
+from tracepass.evaluator.vocabulary import PASS_AT_K, PASS_POW_K
 
 __all__ = [
     "AddResult",
@@ -469,7 +470,7 @@ class RollingAggregator:
                 result[r][k] = WindowEstimate(
                     k=k,
                     pass_at_k=PassKEstimate(
-                        "pass_at_k",
+                        PASS_AT_K,
                         k,
                         float(arr.n[j]),
                         float(arr.c[j]),
@@ -480,7 +481,7 @@ class RollingAggregator:
                         _f(arr.upper_at_k[j]),
                     ),
                     pass_pow_k=PassKEstimate(
-                        "pass_pow_k",
+                        PASS_POW_K,
                         k,
                         float(arr.n[j]),
                         float(arr.c[j]),

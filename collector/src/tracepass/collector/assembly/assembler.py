@@ -302,10 +302,6 @@ class Assembler:
     def is_open(self, key: str) -> bool:
         return key in self._open
 
-    def revision_of(self, key: str) -> int | None:
-        conv = self._convs.get(key)
-        return None if conv is None else conv.revision
-
     def snapshot(self, key: str) -> tuple[tuple[SpanRecord, ...], int, bool] | None:
         """Records, pending revision and open-ness of a known conversation (for views)."""
         conv = self._convs.get(key)
