@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracepass.collector.normalize.messages import response_key
-from tracepass.collector.normalize.registry import (
+from tracepass.collector.normalize import (
     SOURCE_ATTRIBUTE,
     SOURCE_MODEL_REQUEST,
     SOURCES_ATTR,
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
+    response_key,
     source_of,
 )
 from tracepass.collector.records import RAW_KEY, SpanRecord, coerce_result, stored_tool_arguments

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from tracepass.collector.normalize.registry import (
+from tracepass.collector.normalize import (
     ROLE_ANSWER,
     ROLE_ATTR,
     RUN_IDS_ATTR,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF
+from tracepass.collector.normalize import ROLE_ATTR, ROLE_HANDOFF
 from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import AgentStep, ToolCall, construct_unchecked
 

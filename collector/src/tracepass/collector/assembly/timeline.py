@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, model_of, timing_problem
+from tracepass.collector.normalize import MAX_SPAN_DURATION_NS, model_of, timing_problem
 from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import construct_unchecked
 from tracepass.evaluator.pricing import MISSING_MODEL, PriceBook, TokenUsage

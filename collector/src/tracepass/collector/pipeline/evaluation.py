@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 from opentelemetry.metrics import Meter
 
-from tracepass.collector.assembly import Assembler, Completed, build_conversation
-from tracepass.collector.assembly.timeline import DEFAULT_PRICES
+from tracepass.collector.assembly import DEFAULT_PRICES, Assembler, Completed, build_conversation
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import Match, ReferenceSource
 from tracepass.collector.pipeline.sampling import ConversationSampler
