@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -162,6 +163,8 @@ class JsonSignal:
     items_field: str = dataclasses.field(init=False)
     resource_keys: frozenset[str] = dataclasses.field(init=False)
     scope_keys: frozenset[str] = dataclasses.field(init=False)
+    read_resource: Callable[[Any, Any], None] = dataclasses.field(init=False)
+    read_scope: Callable[[Any, Any], None] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         derived = {
@@ -170,6 +173,8 @@ class JsonSignal:
             "items_field": _snake(self.items),
             "resource_keys": frozenset({"resource", self.scopes, "schemaUrl"}),
             "scope_keys": frozenset({"scope", self.items, "schemaUrl"}),
+            "read_resource": functools.partial(_resource_items, signal=self),
+            "read_scope": functools.partial(_scope_items, signal=self),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -189,13 +194,19 @@ def decode_signal_object(obj: Any, signal: JsonSignal, request: Any) -> None:
     if type(items) is not list:
         raise OtlpJsonError(f"expected an array, got {_kind(items)}", signal.resources)
     out = getattr(request, signal.resources_field)
-    for i, resource in enumerate(items):
+    _read_each(items, signal.resources, out, signal.read_resource)
+
+
+def _read_each(items: list[Any], field: str, out: Any, read: Callable[[Any, Any], None]) -> None:
+    """`read` each JSON item into a new message of the repeated field `out`; an error
+    names the item's place (`field[i]`)."""
+    for i, item in enumerate(items):
         try:
-            _resource_items(resource, out.add(), signal)
+            read(item, out.add())
         except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend(signal.resources) from None
+            raise exc.prepend(f"[{i}]").prepend(field) from None
         except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend(signal.resources) from None
+            raise _surrogate().prepend(f"[{i}]").prepend(field) from None
 
 
 def _snake(name: str) -> str:
@@ -210,16 +221,9 @@ def _resource_items(d: Any, msg: Any, signal: JsonSignal) -> None:
     if (url := d.get("schemaUrl")) is not None:
         msg.schema_url = _str(url, "schemaUrl")
     scopes = d.get(signal.scopes)
-    if scopes is None:
-        return
-    out = getattr(msg, signal.scopes_field)
-    for i, scope in enumerate(_list(scopes, signal.scopes)):
-        try:
-            _scope_items(scope, out.add(), signal)
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend(signal.scopes) from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend(signal.scopes) from None
+    if scopes is not None:
+        out = getattr(msg, signal.scopes_field)
+        _read_each(_list(scopes, signal.scopes), signal.scopes, out, signal.read_scope)
 
 
 def _scope_items(d: Any, msg: Any, signal: JsonSignal) -> None:
@@ -230,17 +234,9 @@ def _scope_items(d: Any, msg: Any, signal: JsonSignal) -> None:
     if (url := d.get("schemaUrl")) is not None:
         msg.schema_url = _str(url, "schemaUrl")
     items = d.get(signal.items)
-    if items is None:
-        return
-    out = getattr(msg, signal.items_field)
-    read_item = signal.read_item
-    for i, item in enumerate(_list(items, signal.items)):
-        try:
-            read_item(item, out.add())
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend(signal.items) from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend(signal.items) from None
+    if items is not None:
+        out = getattr(msg, signal.items_field)
+        _read_each(_list(items, signal.items), signal.items, out, signal.read_item)
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -617,25 +613,11 @@ def _span(sp: Any, msg: Span) -> None:
     if (v := g("droppedAttributesCount")) is not None:
         msg.dropped_attributes_count = _u32(v, "droppedAttributesCount")
     if (v := g("events")) is not None:
-        out = msg.events
-        for i, ev in enumerate(_list(v, "events")):
-            try:
-                _event(ev, out.add())
-            except OtlpJsonError as exc:
-                raise exc.prepend(f"[{i}]").prepend("events") from None
-            except UnicodeEncodeError:
-                raise _surrogate().prepend(f"[{i}]").prepend("events") from None
+        _read_each(_list(v, "events"), "events", msg.events, _event)
     if (v := g("droppedEventsCount")) is not None:
         msg.dropped_events_count = _u32(v, "droppedEventsCount")
     if (v := g("links")) is not None:
-        out_links = msg.links
-        for i, ln in enumerate(_list(v, "links")):
-            try:
-                _link(ln, out_links.add())
-            except OtlpJsonError as exc:
-                raise exc.prepend(f"[{i}]").prepend("links") from None
-            except UnicodeEncodeError:
-                raise _surrogate().prepend(f"[{i}]").prepend("links") from None
+        _read_each(_list(v, "links"), "links", msg.links, _link)
     if (v := g("droppedLinksCount")) is not None:
         msg.dropped_links_count = _u32(v, "droppedLinksCount")
     if (v := g("status")) is not None:
