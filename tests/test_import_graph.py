@@ -1,6 +1,8 @@
 """The collector's data flows one way: a module imports only from its own stage or an
-earlier one (CONTRIBUTING.md), and the evaluator never imports the collector. Checked
-on the source text (ast), so a late import inside a function counts too."""
+earlier one (CONTRIBUTING.md), through the other package's face (its `__init__.py`,
+which only re-exports), without import cycles, and the evaluator never imports the
+collector. Checked on the source text (ast), so a late import inside a function counts
+too."""
 
 from __future__ import annotations
 
