@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tracepass.collector.normalize import messages
 from tracepass.collector.records import NOT_JSON, loads
-from tracepass.collector.records import tool_values as arguments
+from tracepass.collector.records import tool_values
 
 ROLES = st.sampled_from(
     ["user", "assistant", "USER", "Human", "ai", "model", "tool", "system", "", "other"]
@@ -107,8 +107,8 @@ JSONISH = st.recursive(
 
 def _general_arguments(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
-        return arguments._coerce_text(value, loads(value))
-    return arguments.coerce_arguments(value)
+        return tool_values._coerce_text(value, loads(value))
+    return tool_values.coerce_arguments(value)
 
 
 def _general_result(value: Any) -> Any:
@@ -123,7 +123,7 @@ def _general_result(value: Any) -> Any:
             if isinstance(value, str):
                 return value
         if isinstance(value, dict):
-            is_msg, content = arguments._langchain_tool_message_content(value)
+            is_msg, content = tool_values._langchain_tool_message_content(value)
             if is_msg:
                 return content
     return value
@@ -133,5 +133,5 @@ def _general_result(value: Any) -> Any:
 @given(JSONISH, st.booleans())
 def test_argument_and_result_shortcuts_match_the_general_path(value: Any, as_json: bool) -> None:
     raw = json.dumps(value) if as_json else value
-    assert arguments.coerce_arguments(raw) == _general_arguments(raw)
-    assert arguments.coerce_result(raw) == _general_result(raw)
+    assert tool_values.coerce_arguments(raw) == _general_arguments(raw)
+    assert tool_values.coerce_result(raw) == _general_result(raw)

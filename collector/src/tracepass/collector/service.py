@@ -61,10 +61,10 @@ from tracepass.collector.receiver import (
     SpanSink,
 )
 from tracepass.collector.state import StateStore
-from tracepass.evaluator.judge_budget import JudgeBudget
-from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
+from tracepass.evaluator.judge.call_budget import JudgeBudget
+from tracepass.evaluator.judge.model_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.rolling import KeySnapshot
+from tracepass.evaluator.stats.rolling import KeySnapshot
 
 __all__ = ["BoundPorts", "CollectorService", "ResultCallback", "build_evaluator"]
 
@@ -99,7 +99,7 @@ def load_judge(
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
         raise ConfigError(f"evaluation.judge {exc}") from exc
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
     return LLMJudge(
         model,
@@ -114,7 +114,7 @@ def load_judge(
 def conversation_judge_specs(ev: Any) -> list[Any]:
     """`evaluation.conversation_judges`, checked: each rubric fits its token budget, and
     the judges have a model (`evaluation.judge`). Errors are `ConfigError`s."""
-    from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+    from tracepass.evaluator.judge.conversation_judges import ConversationJudgeError, compile_all
 
     specs = list(ev.conversation_judges)
     if specs and ev.judge is None:
@@ -130,7 +130,7 @@ def conversation_judge_specs(ev: Any) -> list[Any]:
 
 def build_evaluator(config: CollectorConfig, judge: Any = None) -> Any:
     """The evaluator `config.evaluation` describes (with `judge` for the llm grader)."""
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     # The settings the scoring config shares with `evaluation:` (profile, thresholds,
     # default grader), by name: a field added to both needs no copying here.
@@ -329,7 +329,7 @@ class CollectorService:
         if ev.judge is None:
             return None, None
         if ev.judge_cache is not None:
-            from tracepass.evaluator.judge_cache import JudgeCache
+            from tracepass.evaluator.judge.verdict_cache import JudgeCache
 
             self._judge_cache = JudgeCache(ev.judge_cache)
         budget = None
