@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracepass.collector.normalize import messages
-from tracepass.collector.records import NOT_JSON, loads
-from tracepass.collector.records import tool_values
+from tracepass.collector.records import NOT_JSON, loads, tool_values
 
 ROLES = st.sampled_from(
     ["user", "assistant", "USER", "Human", "ai", "model", "tool", "system", "", "other"]

@@ -8,7 +8,8 @@ from typing import get_args
 from tracepass.collector.app.cli.evaluate import DefaultGrader, Profile
 from tracepass.collector.config import CollectorConfig, EvaluationSettings
 from tracepass.collector.service import build_evaluator
-from tracepass.evaluator.graders import grader_types
+from tracepass.evaluator import vocabulary
+from tracepass.evaluator.graders import grader_class, grader_types
 from tracepass.evaluator.scoring.evaluator import EvaluationConfig
 from tracepass.evaluator.vocabulary import DEFAULT_GRADERS, JUDGE_GRADERS, K_METRICS, PROFILES
 

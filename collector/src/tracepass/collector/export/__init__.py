@@ -5,7 +5,11 @@ the ingest path are `tracepass.collector.instruments` (every stage writes them).
 
 from tracepass.collector.export.alert_links import register_alert_link_gauges
 from tracepass.collector.export.budget import register_budget_gauge
-from tracepass.collector.export.consumers import EventsComponent, FailureLogComponent, MetricsComponent
+from tracepass.collector.export.consumers import (
+    EventsComponent,
+    FailureLogComponent,
+    MetricsComponent,
+)
 from tracepass.collector.export.evaluation_events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config

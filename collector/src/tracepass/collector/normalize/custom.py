@@ -36,7 +36,6 @@ from tracepass.collector.config import (
     parse_field_path,
 )
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
-
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.stats import ReadTally
 from tracepass.collector.records import (

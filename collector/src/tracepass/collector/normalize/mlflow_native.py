@@ -21,7 +21,6 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,

@@ -26,10 +26,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.config import SamplingConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.records import SpanRecord
-from tracepass.evaluator.vocabulary import DEFAULT_GRADER, JUDGE_GRADERS
 from tracepass.evaluator.judge.call_budget import JudgeBudget
 from tracepass.evaluator.models import Reference
 from tracepass.evaluator.stats.conversation_sampling import SamplingPolicy, SamplingRule
+from tracepass.evaluator.vocabulary import DEFAULT_GRADER, JUDGE_GRADERS
 
 __all__ = ["ConversationSampler", "needs_judge"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracepass.evaluator.vocabulary import GRADER_LLM
 from tracepass.evaluator.judge import agreement
+from tracepass.evaluator.vocabulary import GRADER_LLM
 
 COLUMNS = (
     "conversation_id",

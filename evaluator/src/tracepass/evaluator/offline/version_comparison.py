@@ -26,8 +26,8 @@ from typing import Any
 from scipy import integrate, special
 
 from tracepass.evaluator.offline.gates import point_estimate
-from tracepass.evaluator.vocabulary import K_METRICS, PASS_AT_K, PASS_POW_K
 from tracepass.evaluator.stats import passk
+from tracepass.evaluator.vocabulary import K_METRICS, PASS_AT_K, PASS_POW_K
 
 _TAIL = 1e-12
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from tracepass.evaluator.vocabulary import GRADER_CONTAINS
 from tracepass.evaluator.references.candidate_mining import Candidate
+from tracepass.evaluator.vocabulary import GRADER_CONTAINS
 
 __all__ = ["CANDIDATE_TAG", "candidate_yaml", "comment_text"]
 

@@ -56,9 +56,9 @@ from tracepass.evaluator.stats._rolling_state import (
     decode_columns,
     decode_columns_v1,
 )
-from tracepass.evaluator.vocabulary import PASS_AT_K, PASS_POW_K
 from tracepass.evaluator.stats.cusum import BernoulliCusum
 from tracepass.evaluator.stats.passk import PassKEstimate, estimate_many, tau_bench_means
+from tracepass.evaluator.vocabulary import PASS_AT_K, PASS_POW_K
 
 __all__ = [
     "AddResult",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from tracepass.collector.normalize.registry import SOURCE_ADAPTER, note_source
 from tracepass.collector.records import NOT_JSON, SpanRecord, coerce_result, loads, pyrepr
 

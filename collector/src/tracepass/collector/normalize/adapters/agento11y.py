@@ -30,7 +30,6 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize import genai
-
 from tracepass.collector.normalize.registry import (
     ROLE_ATTR,
     ROLE_HANDOFF,

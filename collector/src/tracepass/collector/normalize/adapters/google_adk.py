@@ -19,7 +19,6 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, set_arguments, set_result
-
 from tracepass.collector.normalize.registry import Adapter
 from tracepass.collector.records import RecordKind, SpanRecord, coerce_arguments
 
