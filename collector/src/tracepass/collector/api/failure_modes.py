@@ -23,8 +23,7 @@ from aiohttp import web
 from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError, format_time, parse_time
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.state import ResultsStore
-from tracepass.collector.state.failure_index import ModeScope
+from tracepass.collector.state import ModeScope, ResultsStore
 
 __all__ = [
     "DEFAULT_MODES",

@@ -21,17 +21,18 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import deferred_arguments, deferred_result
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.collector.normalize.observed_io import io_text, model_io
-from tracepass.collector.normalize.records import (
+from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.records import (
     RecordKind,
     SpanRecord,
+    deferred_arguments,
+    deferred_result,
+    loads,
     store_tool_arguments,
     store_tool_result,
 )
-from tracepass.collector.normalize.registry import Convention
 
 NAME = "mlflow"
 SPAN_TYPE = "mlflow.spanType"

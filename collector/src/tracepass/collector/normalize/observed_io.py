@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (
     USER,
     answer_from_state,
@@ -19,6 +18,7 @@ from tracepass.collector.normalize.messages import (
     query_from_state,
     requested_tool_calls,
 )
+from tracepass.collector.records import NOT_JSON, loads
 from tracepass.evaluator.models import ToolCall
 
 __all__ = ["io_text", "model_io"]
