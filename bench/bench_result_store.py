@@ -36,7 +36,7 @@ from tracepass.collector.app.cli.serve import GC_GEN0_THRESHOLD
 from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.pipeline.offline import assemble_offline
 from tracepass.collector.state import StateStore, StoredResult
-from tracepass.collector.state import store as store_module
+from tracepass.collector.state import sqlite_results as store_module
 from tracepass.evaluator.failure_signatures import is_failing
 from tracepass.evaluator.references.loader import load_reference_sets
 from tracepass.evaluator.scoring import Evaluator

@@ -7,6 +7,7 @@ from tracepass.collector.state.codec import (
     encode_request,
 )
 from tracepass.collector.state.results import ResultsStore
+from tracepass.collector.state.sqlite_results import ResultWrite
 from tracepass.collector.state.store import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -20,6 +21,7 @@ __all__ = [
     "JOURNAL_RESULT",
     "JOURNAL_WINDOW",
     "JournalEntry",
+    "ResultWrite",
     "ResultsStore",
     "StateError",
     "StateStore",
