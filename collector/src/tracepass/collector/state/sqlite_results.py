@@ -141,14 +141,25 @@ class SqliteResults:
         # (an op may run twice, so it only records them).
         modes: list[Any] = [((), ())] * len(prepared)
 
+        keys = [p.write.key for p in prepared]
+        # The prior rows of a batch in one query (a key twice in it: one query each, so
+        # the second sees the first's row).
+        batched = len(prepared) > 1 and not self.forward and len(set(keys)) == len(keys)
+
         def op(conn: sqlite3.Connection) -> list[int]:
             # A result and its window-journal entry commit together or not at all: an
             # op is all or nothing (`_apply`).
-            return [self._write(conn, p, modes, i) for i, p in enumerate(prepared)]
+            priors = self.failure_modes.priors(conn, keys) if batched else None
+            inserts: list[tuple[Any, ...]] = []
+            seqs = [self._write(conn, p, modes, i, priors, inserts) for i, p in enumerate(prepared)]
+            self.failure_modes.insert(conn, inserts)
+            return seqs
 
         seqs = await self.db.run(op)
-        for p, change in zip(prepared, modes, strict=True):
-            self.failure_modes.applied(change, p.indexed[0], p.indexed[1], p.write.closed_at)
+        self.failure_modes.applied_many(
+            (change, p.indexed[0], p.indexed[1], p.write.closed_at)
+            for p, change in zip(prepared, modes, strict=True)
+        )
         return seqs
 
     def _prepare(self, write: ResultWrite) -> _Prepared:
@@ -162,8 +173,18 @@ class SqliteResults:
             signatures,
         )
 
-    def _write(self, conn: sqlite3.Connection, p: _Prepared, modes: list[Any], i: int) -> int:
-        """One prepared result's rows (inside the writer's transaction)."""
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        p: _Prepared,
+        modes: list[Any],
+        i: int,
+        priors: dict[str, tuple[Any, Any]] | None,
+        inserts: list[tuple[Any, ...]],
+    ) -> int:
+        """One prepared result's rows (inside the writer's transaction); its failure-mode
+        rows are appended to `inserts`; `priors`: the batch's prior rows (None: look
+        this one up)."""
         w = p.write
         key = w.key
         if p.violations is not None:
@@ -179,15 +200,16 @@ class SqliteResults:
                 violations=p.violations,
             )
         else:
-            prior = conn.execute(PRIOR, (key,)).fetchone()
+            prior = conn.execute(PRIOR, (key,)).fetchone() if priors is None else priors.get(key)
             changed = conn.execute(
                 _PUT_RESULT,
                 (key, w.revision, w.closed_at, w.evaluated_at, w.n_spans, p.text, *p.indexed),
             ).rowcount
             if changed:
                 write_violations(conn, key, w.stored, w.closed_at)
-                modes[i] = self.failure_modes.write(
-                    conn, key, w.stored, p.signatures, w.closed_at, prior
+            if changed and (p.signatures or prior is not None):
+                modes[i] = self.failure_modes.replace_rows(
+                    conn, key, w.stored, p.signatures, w.closed_at, prior, inserts
                 )
         if w.journal is None:
             return 0
