@@ -151,7 +151,12 @@ class SqliteResults:
             # op is all or nothing (`_apply`).
             priors = self.failure_modes.priors(conn, keys) if batched else None
             inserts: list[tuple[Any, ...]] = []
-            seqs = [self._write(conn, p, modes, i, priors, inserts) for i, p in enumerate(prepared)]
+            seqs = []
+            for i, p in enumerate(prepared):
+                seqs.append(self._write(conn, p, modes, i, priors, inserts))
+                if priors is None:  # the next one may be this key again: rows in now
+                    self.failure_modes.insert(conn, inserts)
+                    inserts.clear()
             self.failure_modes.insert(conn, inserts)
             return seqs
 
