@@ -160,13 +160,20 @@ def _reasons(result: ConversationResult, complete: bool) -> list[str]:
 
 
 def write_violations(
-    conn: sqlite3.Connection, key: str, stored: StoredResult, closed_at: float
+    conn: sqlite3.Connection,
+    key: str,
+    stored: StoredResult,
+    closed_at: float,
+    *,
+    replacing: bool = True,
 ) -> None:
     """Replace the violation rows of `key` by those of `stored` (inside the writer's
     transaction, right after the result row). The row's `closed_at` and outcome are
     copied, so a violation filter (with or without outcomes) pages through this table's
-    own indexes in completion order."""
-    conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
+    own indexes in completion order. `replacing=False`: the key had no results row
+    before this write, so it has no violation rows to delete (they go with it)."""
+    if replacing:
+        conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
     rows = violation_rows(stored)
     if rows:
         conn.executemany(

@@ -211,7 +211,7 @@ class SqliteResults:
                 (key, w.revision, w.closed_at, w.evaluated_at, w.n_spans, p.text, *p.indexed),
             ).rowcount
             if changed:
-                write_violations(conn, key, w.stored, w.closed_at)
+                write_violations(conn, key, w.stored, w.closed_at, replacing=prior is not None)
             if changed and (p.signatures or prior is not None):
                 modes[i] = self.failure_modes.replace_rows(
                     conn, key, w.stored, p.signatures, w.closed_at, prior, inserts
