@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from test_failure_modes import REFERENCE, T0, _conversation
+from test_scheduling import item
 
 from tracepass.collector.assembly import Completed
 from tracepass.collector.pipeline.components import ResultChain, ResultComponent
@@ -206,19 +207,7 @@ def test_the_chain_hands_a_batch_link_by_link() -> None:
 
 
 def _fields(info: ResultInfo) -> dict[str, Any]:
-    return {f: getattr(info, f) for f in info.__slots__}  # type: ignore[attr-defined]
-
-
-def _item(key: str, revision: int) -> Completed:
-    return Completed(
-        key=key,
-        records=(),
-        reason="end_signal",
-        revision=revision,
-        complete=True,
-        last_seen=0.0,
-        closed_at=0.0,
-    )
+    return {f: getattr(info, f) for f in info.__slots__}
 
 
 async def test_batches_keep_revisions_in_order_and_spill_when_an_evaluation_waits() -> None:
@@ -263,9 +252,9 @@ async def test_batches_keep_revisions_in_order_and_spill_when_an_evaluation_wait
     fast = [f"f{i}" for i in range(6)]
     for revision in range(3):
         keys = [*fast, "bad", *(["slow1", "slow2"] if revision == 1 else [])]
-        chains.schedule_batch([_item(k, revision) for k in rng.sample(keys, len(keys))])
+        chains.schedule_batch([item(k, revision) for k in rng.sample(keys, len(keys))])
         # A second revision of f0 in the same batch runs after the first.
-        chains.schedule_batch([_item("f0", 10 + revision), _item("f1", 20 + revision)])
+        chains.schedule_batch([item("f0", 10 + revision), item("f1", 20 + revision)])
         await asyncio.sleep(0)
     await chains.drain()
     assert chains.inflight == 0

@@ -150,17 +150,4 @@ class ResultChain:
                     infos[n] = step
 
     async def __call__(self, result: ConversationResult, info: ResultInfo) -> None:
-        for component in self.components:
-            try:
-                step = component.on_result(result, info)
-                if inspect.isawaitable(step):
-                    step = await step
-            except Exception:
-                log.exception(
-                    "result component %s failed for conversation %s",
-                    component.name,
-                    result.conversation_id,
-                )
-                continue
-            if step is not None:
-                info = step
+        await self.run_batch([(result, info)])

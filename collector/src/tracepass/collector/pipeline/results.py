@@ -81,11 +81,7 @@ class ResultsWriter(ResultComponent):
             await asyncio.gather(*self._retries, return_exceptions=True)
 
     async def on_result(self, result: ConversationResult, info: ResultInfo) -> ResultInfo | None:
-        stored = StoredResult(info.conversation, result, info.revision)
-        self.remember(info.conversation.id, stored)
-        if self.store is None:
-            return None
-        return await self._store_one(self._write_of(stored, info), info)
+        return (await self.on_results([result], [info]))[0]
 
     async def on_results(
         self, results: Sequence[ConversationResult], infos: Sequence[ResultInfo]
@@ -103,6 +99,8 @@ class ResultsWriter(ResultComponent):
         if self.store is None:
             return [None] * len(stored)
         writes = [self._write_of(s, info) for s, info in zip(stored, infos, strict=True)]
+        if len(writes) == 1:
+            return [await self._store_one(writes[0], infos[0])]
         try:
             seqs = await self.store.put_results(writes)
         except Exception as exc:
@@ -139,16 +137,8 @@ class ResultsWriter(ResultComponent):
         store = self.store
         assert store is not None
 
-        def put() -> Awaitable[int]:
-            return store.put_result(
-                write.key,
-                revision=write.revision,
-                closed_at=write.closed_at,
-                n_spans=write.n_spans,
-                stored=write.stored,
-                evaluated_at=write.evaluated_at,
-                journal=write.journal,
-            )
+        async def put() -> int:
+            return (await store.put_results([write]))[0]
 
         try:
             seq = await put()
