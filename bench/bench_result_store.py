@@ -47,10 +47,10 @@ from tracepass.collector.pipeline.offline import assemble_offline
 from tracepass.collector.state import ResultWrite, StateStore, StoredResult
 from tracepass.collector.state import sqlite_results as store_module
 from tracepass.collector.state.failure_index import PRIOR, stored_signatures
-from tracepass.evaluator import explain
-from tracepass.evaluator.failure_signatures import is_failing, result_signatures
 from tracepass.evaluator.references.loader import load_reference_sets
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring import explain
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.scoring.failure_signatures import is_failing, result_signatures
 
 BATCH = 32  # conversations per group commit (one e2e request's worth)
 FAILURE_MODE_TARGET_US = 20.0

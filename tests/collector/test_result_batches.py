@@ -23,7 +23,7 @@ from tracepass.collector.pipeline.scheduling import EvaluationChains, ResultInfo
 from tracepass.collector.state import ResultWrite, StateStore, StoredResult
 from tracepass.collector.state.failure_index import ModeScope
 from tracepass.evaluator.models import Conversation, ConversationResult
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 TABLES = ("results", "result_violations", "result_failure_modes", "window_log")
 

@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.evaluator.argmatch import MATCHERS, ArgumentMatchError, match_arguments
-from tracepass.evaluator.explain import argument_diffs, failure_reasons, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -19,7 +17,9 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.argmatch import MATCHERS, ArgumentMatchError, match_arguments
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.scoring.explain import argument_diffs, failure_reasons, trajectory_rows
 
 
 def _keys(expected: ExpectedTool, actual: dict[str, Any]) -> list[tuple[str, str]]:

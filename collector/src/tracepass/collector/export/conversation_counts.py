@@ -27,7 +27,7 @@ from tracepass.collector.export.metric_windows import LABELS
 from tracepass.collector.export.preaggregated import HotMetrics, Instruments, SdkInstruments, attach
 from tracepass.collector.export.usage_metrics import UsageMetrics
 from tracepass.evaluator.models import Conversation, ConversationResult
-from tracepass.evaluator.rolling import AddResult, Key
+from tracepass.evaluator.stats.rolling import AddResult, Key
 
 __all__ = ["DIMENSIONS", "LAG_BUCKETS", "SCORE_BUCKETS", "ConversationCounts"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tracepass.collector.export.exemplars import ExemplarStore
 from tracepass.evaluator.models import Conversation, ConversationResult
-from tracepass.evaluator.rolling import Key
+from tracepass.evaluator.stats.rolling import Key
 
 __all__ = ["observe_conversation"]
 

@@ -21,8 +21,8 @@ from typing import TypeVar
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.export.window_entry import WindowEntry
-from tracepass.evaluator.readiness import classify
-from tracepass.evaluator.rolling import (
+from tracepass.evaluator.stats.readiness import classify
+from tracepass.evaluator.stats.rolling import (
     AddResult,
     Key,
     KeySnapshot,

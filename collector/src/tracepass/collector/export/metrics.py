@@ -1,4 +1,4 @@
-"""Evaluation results as OpenTelemetry metrics (the events are `events.py`).
+"""Evaluation results as OpenTelemetry metrics (the events are `evaluation_events.py`).
 
 `EvaluationMetrics` is what the result chain's metrics link calls for every evaluation;
 it composes the collaborators that each own one part: the counters and histograms
@@ -32,7 +32,7 @@ from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
 from tracepass.collector.export.conversation_counts import ConversationCounts
 from tracepass.collector.export.conversation_exemplars import observe_conversation
-from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
+from tracepass.collector.export.evaluation_events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
 from tracepass.collector.export.judge_series import judgement_entries
 from tracepass.collector.export.judge_spend_metrics import JudgeSpendMetrics
@@ -52,9 +52,9 @@ from tracepass.collector.export.window_entry import (
     turn_tally,
     window_entry,
 )
-from tracepass.evaluator.judge_spend import JudgeSpend
+from tracepass.evaluator.judge.spend import JudgeSpend
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
-from tracepass.evaluator.rolling import (
+from tracepass.evaluator.stats.rolling import (
     Key,
     KeySnapshot,
     RollingAggregator,
@@ -97,7 +97,7 @@ class EvaluationMetrics:
     """What every evaluated conversation (and revision) is counted in: `record()` adds
     it to the rolling windows (`metric_windows.py`, whose gauges export them) and, unless
     it is a stale revision, to the counters and histograms (`conversation_counts.py`),
-    the exemplars (`conversation_exemplars.py`) and the events (`events.py`)."""
+    the exemplars (`conversation_exemplars.py`) and the events (`evaluation_events.py`)."""
 
     def __init__(
         self,
