@@ -17,6 +17,7 @@ from tracepass.collector.state.review_labels import (
     ReviewLabels,
     ReviewStore,
 )
+from tracepass.collector.state.sqlite_results import ResultWrite
 from tracepass.collector.state.store import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -36,6 +37,7 @@ __all__ = [
     "ReadOnlyFile",
     "ResultFilter",
     "ResultRow",
+    "ResultWrite",
     "ResultsStore",
     "ReviewLabel",
     "ReviewLabels",
