@@ -54,7 +54,6 @@ from tracepass.collector.export.window_entry import (
 )
 from tracepass.evaluator.judge_spend import JudgeSpend
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
-from tracepass.evaluator.readiness import classify
 from tracepass.evaluator.rolling import (
     AddResult,
     Key,
@@ -568,13 +567,16 @@ class EvaluationMetrics:
                 yield Observation(ks.cusum, dict(zip(LABELS, ks.key, strict=True)))
 
     def _obs_readiness(self, _: CallbackOptions) -> Iterable[Observation]:
+        # The readiness rule (evaluator/readiness.py) on each window's credible interval
+        # of pass^headline_k: the tier the UI and the CLI say.
+        rule = self.config.readiness_rule()
         for ks in self.snapshot(in_collection=True):
             base = dict(zip(LABELS, ks.key, strict=True))
             for w in ks.windows:
-                e1, e3 = w.estimates.get(1), w.estimates.get(3)
-                if e1 is None or e3 is None:
+                est = w.estimates.get(rule.k)
+                if est is None:
                     continue
-                tier = classify(e1.pass_at_k.plugin, e3.pass_pow_k.plugin)
+                tier = rule.classify(est.pass_pow_k.lower, est.pass_pow_k.upper)
                 yield Observation(1.0, {**base, "window": w.window, "tier": tier.value})
 
 

@@ -26,6 +26,7 @@ from tracepass.collector.app.cli.common import (
     MultiValueCommand,
     OutputFormat,
     OutputOption,
+    ReadinessGateOption,
     dump_json,
     fail,
     fmt_num,
@@ -160,6 +161,7 @@ def probe(
     level: LevelOption = 0.95,
     fail_under: FailUnderOption = None,
     gate_on: GateOnOption = gates.GateOn.POINT,
+    readiness_gate: ReadinessGateOption = True,
     allow_command_graders: Annotated[
         bool,
         typer.Option(
@@ -256,8 +258,10 @@ def probe(
         },
         level=level,
     )
-    outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
-    if gate_list:
+    outcomes = gates.gate_run(
+        document["summary"], gate_list, gate_on, readiness_default=readiness_gate
+    )
+    if outcomes:
         document["gates"] = [o.as_json() for o in outcomes]
     if output_format is OutputFormat.JSON:
         write_text(dump_json(document), output)
