@@ -29,7 +29,16 @@ def run(*args: str) -> Any:
 
 
 def test_dataset_json_contract_and_progress_keeps_stdout_clean() -> None:
-    res = run("--dataset", str(DATASET), "--k", "1,2", "--format", "json", "--progress", "--no-readiness-gate")
+    res = run(
+        "--dataset",
+        str(DATASET),
+        "--k",
+        "1,2",
+        "--format",
+        "json",
+        "--progress",
+        "--no-readiness-gate",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)  # the progress bar went to stderr
     assert_contract(doc, [1, 2])
@@ -339,5 +348,3 @@ def test_evaluate_prints_one_readiness_verdict() -> None:
     # An explicit gate replaces the readiness gate.
     res = run("--dataset", str(DATASET), "--fail-under", "tool_correctness=0.1")
     assert res.exit_code == 0, res.output
-
-

@@ -24,6 +24,7 @@ from aiohttp import web
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
 from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui.runbook import render_runbook
 from tracepass.collector.api.ui.security import (
     allowed_hosts,
     conversation_path,
@@ -365,6 +366,10 @@ class UiPages:
             agreement=self.review.agreement_rows() if self.review is not None else None,
         )
 
+    async def runbook(self, request: web.Request) -> web.StreamResponse:
+        """docs/operations.md, where every alert's `runbook_url` points (`runbook.py`)."""
+        return self._page("runbook.html.j2", title="runbook", body=render_runbook())
+
     def _version_costs(self, window: str) -> dict[tuple[Any, Any], dict[str, Any]]:
         """(agent, version) → cost per conversation and latency p95 in the window (the
         `versions` of /api/v1/references/summary); empty without a state file."""
@@ -612,5 +617,6 @@ def ui_routes(
         # ?id= (ids like `..`, ui/security.py)
         (f"{UI_PREFIX}/conversation", pages.limited(pages.conversation)),
         (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
+        (f"{UI_PREFIX}/runbook", pages.runbook),
     ]
     return [(path, secured(handler, hosts)) for path, handler in routes]
