@@ -410,7 +410,7 @@ def print_summary(document: dict[str, Any]) -> None:
         )
     from tracepass.evaluator.offline.evaluation_run import readiness_line
 
-    console.print(readiness_line(s["readiness"]), highlight=False)
+    console.print(readiness_line(s["readiness"]), highlight=False, soft_wrap=True)
     failed = [c for c in document["conversations"] if not c["correct"]]
     if failed:
         table = Table(title=f"Failed conversations ({len(failed)})")

@@ -467,7 +467,7 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
         buf = StringIO()
         console = Console(file=buf, width=160)
         console.print(table, suite)
-        console.print(verdict, highlight=False)
+        console.print(verdict, highlight=False, soft_wrap=True)
         write_text(buf.getvalue(), output)
         return
     console = stdout_console()
@@ -478,7 +478,7 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
     console.print(
         f"trials counted {s['trials']} of {s['trials'] + s['not_counted']}", highlight=False
     )
-    console.print(verdict, highlight=False)
+    console.print(verdict, highlight=False, soft_wrap=True)
 
 
 __all__ = ["EXIT_INPUT", "probe", "register"]
