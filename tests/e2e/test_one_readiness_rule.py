@@ -31,42 +31,15 @@ from _live_support import (
     wait_until,
     write_config,
 )
+from test_readme_walkthrough import _blocks
 
 from tracepass.evaluator.readiness import HEADLINE_K, TARGET, ReadinessRule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-REFS = """\
-name: quickstart
-references:
-  - id: weather-sf
-    turns:
-      - query: What's the weather like in San Francisco?
-        expected_answer: It is 18 degrees in San Francisco.
-        expected_tools:
-          - name: get_weather
-            arguments: {city: San Francisco}
-"""
-AGENT = """
-import sys
-from tracepass.instrumentation import agent, configure, conversation, shutdown, tool
-configure(service_name="travel-agent", endpoint=sys.argv[1], protocol="http/protobuf",
-          record_to=sys.argv[2])
-
-@tool
-def get_weather(city: str, units: str = "celsius") -> dict:
-    return {"city": city, "temperature": 18, "units": units}
-
-@agent(name="travel-agent", version="1.4.0")
-def answer(query: str) -> str:
-    weather = get_weather("San Francisco")
-    return f"It is {weather['temperature']} degrees in {weather['city']}."
-
-for _ in range(25):
-    with conversation(reference_id="weather-sf"):
-        answer("What's the weather like in San Francisco?")
-shutdown()
-"""
+# The README walkthrough's agent (25 conversations, all passing, recorded to
+# traces.jsonl) and reference file, as written there.
+README_BLOCKS = _blocks()
 # 25 of 25 passed: pass^3's 95% interval is [0.65, 1.00]. Against 0.6 it is production
 # ready; against the default 0.7 it is inconclusive (it needs 31 such trials).
 TARGET_SET = 0.6
@@ -87,16 +60,19 @@ def _overview_cell(page: str) -> tuple[str, str, str]:
 
 
 def test_evaluate_ui_metrics_and_rules_say_the_same(tmp_path: Path) -> None:
-    refs = tmp_path / "refs.yaml"
-    refs.write_text(REFS, encoding="utf-8")
-    traces = tmp_path / "traces.jsonl"
+    refs = tmp_path / "references" / "weather.yaml"
+    refs.parent.mkdir()
+    refs.write_text(README_BLOCKS["references/weather.yaml"], encoding="utf-8")
+    agent = tmp_path / "agent.py"
+    agent.write_text(README_BLOCKS["agent.py"], encoding="utf-8")
+    traces = tmp_path / "traces.jsonl"  # configure(record_to="traces.jsonl") in the agent
     metrics = {**FAST_CONFIG["metrics"], "headline_k": 3, "pass_pow_k_target": TARGET_SET}
     config = {**FAST_CONFIG, "metrics": metrics}
     config_file = write_config(tmp_path / "serve-config.yaml", config)
     with serve(tmp_path, "--references", str(refs), config=config) as s:
         done = subprocess.run(
-            [sys.executable, "-c", AGENT, s.http, str(traces)],
-            capture_output=True, text=True, timeout=120, env=clean_env(), check=False,
+            [sys.executable, str(agent)], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120, env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=s.http), check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         wait_until(
