@@ -56,7 +56,8 @@ Examples:
 
   tracepass evaluate traces.jsonl --references refs/ --fail-under pass_pow_k@3=0.8 --fail-under tool_correctness=0.9 --gate-on lower
 
-Exit codes: 0 ok, 1 a --fail-under gate failed, 2 usage or input error.
+Exit codes: 0 ok, 1 a --fail-under gate failed (without one: readiness "needs
+improvement"), 2 usage or input error.
 """
 
 

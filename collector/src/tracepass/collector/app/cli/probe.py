@@ -58,7 +58,8 @@ conversation(reference_id=...)), an HTTP endpoint (POST {query, conversation_id,
 reference_id} -> {answer}), or cmd:COMMAND (one JSON request per stdin line, one JSON
 reply per stdout line). HTTP and cmd agents trace themselves; cmd agents get
 OTEL_EXPORTER_OTLP_ENDPOINT pointing at the collector.
-Exit codes: 0 done, 1 a --fail-under gate failed, 2 usage or input error,
+Exit codes: 0 done, 1 a --fail-under gate failed (without one: readiness "needs
+improvement"), 2 usage or input error,
 130 interrupted (resume with --resume).
 """
 
