@@ -35,7 +35,9 @@ def _run(*args: str) -> str:
         [require_tool("promtool"), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        # `promtool test rules` takes ~20 s of CPU (every case renders the annotations'
+        # `query` templates): generous for a loaded machine.
+        timeout=600,
         cwd=ROOT,
         check=False,
     )

@@ -617,6 +617,6 @@ def ui_routes(
         # ?id= (ids like `..`, ui/security.py)
         (f"{UI_PREFIX}/conversation", pages.limited(pages.conversation)),
         (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
-        (f"{UI_PREFIX}/runbook", pages.runbook),
+        (f"{UI_PREFIX}/runbook", pages.limited(pages.runbook)),
     ]
     return [(path, secured(handler, hosts)) for path, handler in routes]
