@@ -18,8 +18,9 @@ Without any `--fail-under`, the run is gated by the readiness rule
 interval): it fails when the verdict is "needs improvement", even the upper bound below
 the target, which is exactly when the alert fires; "production ready", "inconclusive"
 (too few trials to tell either way) and "insufficient data" pass it, as they do not
-fire the alert. Require more with explicit gates (`--fail-under pass_pow_k@3=0.7
---gate-on lower` is "production ready" at the defaults).
+fire the alert. Require more with explicit gates: `--fail-under pass_pow_k@3=0.7
+--gate-on lower` asks "production ready" at the defaults (a lower bound exactly at the
+target passes that gate, which compares with >=, but is not production ready).
 """
 
 from __future__ import annotations
