@@ -435,3 +435,10 @@ def test_one_headline_k_across_config_rules_and_dashboard() -> None:
     ]
     assert condition["evaluator"] == {"type": "lt", "params": [TARGET]}
     assert f"< {TARGET})" in grafana_alert
+    # The Kubernetes example config spells the same rule out for operators to edit.
+    kube = list(
+        yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "tracepass-config.yaml").read_text())
+    )
+    serve_config = yaml.safe_load(kube[0]["data"]["tracepass.yaml"])
+    assert serve_config["metrics"]["headline_k"] == int(headline)
+    assert serve_config["metrics"]["pass_pow_k_target"] == TARGET
