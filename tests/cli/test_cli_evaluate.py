@@ -18,7 +18,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from typer.testing import CliRunner
 
 from tracepass.collector.app.cli.main import app
-from tracepass.evaluator.readiness import Readiness
+from tracepass.evaluator.stats.readiness import Readiness
 
 DATASET = Path(__file__).resolve().parents[1] / "data" / "fair-forge" / "dataset_agentic.json"
 runner = CliRunner()

@@ -417,7 +417,7 @@ def test_one_headline_k_across_config_rules_and_dashboard() -> None:
     grafana_alert = (PROVISIONING / "alerting" / "tracepass.yaml").read_text()
     assert f'k="{headline}"' in grafana_alert
     # ... and the target is the readiness rule's (metrics.pass_pow_k_target's default).
-    from tracepass.evaluator.readiness import TARGET
+    from tracepass.evaluator.stats.readiness import TARGET
 
     (target,) = [
         r["expr"].strip()

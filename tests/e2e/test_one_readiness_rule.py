@@ -33,7 +33,7 @@ from _live_support import (
 )
 from test_readme_walkthrough import _blocks
 
-from tracepass.evaluator.readiness import HEADLINE_K, TARGET, ReadinessRule
+from tracepass.evaluator.stats.readiness import HEADLINE_K, TARGET, ReadinessRule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -214,7 +214,7 @@ def test_probe_readiness_is_said_on_lower_bounds_like_evaluate() -> None:
     the sentence `evaluate` prints for the same numbers (one rule, one wording):
     "production ready" only when the lower bound clears the target."""
     from tracepass.evaluator.offline.evaluation_run import readiness_line
-    from tracepass.evaluator.readiness import ReadinessRule
+    from tracepass.evaluator.stats.readiness import ReadinessRule
 
     done = subprocess.run(
         [TRACEPASS, "probe", "--references", REFS, "--no-progress",

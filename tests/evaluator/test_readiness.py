@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracepass.evaluator.passk import estimate
-from tracepass.evaluator.readiness import (
+from tracepass.evaluator.stats.passk import estimate
+from tracepass.evaluator.stats.readiness import (
     HEADLINE_K,
     TARGET,
     Readiness,

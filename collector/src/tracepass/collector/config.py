@@ -22,7 +22,7 @@ from pydantic import (
 
 from tracepass.evaluator.models import ConversationJudgeSpec
 from tracepass.evaluator.pricing import ModelPrice, PriceBook
-from tracepass.evaluator.readiness import HEADLINE_K, TARGET, ReadinessRule
+from tracepass.evaluator.stats.readiness import HEADLINE_K, TARGET, ReadinessRule
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 from tracepass.evaluator.vocabulary import DefaultGrader, Profile
 
@@ -153,7 +153,10 @@ class EvaluationSettings(_Section):
     @classmethod
     def _judges_usable(cls, value: list[ConversationJudgeSpec]) -> list[ConversationJudgeSpec]:
         # Unique names, and each rubric fits its token budget (refused here, at load).
-        from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+        from tracepass.evaluator.judge.conversation_judges import (
+            ConversationJudgeError,
+            compile_all,
+        )
 
         try:
             compile_all(value)
@@ -241,7 +244,7 @@ class MetricsConfig(_Section):
         return self
 
     def readiness_rule(self) -> ReadinessRule:
-        """The readiness rule every surface applies (evaluator/readiness.py): pass^k at
+        """The readiness rule every surface applies (evaluator/stats/readiness.py): pass^k at
         headline_k (the largest of `ks` when they lack it) against pass_pow_k_target."""
         k = self.headline_k if self.headline_k in self.ks else max(self.ks)
         return ReadinessRule(k, self.pass_pow_k_target)

@@ -1,4 +1,4 @@
-"""Evaluation results as OpenTelemetry metrics (the events are `events.py`).
+"""Evaluation results as OpenTelemetry metrics (the events are `evaluation_events.py`).
 
 Counters are the source of truth: they are monotonic, sum across replicas, and the
 pooled plug-in pass^k over any range is recomputable from them in PromQL
@@ -29,7 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
-from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
+from tracepass.collector.export.evaluation_events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
 from tracepass.collector.export.judge_series import judgement_entries
 from tracepass.collector.export.judge_spend_metrics import JudgeSpendMetrics
@@ -52,9 +52,9 @@ from tracepass.collector.export.window_entry import (
     task_of,
     window_entry,
 )
-from tracepass.evaluator.judge_spend import JudgeSpend
+from tracepass.evaluator.judge.spend import JudgeSpend
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
-from tracepass.evaluator.rolling import (
+from tracepass.evaluator.stats.rolling import (
     AddResult,
     Key,
     KeySnapshot,
@@ -567,7 +567,7 @@ class EvaluationMetrics:
                 yield Observation(ks.cusum, dict(zip(LABELS, ks.key, strict=True)))
 
     def _obs_readiness(self, _: CallbackOptions) -> Iterable[Observation]:
-        # The readiness rule (evaluator/readiness.py) on each window's credible interval
+        # The readiness rule (evaluator/stats/readiness.py) on each window's credible interval
         # of pass^headline_k: the tier the UI and the CLI say.
         rule = self.config.readiness_rule()
         for ks in self.snapshot(in_collection=True):

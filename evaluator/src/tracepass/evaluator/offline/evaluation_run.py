@@ -29,12 +29,12 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from tracepass.evaluator import readiness
 from tracepass.evaluator.models import Conversation, ConversationResult, TurnResult
 from tracepass.evaluator.offline.estimates import passk_blocks, proportion
 from tracepass.evaluator.offline.judges_report import judge_summary, judgement_rows
 from tracepass.evaluator.references.matching import ReferenceCatalog
-from tracepass.evaluator.scoring import Evaluator, PendingEvaluation
+from tracepass.evaluator.scoring.evaluator import Evaluator, PendingEvaluation
+from tracepass.evaluator.stats import readiness
 
 TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
 
@@ -189,7 +189,7 @@ def readiness_verdict(
     level: float = 0.95,
     rule: readiness.ReadinessRule | None = None,
 ) -> dict[str, Any]:
-    """The readiness rule (`tracepass.evaluator.readiness`, default k 3 and target 0.7)
+    """The readiness rule (`tracepass.evaluator.stats.readiness`, default k 3, target 0.7)
     on the pooled credible interval of pass^k: the `readiness` object of the summary."""
     rule = rule or readiness.ReadinessRule()
     _at, pw, _used = passk_blocks(groups, (rule.k,), level)

@@ -14,7 +14,7 @@ agree on what "the point estimate" of pass@k means:
 A gate whose metric has no data fails: "no evidence" must never pass a CI gate.
 
 Without any `--fail-under`, the run is gated by the readiness rule
-(`tracepass.evaluator.readiness`, pass^headline_k against its target on the credible
+(`tracepass.evaluator.stats.readiness`, pass^headline_k against its target on the credible
 interval): it fails when the verdict is "needs improvement", even the upper bound below
 the target, which is exactly when the alert fires; "production ready", "inconclusive"
 (too few trials to tell either way) and "insufficient data" pass it, as they do not
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tracepass.evaluator.readiness import Readiness, Verdict
+from tracepass.evaluator.stats.readiness import Readiness, Verdict
 from tracepass.evaluator.vocabulary import K_METRICS
 
 #: Proportion metrics: summary key of a block with ``rate``/``lower``/``upper``.

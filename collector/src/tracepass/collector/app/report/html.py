@@ -12,7 +12,7 @@ import jinja2
 
 from tracepass.collector.app.report import charts, data
 from tracepass.evaluator.offline.evaluation_run import TOOL_DIMENSIONS
-from tracepass.evaluator.readiness import Readiness, Verdict, words
+from tracepass.evaluator.stats.readiness import Readiness, Verdict, words
 
 _MAX_REFERENCE_ROWS = 40
 
@@ -44,7 +44,7 @@ _TIER_CSS = {
 
 
 def _readiness(verdict: Mapping[str, Any]) -> dict[str, str]:
-    """The readiness rule's words and sentence (`tracepass.evaluator.readiness`)."""
+    """The readiness rule's words and sentence (`tracepass.evaluator.stats.readiness`)."""
     if not verdict:
         return {"label": words(Readiness.INSUFFICIENT_DATA), "css": "none", "detail": ""}
     ruled = Verdict.from_json(dict(verdict))
