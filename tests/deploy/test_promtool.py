@@ -35,9 +35,7 @@ def _run(*args: str) -> str:
         [require_tool("promtool"), *args],
         capture_output=True,
         text=True,
-        # `promtool test rules` takes ~20 s of CPU (every case renders the annotations'
-        # `query` templates): generous for a loaded machine.
-        timeout=600,
+        timeout=600,  # promtool test rules takes minutes on a loaded 2-core machine
         cwd=ROOT,
         check=False,
     )
