@@ -1,6 +1,11 @@
 """Conversation assembly: buffer span records per conversation, decide completion, and
 rebuild `Conversation`s (see docs/collector.md for the rules)."""
 
+from tracepass.collector.assembly.inspection import InspectionReport, inspect_requests
+from tracepass.collector.assembly.mapping_suggestion import suggest_mapping, suggestion_as_json
+from tracepass.collector.assembly.span_shapes import SpanShapes
+from tracepass.collector.assembly.timeline import DEFAULT_PRICES
+
 from .assembler import (
     END_TURNS_ATTRIBUTE,
     AddOutcome,
@@ -15,14 +20,20 @@ from .assembler import (
 from .build import build_conversation
 
 __all__ = [
+    "DEFAULT_PRICES",
     "END_TURNS_ATTRIBUTE",
     "AddOutcome",
     "Assembler",
     "Clock",
     "Completed",
+    "InspectionReport",
     "Reason",
+    "SpanShapes",
     "TurnTarget",
     "build_conversation",
     "complete_all",
+    "inspect_requests",
+    "suggest_mapping",
+    "suggestion_as_json",
     "unjoined_events",
 ]

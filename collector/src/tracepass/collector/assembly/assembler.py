@@ -46,7 +46,7 @@ from enum import Enum
 
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .build import MAX_DEPTH, build_conversation
@@ -301,10 +301,6 @@ class Assembler:
 
     def is_open(self, key: str) -> bool:
         return key in self._open
-
-    def revision_of(self, key: str) -> int | None:
-        conv = self._convs.get(key)
-        return None if conv is None else conv.revision
 
     def snapshot(self, key: str) -> tuple[tuple[SpanRecord, ...], int, bool] | None:
         """Records, pending revision and open-ness of a known conversation (for views)."""
