@@ -21,7 +21,7 @@ from typing import TypeVar
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.export.window_entry import WindowEntry
-from tracepass.evaluator.stats.readiness import classify
+from tracepass.evaluator.stats.readiness import ReadinessRule
 from tracepass.evaluator.stats.rolling import (
     AddResult,
     Key,
@@ -40,9 +40,16 @@ Callback = Callable[[CallbackOptions], Iterable[Observation]]
 class MetricWindows:
     """A `RollingAggregator` behind one lock, with its snapshot cache and gauges."""
 
-    def __init__(self, aggregator: RollingAggregator, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        aggregator: RollingAggregator,
+        clock: Callable[[], float],
+        readiness: ReadinessRule | None = None,
+    ) -> None:
         self.aggregator = aggregator
         self._clock = clock
+        # metrics.readiness_rule(): headline_k and pass_pow_k_target.
+        self.readiness = readiness or ReadinessRule()
         self._lock = threading.Lock()
         self._cache: tuple[float, list[KeySnapshot]] | None = None
         self._dirty = False
@@ -164,13 +171,16 @@ class MetricWindows:
                 yield Observation(ks.cusum, dict(zip(LABELS, ks.key, strict=True)))
 
     def _obs_readiness(self, _: CallbackOptions) -> Iterable[Observation]:
+        # The readiness rule (evaluator/stats/readiness.py) on each window's credible
+        # interval of pass^headline_k: the tier the UI and the CLI say.
+        rule = self.readiness
         for ks in self.snapshot(in_collection=True):
             base = dict(zip(LABELS, ks.key, strict=True))
             for w in ks.windows:
-                e1, e3 = w.estimates.get(1), w.estimates.get(3)
-                if e1 is None or e3 is None:
+                est = w.estimates.get(rule.k)
+                if est is None:
                     continue
-                tier = classify(e1.pass_at_k.plugin, e3.pass_pow_k.plugin)
+                tier = rule.classify(est.pass_pow_k.lower, est.pass_pow_k.upper)
                 yield Observation(1.0, {**base, "window": w.window, "tier": tier.value})
 
     def _obs_entries(self, _: CallbackOptions) -> Iterable[Observation]:

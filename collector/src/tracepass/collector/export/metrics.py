@@ -112,7 +112,11 @@ class EvaluationMetrics:
     ) -> None:
         self.config = config
         self.exemplars = exemplars
-        self.windows = MetricWindows(aggregator or RollingAggregator(rolling_config(config)), clock)
+        self.windows = MetricWindows(
+            aggregator or RollingAggregator(rolling_config(config)),
+            clock,
+            config.readiness_rule(),
+        )
         self._events = (
             EvaluationEvents(event_logger)
             if event_logger is not None and config.emit_evaluation_events
