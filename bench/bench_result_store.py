@@ -1,4 +1,4 @@
-"""Storing evaluated conversations in the state file (`StateStore.put_results`, `batch`).
+"""Storing evaluated conversations in the state file (`StateStore.results.put_results`, `batch`).
 
 The end-to-end workload's conversations (`_e2e.py`: 3 turns x 4 tool calls, every 5th
 failing), assembled offline and scored by the real evaluator against the generated
@@ -193,7 +193,7 @@ async def store_all(
             chunk = stored[i : i + BATCH]
             c0 = time.thread_time()
             now = time.time()
-            await store.put_results(
+            await store.results.put_results(
                 [
                     ResultWrite(
                         s.conversation.id,

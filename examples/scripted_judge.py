@@ -10,6 +10,8 @@ simple rules, so `tracepass demo` and local runs show real verdicts:
   that followed it); otherwise it passes (score 0.9). The reasoning names what it saw.
 * a per-turn `llm` grader prompt: 1.0 when the reference answer appears in the answer
   (case-insensitively), else 0.3.
+* a failure-mode summary prompt (`failure_modes.summarize`, docs/failure-modes.md): a
+  sentence naming how many reasons it read and the most frequent one.
 
 Replies carry `usage_metadata` like a provider's (tokens estimated as characters / 4)
 under the model name `scripted-judge`, which no price list knows: its calls are counted
@@ -37,6 +39,18 @@ MODEL_NAME = "scripted-judge"
 _BLOCK = re.compile(r"<conversation>\n(.*)\n</conversation>", re.S)
 _TAG = re.compile(r"<(reference_answer|answer_under_evaluation)>\n(.*?)\n</\1>", re.S)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_MODE = re.compile(r"<failure_mode>\n(.*?)\n</failure_mode>", re.S)
+_REASON = re.compile(r"<reason>\n(.*?)\n</reason>", re.S)
+
+
+def _mode_summary(prompt: str) -> str | None:
+    """A failure-mode summary prompt's answer (None: not such a prompt)."""
+    mode = _MODE.search(prompt)
+    if mode is None:
+        return None
+    reasons = _REASON.findall(prompt)
+    common = max(set(reasons), key=lambda r: (reasons.count(r), r)) if reasons else "none"
+    return f"{len(reasons)} reasons for {mode.group(1)}; most often: {common[:200]}"
 
 
 def _conversation_verdict(text: str) -> tuple[float, str]:
@@ -89,9 +103,14 @@ class ScriptedJudge(BaseChatModel):
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> ChatResult:
         prompt = str(messages[-1].content)
-        found = _BLOCK.search(prompt)
-        score, reasoning = _conversation_verdict(found.group(1)) if found else _turn_verdict(prompt)
-        content = "```json\n" + json.dumps({"reasoning": reasoning, "score": score}) + "\n```"
+        summary = _mode_summary(prompt)
+        if summary is not None:
+            content = summary
+        else:
+            found = _BLOCK.search(prompt)
+            verdict = _conversation_verdict(found.group(1)) if found else _turn_verdict(prompt)
+            score, reasoning = verdict
+            content = "```json\n" + json.dumps({"reasoning": reasoning, "score": score}) + "\n```"
         prompt_chars = sum(len(str(m.content)) for m in messages)
         usage = {
             "input_tokens": prompt_chars // 4,

@@ -121,7 +121,7 @@ def test_from_a_state_file_with_hostile_text_escaped(tmp_path: Path) -> None:
             result = ConversationResult(
                 conversation_id=conv.id, reference_id=None, correct=False, outcome=Outcome.UNSCORED
             )
-            await store.put_result(
+            await store.results.put_result(
                 conv.id,
                 revision=0,
                 closed_at=1.0 + i,

@@ -80,7 +80,7 @@ def _put(store: StateStore, convs: list[tuple[Conversation, float]], revision: i
     async def put_all() -> None:
         for conv, at in convs:
             result = evaluator.evaluate(conv, REFERENCE, reference_set="travel-refs")
-            await store.put_result(
+            await store.results.put_result(
                 conv.id,
                 revision=revision,
                 closed_at=at,
@@ -214,7 +214,9 @@ def test_modes_counts_shares_examples_and_new(store: StateStore) -> None:
         failure_modes(store, {"limit": "0"})
 
     # The failing list filtered to a mode.
-    model = ReadModel(store, list, RollingConfig(windows=(("1h", 3600.0),)), clock=lambda: T0)
+    model = ReadModel(
+        store.results, list, RollingConfig(windows=(("1h", 3600.0),)), clock=lambda: T0
+    )
     listed = model.conversations({"failure_mode": "wrong_argument:book.seat.side"})
     assert [c["conversation_id"] for c in listed["conversations"]] == [
         f"s{i}" for i in range(4, -1, -1)
@@ -268,7 +270,7 @@ def test_purged_results_leave_the_counts(store: StateStore) -> None:
 
     async def purge() -> None:
         await store.purge(T0 + 1000)
-        await store.purge_results(T0 + 1000)
+        await store.results.purge_results(T0 + 1000)
 
     asyncio.run(purge())
     body = failure_modes(store, {"agent_version": "3"})

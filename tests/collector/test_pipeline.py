@@ -293,10 +293,10 @@ async def test_purge_drops_spans_after_retention_then_results_after_their_horizo
     h.clock.t += 101.0  # past span retention: spans go, the result stays
     assert await p.purge() > 0
     assert p.store is not None
-    assert p.store.get_result("c1") is not None
+    assert p.store.results.get_result("c1") is not None
     h.clock.t += 7 * 86400.0  # past state.results_retention_s (default 7 days)
     await p.purge()
-    assert p.store.get_result("c1") is None
+    assert p.store.results.get_result("c1") is None
     await p.stop()
 
 

@@ -77,7 +77,7 @@ def _store_results(path: Path, specs: list[tuple[str, str, str, float]]) -> Stat
         for cid, version, city, at in specs:
             conv = _conversation(cid, version, city=city)
             result = evaluator.evaluate(conv, REFERENCE, reference_set="travel-refs")
-            await store.put_result(
+            await store.results.put_result(
                 cid,
                 revision=0,
                 closed_at=at,
@@ -91,7 +91,9 @@ def _store_results(path: Path, specs: list[tuple[str, str, str, float]]) -> Stat
 
 
 def _model(store: StateStore, now: float = T0 + 1000) -> ReadModel:
-    return ReadModel(store, list, RollingConfig(windows=(("1h", 3600.0),)), clock=lambda: now)
+    return ReadModel(
+        store.results, list, RollingConfig(windows=(("1h", 3600.0),)), clock=lambda: now
+    )
 
 
 @pytest.fixture
@@ -287,7 +289,7 @@ def test_violation_rules_of_a_result_are_indexed_and_filterable(tmp_path: Path) 
             }
         )
         asyncio.run(
-            store.put_result(
+            store.results.put_result(
                 "p-1", revision=0, closed_at=T0, n_spans=3,
                 stored=StoredResult(conv, result, 0), evaluated_at=T0,
             )

@@ -1,5 +1,5 @@
 """Evaluating and storing a loop iteration's conversations as one batch: one store
-operation (`StateStore.put_results`) leaves the state file exactly as storing them one
+operation (`StateStore.results.put_results`) leaves the state file exactly as storing them one
 by one does (results, violations, failure-mode rows and counters, window journal); a
 batch the database refuses is stored one by one; the result chain hands a batch link by
 link; the scheduler keeps revisions in order and falls back to a task per conversation
@@ -22,6 +22,7 @@ from tracepass.collector.pipeline.results import ResultsWriter
 from tracepass.collector.pipeline.scheduling import EvaluationChains, ResultInfo, Scored
 from tracepass.collector.state import ResultWrite, StateStore, StoredResult
 from tracepass.collector.state.failure_index import ModeScope
+from tracepass.collector.state.sqlite_results import SqliteResults
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.scoring.evaluator import Evaluator
 
@@ -70,11 +71,11 @@ def _store(path: Path, batched: bool) -> tuple[dict[str, Any], list[list[int]]]:
         for revision, faults in ((0, True), (1, False)):
             writes = _writes(revision, faults=faults)
             if batched:
-                seqs.append(await store.put_results(writes))
+                seqs.append(await store.results.put_results(writes))
             else:
                 seqs.append(
                     [
-                        await store.put_result(
+                        await store.results.put_result(
                             w.key,
                             revision=w.revision,
                             closed_at=w.closed_at,
@@ -111,8 +112,8 @@ def test_a_key_twice_in_one_batch_keeps_the_newer_revision(tmp_path: Path) -> No
     store.open()
     try:
         first, second = _writes(0)[1], _writes(1, faults=False)[1]
-        asyncio.run(store.put_results([first, second]))
-        got = store.get_result(first.key)
+        asyncio.run(store.results.put_results([first, second]))
+        got = store.results.get_result(first.key)
         assert got is not None
         assert got.revision == 1
         assert store.failure_modes.counters.totals(ModeScope()) == {}
@@ -122,9 +123,9 @@ def test_a_key_twice_in_one_batch_keeps_the_newer_revision(tmp_path: Path) -> No
         store.close()
 
 
-class _Refusing(StateStore):
-    """A state file whose batch operations fail (as a result the database refuses
-    would make them): the writer must store the results one by one."""
+class _Refusing(SqliteResults):
+    """A state file's results whose batch operations fail (as a result the database
+    refuses would make them): the writer must store the results one by one."""
 
     async def put_results(self, writes: Any) -> list[int]:
         if len(writes) > 1:
@@ -148,7 +149,8 @@ def _info(conv: Conversation, revision: int = 0) -> ResultInfo:
 
 
 def test_a_refused_batch_is_stored_one_by_one(tmp_path: Path) -> None:
-    store = _Refusing(tmp_path / "s.sqlite")
+    store = StateStore(tmp_path / "s.sqlite")
+    store.results = _Refusing(store)
     store.open()
     try:
         writer = ResultsWriter(store, journal_entry=lambda r: f'["{r.conversation_id}"]')
@@ -159,7 +161,7 @@ def test_a_refused_batch_is_stored_one_by_one(tmp_path: Path) -> None:
         steps = asyncio.run(writer.on_results(results, infos))  # type: ignore[arg-type]
         assert [s.journal_seq if s else None for s in steps] == [1, 2, 3, 4, 5, 6]
         for w in writes:
-            assert store.get_result(w.key) == w.stored
+            assert store.results.get_result(w.key) == w.stored
     finally:
         store.close()
 

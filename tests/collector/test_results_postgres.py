@@ -75,7 +75,7 @@ def _result(i: int) -> StoredResult:
 
 async def _put_all(store: StateStore, n: int) -> None:
     for i in range(n):
-        await store.put_result(
+        await store.results.put_result(
             f"demo-{i}",
             revision=0,
             closed_at=T0 + i * 10,
@@ -108,7 +108,9 @@ def _models(tmp_path: Path, url: str, n: int) -> tuple[ReadModel, ReadModel, Any
     asyncio.run(fill())
     pg.open()
     now = lambda: T0 + n * 10 + 5  # noqa: E731
-    sqlite_model = ReadModel(local, pooled_snapshots(local, ROLLING, now), ROLLING, clock=now)
+    sqlite_model = ReadModel(
+        local.results, pooled_snapshots(local.results, ROLLING, now), ROLLING, clock=now
+    )
     pg_model = ReadModel(pg, pooled_snapshots(pg, ROLLING, now), ROLLING, clock=now)
 
     def close() -> None:
@@ -183,7 +185,7 @@ def test_a_batch_keeps_the_newest_revision_and_resending_changes_nothing(
         for revision in (0, 2, 1):  # 1 arrives late: older than 2, must not win
             stored = _result(3)
             stored = StoredResult(stored.conversation, stored.result, revision)
-            await store.put_result(
+            await store.results.put_result(
                 "demo-3", revision=revision, closed_at=T0 + revision, n_spans=3,
                 stored=stored, evaluated_at=T0 + revision,
             )  # fmt: skip

@@ -86,18 +86,18 @@ async def test_load_groups_by_conversation_with_result_metadata(tmp_path: Path) 
     store.open()
     await store.write_spans([("a", r) for r in turn_records(1, 10, "a", "q", "x", ["t"], 0)], 5.0)
     await store.write_spans([("b", r) for r in turn_records(2, 20, "b", "q", "x", [], 0)], 7.0)
-    await store.put_result(
+    await store.results.put_result(
         "a", revision=0, closed_at=6.0, n_spans=2, stored=stored("a", 0), evaluated_at=6.5
     )
-    assert store.get_result("a") == stored("a", 0)
+    assert store.results.get_result("a") == stored("a", 0)
     # An older revision never overwrites a newer one.
-    await store.put_result(
+    await store.results.put_result(
         "a", revision=3, closed_at=8.0, n_spans=2, stored=stored("a", 3), evaluated_at=9
     )
-    await store.put_result(
+    await store.results.put_result(
         "a", revision=2, closed_at=7.0, n_spans=2, stored=stored("a", 2), evaluated_at=9
     )
-    assert store.get_result("a") == stored("a", 3)
+    assert store.results.get_result("a") == stored("a", 3)
     store.close()
 
     store = StateStore(path)
@@ -116,7 +116,7 @@ async def test_load_groups_by_conversation_with_result_metadata(tmp_path: Path) 
         assert await store.purge(10.0, keep={"a"}) == 0
         assert await store.purge(10.0) == 2
         assert {c.key for c in store.load()} == {"b"}
-        assert store.get_result("a") == stored("a", 3)  # results outlive their spans
+        assert store.results.get_result("a") == stored("a", 3)  # results outlive their spans
     finally:
         store.close()
 

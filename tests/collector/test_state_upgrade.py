@@ -68,7 +68,7 @@ def test_rows_in_the_old_view_format_load_and_render_the_same_view(tmp_path: Pat
     store = StateStore(path)
     store.open()
     try:
-        stored = store.get_result("c1")
+        stored = store.results.get_result("c1")
         assert stored is not None
         assert stored.revision == 0
         assert stored.conversation.id == "c1"

@@ -143,7 +143,7 @@ async def _journal(path: Path, cases: list[tuple[ConversationResult, int]], *, o
     store.open()
     try:
         for i, (result, revision) in enumerate(cases):
-            seq = await store.put_result(
+            seq = await store.results.put_result(
                 f"{result.conversation_id}",
                 revision=revision,
                 closed_at=T0 + i,

@@ -8,7 +8,12 @@ replica A gets agent `weather-a`'s conversations, replica B `weather-b`'s. Then:
   conversation whose spans it acknowledged loses its result;
 - PostgreSQL is stopped for `TRACEPASS_PG_PAUSE_S` seconds (a real stop and start)
   while both replicas keep taking traffic: `/readyz` says why results wait,
-  `tracepass_results_backlog` counts them, and every result arrives once it is back.
+  `tracepass_results_backlog` counts them, and every result arrives once it is back;
+- every sixth conversation of each replica answers its second turn wrongly (an injected
+  fault, one per phase): either replica's `/api/v1/failure-modes` (and the UI's page and
+  the `failure_mode=` list) counts both halves' failures, the `failing` review rule
+  puts every failing conversation in one queue that both replicas show, and a label
+  written on replica A (with the write token) shows on replica B and in B's agreement.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import signal
 import subprocess
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 PAUSE_S = float(os.environ.get("TRACEPASS_PG_PAUSE_S", "10"))  # `make reliability`: 30
 PER_REPLICA = 18  # conversations per replica: three phases of six
 DEADLINE_S = 180.0
+WRITE_TOKEN = "replicas-write-token"
+
+
+def failing(index: int) -> bool:
+    """The injected fault: every sixth conversation (one per phase) answers wrongly."""
+    return index % 6 == 5
+
 
 pytestmark = [
     pytest.mark.slow,
@@ -58,8 +71,9 @@ def _messages(role: str, text: str) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
 
 
-def conversation_spans(conversation: str, agent: str) -> list[ReadableSpan]:
-    """Two GenAI-semconv turns of `agent` (passing the reference), from the real SDK."""
+def conversation_spans(conversation: str, agent: str, fail: bool = False) -> list[ReadableSpan]:
+    """Two GenAI-semconv turns of `agent` (passing the reference, unless `fail`: the
+    second answer is wrong), from the real SDK."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": agent}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -72,7 +86,9 @@ def conversation_spans(conversation: str, agent: str) -> list[ReadableSpan]:
                 "gen_ai.conversation.id": conversation,
                 "gen_ai.agent.name": agent,
                 "gen_ai.input.messages": _messages("user", f"question {turn}"),
-                "gen_ai.output.messages": _messages("assistant", f"answer {turn}"),
+                "gen_ai.output.messages": _messages(
+                    "assistant", "no idea" if fail and turn == 1 else f"answer {turn}"
+                ),
             },
         ):
             pass
@@ -166,6 +182,8 @@ def _config(directory: Path, refs: Path, url: str) -> Path:
             "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
             "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
             "state": {"path": str(directory / "state.sqlite"), "results_url": url},
+            "api": {"write_token": WRITE_TOKEN},
+            "review": {"rules": [{"when": "new_failure_mode"}, {"when": "failing"}]},
             "metrics": {
                 "prometheus_port": 0,
                 "windows": [{"name": "1h", "seconds": 3600}],
@@ -186,7 +204,7 @@ def test_two_replicas_share_one_postgres_through_kill_9_and_an_outage(
         directory.mkdir()
         replicas[name] = Replica(directory, _config(directory, refs, postgres_url))
     traffic = {
-        name: [(f"{name}-{i}", conversation_spans(f"{name}-{i}", f"weather-{name}"))
+        name: [(f"{name}-{i}", conversation_spans(f"{name}-{i}", f"weather-{name}", failing(i)))
                for i in range(PER_REPLICA)]
         for name in replicas
     }  # fmt: skip
@@ -252,6 +270,7 @@ def test_two_replicas_share_one_postgres_through_kill_9_and_an_outage(
             one = urllib.parse.quote("b-0" if replica is a else "a-0")
             view = replica.json(f"/api/v1/conversations/{one}")
             assert view["evaluation"]["outcome"] == "pass"
+        check_failure_modes_and_labels(a, b)
         wait_until(
             lambda: json.loads(http_get(a.http + "/readyz")[1]).get("degraded") is None,
             DEADLINE_S,
@@ -268,3 +287,72 @@ def test_two_replicas_share_one_postgres_through_kill_9_and_an_outage(
             replica.stop()
         if not postgres_cluster.running:
             postgres_cluster.start()  # other tests of this session use the cluster
+
+
+def post_label(replica: Replica, conversation: str, body: dict[str, Any]) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        f"{replica.http}/api/v1/review/{urllib.parse.quote(conversation)}/label",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {WRITE_TOKEN}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return int(r.status), json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()[:500]
+
+
+def check_failure_modes_and_labels(a: Replica, b: Replica) -> None:
+    """Both halves' failures on either replica; a label given on A shows on B."""
+    failed = {f"{n}-{i}" for n in ("a", "b") for i in range(PER_REPLICA) if failing(i)}
+    per_agent = len(failed) // 2
+    for replica in (a, b):
+
+        def pooled(r: Replica = replica) -> dict[str, Any] | None:
+            body: dict[str, Any] = r.json("/api/v1/failure-modes")
+            return body if body["failing_conversations"] == len(failed) else None
+
+        body = wait_until(pooled, DEADLINE_S, "both replicas' failures in failure-modes")
+        top = body["failure_modes"][0]
+        assert top["count"] == len(failed), body
+        assert top["share"] == 1.0
+        assert set(top["examples"]) <= failed
+        for agent in ("weather-a", "weather-b"):
+            scoped = replica.json(f"/api/v1/failure-modes?agent_name={agent}")
+            assert scoped["failing_conversations"] == per_agent, scoped
+            assert scoped["failure_modes"][0]["signature"] == top["signature"]
+        signature = urllib.parse.quote(top["signature"])
+        listed = replica.json(f"/api/v1/conversations?failure_mode={signature}&limit=100")
+        assert {c["conversation_id"] for c in listed["conversations"]} == failed
+        status, page = http_get(replica.http + "/ui/failure-modes", timeout=60)
+        assert status == 200
+        assert b"weather-a" in page
+        assert b"weather-b" in page
+
+    # B's conversation, labelled through A: B stored it, A finds it in the database.
+    status, answer = post_label(a, "b-5", {"passed": "fail", "comment": "wrong answer"})
+    assert status == 200, answer
+
+    def labelled() -> list[Any] | None:
+        labels: list[Any] = b.json("/api/v1/review/labels")["labels"]
+        return labels or None
+
+    labels = wait_until(labelled, DEADLINE_S, "A's label on replica B")
+    assert [(x["conversation_id"], x["passed"], x["comment"]) for x in labels] == [
+        ("b-5", False, "wrong answer")
+    ]
+    assert b.json("/api/v1/review/agreement")["labelled"] == 1
+
+    # The `failing` rule queued every failing conversation, on whichever replica
+    # evaluated it (through the kill and the outage): one queue, on both replicas.
+    def queued(r: Replica) -> dict[str, Any] | None:
+        body: dict[str, Any] = r.json("/api/v1/review/queue?pending=false")
+        return body if {i["conversation_id"] for i in body["items"]} == failed else None
+
+    for replica in (a, b):
+        queue = wait_until(lambda r=replica: queued(r), DEADLINE_S, "the pooled review queue")
+        reasons = {i["reason"] for i in queue["items"] if i["conversation_id"] != "b-5"}
+        assert reasons == {"failing"}  # (b-5 was labelled too: queued by whichever came first)
+        assert [i["conversation_id"] for i in queue["items"] if i["labelled"]] == ["b-5"]
+        assert (queue["queued"], queue["labelled"]) == (len(failed), 1)

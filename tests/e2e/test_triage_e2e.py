@@ -11,7 +11,10 @@ real OTLP/HTTP by a scripted agent instrumented with tracepass's decorators.
 * the next conversations of the approved task are scored against it: their own pass^k
   series on /metrics;
 * injected faults (two wrong-argument kinds, one missing tool, one wrong answer) are the
-  top failure modes with the right counts, the one only 1.1 has marked new.
+  top failure modes with the right counts, the one only 1.1 has marked new;
+* `failure_modes.summarize`: the wrong-answer mode gets its summary from the judge model
+  (the repository's scripted judge, `examples/scripted_judge.py`), the argument modes
+  none (no free text).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from _live_support import wait_until as _wait_until
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AGENT_SCRIPT = Path(__file__).with_name("_triage_agent.py")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WRITE_TOKEN = "approve-me"
 REFERENCE = """
 name: triage-flights
@@ -96,8 +100,11 @@ def test_candidates_approval_and_failure_modes(tmp_path: Path) -> None:
         **FAST_CONFIG,
         "matching": {"reload_interval_s": 0.5},
         "api": {"write_token": WRITE_TOKEN},
+        "evaluation": {"judge": "scripted_judge:model"},
+        "failure_modes": {"summarize": True},
     }
-    with serve(tmp_path, "--references", str(refs), config=config) as s:
+    env = {"PYTHONPATH": str(EXAMPLES)}  # the scripted judge model (only the LLM is scripted)
+    with serve(tmp_path, "--references", str(refs), config=config, env=env) as s:
         _agent(s.http, "weather:75,fx:75,hotels:75,dayplan:75", version="1.0", prefix="u-")
         _agent(s.http, FAULTS_10, version="1.0", prefix="a-")
 
@@ -221,4 +228,18 @@ def test_candidates_approval_and_failure_modes(tmp_path: Path) -> None:
         assert sorted(c["conversation_id"] for c in listed) == sorted(
             f"b-flight-side-{i}" for i in range(8)
         )
+
+        # ---------------------------------------------------------- summaries
+        def summarized() -> dict[str, Any] | None:
+            body = _get(s.http, "/api/v1/failure-modes", agent_name="triage-agent",
+                        agent_version="1.1")  # fmt: skip
+            modes = {m["signature"]: m for m in body["failure_modes"]}
+            return modes if modes["answer:contains"]["summary"] else None
+
+        modes = wait_until(summarized, 180, "the wrong-answer mode's summary")
+        assert " reasons for answer:contains; most often: " in modes["answer:contains"]["summary"]
+        assert modes["wrong_argument:pick_seat.side"]["summary"] is None
+        page = http_get(f"{s.http}/ui/failure-modes?agent_name=triage-agent&agent_version=1.1")
+        assert page[0] == 200
+        assert b"reasons for answer:contains" in page[1]  # under its signature
     assert s.proc.returncode is not None

@@ -133,7 +133,9 @@ async def test_evaluations_reach_the_windows_while_the_disk_is_full(tmp_path: Pa
                 await asyncio.sleep(0.2)
             store = service.pipeline.store
             assert store is not None
-            assert all(store.get_result(f"full-{i}") is not None for i in range(CONVERSATIONS))
+            assert all(
+                store.results.get_result(f"full-{i}") is not None for i in range(CONVERSATIONS)
+            )
             assert _n(service) == CONVERSATIONS
         finally:
             await service.stop()

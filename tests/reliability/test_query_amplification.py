@@ -76,7 +76,7 @@ def _model(path: Path, timeout_s: float = 60.0) -> tuple[StateStore, ReadModel]:
     store = StateStore(path)
     store.open()
     model = ReadModel(
-        store,
+        store.results,
         lambda: [],
         RollingConfig(windows=(("1h", 3600.0),)),
         clock=lambda: 1_700_000_000.0 + RESULTS,

@@ -484,6 +484,9 @@ class FailureModesConfig(_Section):
 
     # Distinct signatures kept per agent version; the rest are counted under `other`.
     max_per_version: int = Field(default=200, ge=1)
+    # An LLM summary of each mode's free text (judge reasonings, answer-grader misses)
+    # by `evaluation.judge`, under its budget: the mode's `summary` in the API.
+    summarize: bool = False
 
 
 class CandidatesConfig(_Section):
@@ -554,6 +557,15 @@ class CollectorConfig(_Section):
             raise ValueError(
                 f"ui.default_window {self.ui.default_window!r} is not one of the "
                 f"metrics.windows ({', '.join(names)})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _summaries_have_a_model(self) -> CollectorConfig:
+        if self.failure_modes.summarize and self.evaluation.judge is None:
+            raise ValueError(
+                "failure_modes.summarize needs evaluation.judge (the chat model that "
+                "writes the summaries)"
             )
         return self
 

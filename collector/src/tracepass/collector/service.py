@@ -148,7 +148,9 @@ def shared_results_store(config: CollectorConfig) -> Any:
         return None
     from tracepass.collector.state.postgres import PostgresResults
 
-    return PostgresResults(url)
+    shared = PostgresResults(url)
+    shared.failure_modes.max_per_version = config.failure_modes.max_per_version
+    return shared
 
 
 def retention_cutoff(config: CollectorConfig, now: float) -> float | None:
@@ -296,7 +298,7 @@ class CollectorService:
 
             snapshots = pooled_snapshots(shared, rolling, self.clock)
         self.read_model = ReadModel(
-            shared if shared is not None else self.store,
+            shared if shared is not None else self.store.results,
             snapshots,
             rolling,
             clock=self.clock,
@@ -407,7 +409,9 @@ class CollectorService:
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
         routes += self._triage_routes(cfg)
         write = self.triage.write if self.triage is not None else None
-        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
+        # With a shared results database the queue and labels live there too.
+        labels = self._forwarder.results.review if self._forwarder is not None else None
+        self.review = ReviewQueue(cfg, self.pipeline, self.clock, write, labels=labels)
         routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:
             from tracepass.collector.api import ui_routes

@@ -1,6 +1,8 @@
 """`GET /api/v1/failure-modes`: how the failing conversations of a scope fail, as
 counted failure signatures (docs/failure-modes.md), read from the failure-mode index
-the state store keeps as results are stored (`state/failure_index.py`).
+the results store keeps as results are stored: the state file's
+(`state/failure_index.py`) or, with a shared PostgreSQL results store
+(`state.results_url`), the database's (`state/pg_failure_modes.py`: every replica's).
 
 Each mode: its signature, count, share of the scope's failing conversations, first and
 last seen, a trend (counts in eight equal slices of the scope's first..last failure),
@@ -18,9 +20,10 @@ from typing import Any
 
 from aiohttp import web
 
+from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError, format_time, parse_time
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.state import ModeScope, StateStore
+from tracepass.collector.state import ModeScope, ResultsStore
 
 __all__ = [
     "DEFAULT_MODES",
@@ -54,11 +57,14 @@ def _limit(params: Mapping[str, str]) -> int:
 
 
 def failure_modes(
-    store: StateStore | None,
+    store: ResultsStore | None,
     params: Mapping[str, str],
     clock: Callable[[], float] = time.time,
+    summaries: ModeSummaries | None = None,
 ) -> dict[str, Any]:
-    """The endpoint's JSON. Raises ParamError (400) or LookupError (no state file)."""
+    """The endpoint's JSON. Raises ParamError (400) or LookupError (no results store,
+    or its database unreachable: 503). With `summaries` (`failure_modes.summarize`)
+    each mode also has its `summary` (None until written)."""
     since = _opt(params, "since")
     until = _opt(params, "until")
     scope = ModeScope(
@@ -74,14 +80,14 @@ def failure_modes(
     baseline = _opt(params, "baseline_version")
     index = store.failure_modes
 
-    total, modes = store.read(lambda conn: index.modes(conn, scope, limit=limit))
+    total, modes = index.top_modes(scope, limit=limit)
     base = baseline
     if base is None and scope.agent_version is not None:
         base = index.previous_version(scope.agent_name, scope.agent_version)
     seen = None
     if base is not None:
         seen = index.signatures_of_version(ModeScope(scope.agent_name, base, scope.reference_set))
-    return {
+    body: dict[str, Any] = {
         "agent_name": scope.agent_name,
         "agent_version": scope.agent_version,
         "reference_set": scope.reference_set,
@@ -101,23 +107,26 @@ def failure_modes(
             for m in modes
         ],
     }
+    if summaries is not None:
+        where = tuple(
+            v or "*" for v in (scope.agent_name, scope.agent_version, scope.reference_set)
+        )
+        for mode in body["failure_modes"]:
+            mode["summary"] = summaries.summary((*where, mode["signature"]), mode["examples"])
+    return body
 
 
-def failure_versions(store: StateStore | None) -> list[tuple[str, str]]:
+def failure_versions(store: ResultsStore | None) -> list[tuple[str, str]]:
     """(agent, version) pairs with stored results, newest first (the UI's sections)."""
     if store is None:
         raise LookupError("this collector keeps no state file (state.path)")
     return store.failure_modes.versions()
 
 
-def _local(store: object) -> StateStore | None:
-    """Failure modes are indexed in the state file only: with a shared PostgreSQL
-    results store (`state.results_url`) this replica's own index answers."""
-    return store if isinstance(store, StateStore) else None
-
-
 def failure_mode_routes(
-    model: ReadModel, clock: Callable[[], float] = time.time
+    model: ReadModel,
+    clock: Callable[[], float] = time.time,
+    summaries: ModeSummaries | None = None,
 ) -> list[tuple[str, Any]]:
     """The endpoint, answered like the other list endpoints (`routes._answer`: bounded
     parameters, off the event loop, under the query time limit)."""
@@ -125,7 +134,7 @@ def failure_mode_routes(
 
     async def handler(request: web.Request) -> web.StreamResponse:
         return await _answer(
-            model, request, lambda: failure_modes(_local(model.store), request.query, clock)
+            model, request, lambda: failure_modes(model.store, request.query, clock, summaries)
         )
 
     return [(FAILURE_MODES_PATH, handler)]

@@ -9,15 +9,20 @@
 Results are queued by the `review.rules` as they are stored (`observe`, a result
 listener). The statistics are `evaluator.offline.human_review.live_agreement`, the ones
 `tracepass review import` reports, over the labels and the latest stored evaluations.
-The labels live in the state file (`state/review_labels.py`): without one, every route
-answers 503. Write routes go through `WriteAccess` (404 without `api.write_token`).
+The labels live in the state file (`state/review_labels.py`) or, with a shared
+PostgreSQL results store (`state.results_url`), in the database (`state/pg_review.py`:
+a label given on one replica shows on all of them, and the agreement pools them).
+Without either, every route answers 503; so does a database that cannot be reached.
+Write routes go through `WriteAccess` (404 without `api.write_token`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -30,10 +35,17 @@ from tracepass.collector.api.write_access import WriteAccess, WriteRoute, mount_
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline, ResultInfo, ReviewRules
 from tracepass.collector.receiver import GetRoute
-from tracepass.collector.state import ModeScope, ReviewLabel, ReviewLabels, StoredResult
+from tracepass.collector.state import (
+    ModeScope,
+    ReviewLabel,
+    ReviewLabels,
+    ReviewStore,
+    StoredResult,
+)
 from tracepass.evaluator.judge import agreement
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.offline.human_review import live_agreement
+from tracepass.evaluator.ratelimited_log import RateLimitedLog
 from tracepass.evaluator.scoring.explain import failure_analysis
 
 __all__ = [
@@ -54,6 +66,10 @@ ENQUEUE_PATH = "/api/v1/conversations/{conversation_id}/review"
 LABEL_PATH = "/api/v1/review/{conversation_id}/label"
 MAX_COMMENT_CHARS = 10_000
 MAX_LIST = 1000
+# Results kept in memory for the review rules while the shared database is unreachable,
+# and how often it is tried again.
+MAX_PENDING = 10_000
+RETRY_S = 5.0
 
 
 class LabelError(ValueError):
@@ -135,19 +151,32 @@ class ReviewQueue:
         pipeline: Pipeline,
         clock: Callable[[], float] = time.time,
         write: WriteAccess | None = None,
+        labels: ReviewStore | None = None,
     ) -> None:
+        """`labels`: where the queue lives (default: the state file's tables; the
+        shared database's with `state.results_url`)."""
         self.cfg = cfg
         self.pipeline = pipeline
         self.clock = clock
         self.write = write if write is not None else WriteAccess(cfg.api.write_token)
         self.pages: Any = None  # `ui/review.py` ReviewPages, with the UI on (`routes`)
         store = pipeline.store
-        self.labels = ReviewLabels(store) if store is not None else None
+        self.shared = labels is not None
+        self.labels: ReviewStore | None = labels
+        if labels is None and store is not None:
+            self.labels = ReviewLabels(store)
+        # The failure modes the results are compared with (the API's: every replica's).
+        self.results = pipeline.results.results
         self.rules = ReviewRules(
             cfg.review,
             threshold=cfg.evaluation.threshold,
-            new_failure_mode=self._new_failure_mode if store is not None else None,
+            new_failure_mode=self._new_failure_mode if self.results is not None else None,
         )
+        # Results the rules have not been applied to yet (shared database only), and
+        # the task applying them.
+        self._pending: deque[tuple[ConversationResult, bool, float]] = deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._log = RateLimitedLog(log)
 
     async def open(self) -> None:
         if self.labels is not None:
@@ -156,7 +185,7 @@ class ReviewQueue:
     # ------------------------------------------------------------------ rules
 
     def _new_failure_mode(self, result: ConversationResult, complete: bool) -> bool:
-        store = self.pipeline.store
+        store = self.results
         if store is None or result.agent_version is None:
             return False
         index = store.failure_modes
@@ -170,13 +199,42 @@ class ReviewQueue:
         """Result listener: queue `result` when a rule says so (idempotent)."""
         if self.labels is None or not self.rules.rules:
             return
-        reason = self.rules.reason(result, info.conversation.complete)
-        if reason is not None:
-            await self.labels.enqueue(result.conversation_id, reason, info.now)
+        if not self.shared:
+            reason = self.rules.reason(result, info.conversation.complete)
+            if reason is not None:
+                await self.labels.enqueue(result.conversation_id, reason, info.now)
+            return
+        # The shared database: the rules (`new_failure_mode` reads it) and the queue
+        # writes run in a task of their own, so a database that is down delays the
+        # queue, never the result chain; what waits is kept in memory (bounded).
+        if len(self._pending) >= MAX_PENDING:
+            self._log.error("review-pending", "review queue: %d results waiting for the "
+                            "database; %s not considered", MAX_PENDING,
+                            result.conversation_id)  # fmt: skip
+            return
+        self._pending.append((result, info.conversation.complete, info.now))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain(self.labels))
+
+    async def _drain(self, labels: ReviewStore) -> None:
+        """Apply the rules to the waiting results and queue them in the shared database,
+        oldest first; retried every `RETRY_S` while the database is unreachable."""
+        while self._pending:
+            result, complete, at = self._pending[0]
+            try:
+                reason = await asyncio.to_thread(self.rules.reason, result, complete)
+                if reason is not None:
+                    await labels.enqueue(result.conversation_id, reason, at)
+            except LookupError as exc:
+                self._log.warning("review-queue", "review queue: %d results wait for the "
+                                  "database: %s", len(self._pending), exc)  # fmt: skip
+                await asyncio.sleep(RETRY_S)
+                continue
+            self._pending.popleft()
 
     # ------------------------------------------------------------------ reads
 
-    def _require(self) -> ReviewLabels:
+    def _require(self) -> ReviewStore:
         if self.labels is None:
             raise LookupError("the review queue needs a state file (state.path)")
         return self.labels

@@ -9,6 +9,7 @@ reference watcher exist); `read_routes` go to the receiver's authorized GET rout
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -22,12 +23,14 @@ from tracepass.collector.api.candidates import (
     candidate_write_routes,
 )
 from tracepass.collector.api.failure_modes import failure_mode_routes
+from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.write_access import WriteAccess, mount_write_routes
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import GetRoute
 from tracepass.collector.state import decode_result
+from tracepass.evaluator.judge import LLMJudge
 from tracepass.evaluator.references.candidate_mining import CandidateMiner
 
 __all__ = ["WARM_UP_LIMIT", "Triage", "reference_directory"]
@@ -73,11 +76,21 @@ class Triage:
             catalog=lambda: pipeline.references.catalog,
             lookup=pipeline.latest_result,
         )
+        # `failure_modes.summarize`: summaries by the evaluator's judge model.
+        self.summaries: ModeSummaries | None = None
+        judge = getattr(pipeline.evaluator, "judge", None)
+        if cfg.failure_modes.summarize and isinstance(judge, LLMJudge):
+            self.summaries = ModeSummaries(judge, pipeline.latest_result)
+            self.summaries.bind(asyncio.get_running_loop())
         self.pages = None
         if cfg.ui.enabled:
             from tracepass.collector.api.ui.triage import TriagePages
 
-            self.pages = TriagePages(pipeline.store, self.candidates, self.write, clock)
+            # The results store the API reads (the shared database's failure modes,
+            # with `state.results_url`).
+            self.pages = TriagePages(
+                pipeline.results.results, self.candidates, self.write, clock, self.summaries
+            )
 
     def warm_up(self) -> int:
         """Feed the unreferenced results stored by earlier runs; returns how many."""
@@ -106,7 +119,7 @@ class Triage:
 
     def read_routes(self, model: ReadModel) -> list[GetRoute]:
         routes = [
-            *failure_mode_routes(model, self.clock),
+            *failure_mode_routes(model, self.clock, self.summaries),
             *candidate_read_routes(self.candidates),
         ]
         if self.pages is not None:

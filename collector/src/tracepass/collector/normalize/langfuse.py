@@ -20,18 +20,9 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.messages import (
-    USER,
-    answer_from_state,
-    last_text,
-    output_text,
-    parse_messages,
-    query_from_state,
-    requested_tool_calls,
-)
+from tracepass.collector.normalize.observed_io import io_text, model_io
 from tracepass.collector.normalize.registry import Convention
 from tracepass.collector.records import (
-    NOT_JSON,
     RecordKind,
     SpanRecord,
     deferred_arguments,
@@ -49,36 +40,17 @@ LEVEL = "langfuse.observation.level"
 STATUS_MESSAGE = "langfuse.observation.status_message"
 
 
-def _text(raw: Any, *, answer: bool) -> str | None:
-    """A query / answer: plain text as it is, else read like chain state."""
-    decoded = loads(raw)
-    if decoded is NOT_JSON:
-        return raw if isinstance(raw, str) and raw else None
-    if isinstance(decoded, str):
-        return decoded or None
-    return answer_from_state(decoded) if answer else query_from_state(decoded)
-
-
 def _fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str | None:
     get = attrs.get
     if kind == "agent":
         rec.kind = RecordKind.TURN
-        rec.input_text = _text(get(INPUT), answer=False)
-        rec.output_text = _text(get(OUTPUT), answer=True)
+        rec.input_text = io_text(get(INPUT), answer=False)
+        rec.output_text = io_text(get(OUTPUT), answer=True)
     elif kind == "generation":
         rec.kind = RecordKind.MODEL
-        inputs = loads(get(INPUT))
-        if isinstance(inputs, list):
-            rec.input_text = last_text(parse_messages(inputs), USER)
-        elif isinstance(inputs, str):
-            rec.input_text = inputs
-        outputs = loads(get(OUTPUT))
-        if isinstance(outputs, dict | list):
-            messages = parse_messages(outputs)
-            rec.output_text = output_text(messages)
-            rec.requested_tool_calls = requested_tool_calls(messages)
-        elif isinstance(outputs, str):
-            rec.output_text = outputs or None
+        rec.input_text, rec.output_text, calls = model_io(loads(get(INPUT)), loads(get(OUTPUT)))
+        if calls is not None:
+            rec.requested_tool_calls = calls
     elif kind == "tool":
         rec.kind = RecordKind.TOOL
         rec.tool_name = rec.name

@@ -22,18 +22,9 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.messages import (
-    USER,
-    answer_from_state,
-    last_text,
-    output_text,
-    parse_messages,
-    query_from_state,
-    requested_tool_calls,
-)
+from tracepass.collector.normalize.observed_io import io_text, model_io
 from tracepass.collector.normalize.registry import Convention
 from tracepass.collector.records import (
-    NOT_JSON,
     RecordKind,
     SpanRecord,
     deferred_arguments,
@@ -51,20 +42,6 @@ FUNCTION_NAME = "mlflow.spanFunctionName"
 _MODEL_TYPES = frozenset({"CHAT_MODEL", "LLM"})
 
 
-def _text(raw: Any, *, answer: bool) -> str | None:
-    """A query / answer: text as it is, a call's single argument, else chain state."""
-    decoded = loads(raw)
-    if decoded is NOT_JSON:
-        return raw if isinstance(raw, str) and raw else None
-    if isinstance(decoded, str):
-        return decoded or None
-    if not answer and isinstance(decoded, dict) and len(decoded) == 1:
-        (only,) = decoded.values()
-        if isinstance(only, str):
-            return only or None
-    return answer_from_state(decoded) if answer else query_from_state(decoded)
-
-
 def _output_messages(outputs: Any) -> Any:
     """A chat-completions body's choice messages, else the outputs as they are."""
     if isinstance(outputs, dict) and isinstance(choices := outputs.get("choices"), list):
@@ -77,8 +54,8 @@ def _fill(rec: SpanRecord, attrs: dict[str, Any], marker: Any, span: Span) -> st
     kind = loads(marker) if isinstance(marker, str) else marker
     if kind == "AGENT":
         rec.kind = RecordKind.TURN
-        rec.input_text = _text(get(INPUTS), answer=False)
-        rec.output_text = _text(get(OUTPUTS), answer=True)
+        rec.input_text = io_text(get(INPUTS), answer=False, single_argument=True)
+        rec.output_text = io_text(get(OUTPUTS), answer=True)
         if rec.agent_name is None:
             rec.agent_name = rec.name or None
     elif kind in _MODEL_TYPES:
@@ -86,17 +63,10 @@ def _fill(rec: SpanRecord, attrs: dict[str, Any], marker: Any, span: Span) -> st
         inputs = loads(get(INPUTS))
         if isinstance(inputs, dict):
             inputs = inputs.get("messages", inputs)
-        if isinstance(inputs, list):
-            rec.input_text = last_text(parse_messages(inputs), USER)
-        elif isinstance(inputs, str):
-            rec.input_text = inputs or None
         outputs = _output_messages(loads(get(OUTPUTS)))
-        if isinstance(outputs, dict | list):
-            messages = parse_messages(outputs)
-            rec.output_text = output_text(messages)
-            rec.requested_tool_calls = requested_tool_calls(messages)
-        elif isinstance(outputs, str):
-            rec.output_text = outputs or None
+        rec.input_text, rec.output_text, calls = model_io(inputs, outputs)
+        if calls is not None:
+            rec.requested_tool_calls = calls
     elif kind == "TOOL":
         rec.kind = RecordKind.TOOL
         rec.tool_name = as_str(loads(get(FUNCTION_NAME))) or rec.name

@@ -344,7 +344,7 @@ class Pipeline:
         purged = await self.store.purge(cutoff, keep=self.assembler.open_keys())
         keep_results = self.state_config.results_retention_s if self.state_config else 0.0
         if keep_results > 0:
-            await self.store.purge_results(cutoff - keep_results)
+            await self.store.results.purge_results(cutoff - keep_results)
         return purged
 
     @property

@@ -52,7 +52,9 @@ class ResultsWriter(ResultComponent):
         self.store = store
         # Where stored results are read back (the state file's own results, or a shared
         # database the state file forwards them to).
-        self.results = results if results is not None else store
+        self.results: ResultsStore | None = results
+        if results is None and store is not None:
+            self.results = store.results
         # What the window journal keeps of each result (the rolling windows' entry,
         # supplied by whoever owns the windows); None: no journal.
         self.journal_entry = journal_entry
@@ -87,7 +89,7 @@ class ResultsWriter(ResultComponent):
         self, results: Sequence[ConversationResult], infos: Sequence[ResultInfo]
     ) -> list[ResultInfo | None]:
         """`on_result` for a batch (`ResultChain.run_batch`): ONE write of all of them
-        (`StateStore.put_results`: one writer operation, one wake-up). If it fails
+        (`SqliteResults.put_results`: one writer operation, one wake-up). If it fails
         (disk full, or one result the database refuses), each is stored on its own as
         `on_result` does, so one bad result costs no other its row."""
         stored = [
@@ -102,7 +104,7 @@ class ResultsWriter(ResultComponent):
         if len(writes) == 1:
             return [await self._store_one(writes[0], infos[0])]
         try:
-            seqs = await self.store.put_results(writes)
+            seqs = await self.store.results.put_results(writes)
         except Exception as exc:
             log.debug("batch of %d results not stored at once (%s): one by one", len(writes), exc)
             done = await asyncio.gather(
@@ -138,7 +140,7 @@ class ResultsWriter(ResultComponent):
         assert store is not None
 
         async def put() -> int:
-            return (await store.put_results([write]))[0]
+            return (await store.results.put_results([write]))[0]
 
         try:
             seq = await put()

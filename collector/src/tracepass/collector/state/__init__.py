@@ -11,7 +11,12 @@ from tracepass.collector.state.failure_index import ModeScope
 from tracepass.collector.state.index import ResultFilter, ResultRow, decode_cursor, encode_cursor
 from tracepass.collector.state.outbox import Outbox
 from tracepass.collector.state.results import ResultsStore
-from tracepass.collector.state.review_labels import ReadOnlyFile, ReviewLabel, ReviewLabels
+from tracepass.collector.state.review_labels import (
+    ReadOnlyFile,
+    ReviewLabel,
+    ReviewLabels,
+    ReviewStore,
+)
 from tracepass.collector.state.sqlite_results import ResultWrite
 from tracepass.collector.state.store import (
     JOURNAL_RESULT,
@@ -36,6 +41,7 @@ __all__ = [
     "ResultsStore",
     "ReviewLabel",
     "ReviewLabels",
+    "ReviewStore",
     "StateError",
     "StateStore",
     "StoredConversation",

@@ -26,7 +26,7 @@ import json
 import math
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from tracepass.evaluator.scoring.failure_signatures import OTHER, is_failing
 
 __all__ = [
     "FAILURE_INDEX_SCHEMA",
+    "HOUR",
     "MARKER",
     "MINUTE",
     "FailureModeIndex",
@@ -43,7 +44,10 @@ __all__ = [
     "ModeCounts",
     "ModeScope",
     "Row",
+    "scope_where",
     "stored_signatures",
+    "top_modes",
+    "version_before",
 ]
 
 MARKER = ""  # the counters' key for "failing conversations" (never a stored row)
@@ -302,6 +306,72 @@ class ModeCounters:
             return dict(self._first)
 
 
+def scope_where(scope: ModeScope, *, times: bool = True, mark: str = "?") -> tuple[str, list[Any]]:
+    """` AND …` conditions selecting `scope`'s rows (`times`: its range, at whole
+    minutes as the counters read it) and their arguments; `mark`: the placeholder
+    (PostgreSQL's `%s`)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column in ("agent_name", "agent_version", "reference_set"):
+        value = getattr(scope, column)
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            args.append(value)
+    if times and scope.since is not None:
+        clauses.append(f"closed_at >= {mark}")
+        args.append(math.floor(scope.since / MINUTE) * MINUTE)
+    if times and scope.until is not None:
+        clauses.append(f"closed_at < {mark}")
+        args.append(math.ceil(scope.until / MINUTE) * MINUTE)
+    return "".join(f" AND {c}" for c in clauses), args
+
+
+def version_before(firsts: dict[str, float], version: str) -> str | None:
+    """Of one agent's versions (version → its first result), the one first seen just
+    before `version` (None: `version` is unknown or the first)."""
+    mine = firsts.get(version)
+    if mine is None:
+        return None
+    earlier = [(t, v) for v, t in firsts.items() if t < mine]
+    return max(earlier)[1] if earlier else None
+
+
+def top_modes(
+    totals: dict[str, tuple[int, float, float]],
+    *,
+    limit: int,
+    trend: Callable[[list[str]], dict[str, list[tuple[float, int]]]],
+    examples: Callable[[ModeCounts], list[str]],
+    trend_buckets: int = 8,
+) -> tuple[int, list[ModeCounts]]:
+    """The failure-modes answer from a scope's counter `totals` (signature → count,
+    first, last; the failing conversations under `MARKER`), whichever store counted
+    them: (failing conversations, the `limit` most frequent modes, ties by signature),
+    each with its `trend` ((start, count) per counter cell, put into `trend_buckets`
+    equal slices of the scope's first..last failure) and `examples`."""
+    totals = dict(totals)
+    marker = totals.pop(MARKER, None)
+    total = marker[0] if marker is not None else 0
+    counts = sorted(
+        (ModeCounts(s, n, first, last) for s, (n, first, last) in totals.items()),
+        key=lambda m: (-m.count, m.signature),
+    )
+    top = counts[:limit]
+    if not top:
+        return total, []
+    lo = min(m.first_seen for m in counts)
+    hi = max(m.last_seen for m in counts)
+    width = max((hi - lo) / trend_buckets, 1e-3)
+    cells = trend([m.signature for m in top])
+    for m in top:
+        m.trend = [0] * trend_buckets
+        for start, n in cells.get(m.signature, ()):
+            at = max(start, lo)
+            m.trend[min(int((at - lo) / width), trend_buckets - 1)] += n
+        m.examples = examples(m)
+    return total, top
+
+
 class FailureModeIndex:
     """Writes (writer thread), counters (event loop) and reads of the failure modes."""
 
@@ -310,9 +380,13 @@ class FailureModeIndex:
         self.counters = ModeCounters()
         # (agent, version) → signatures stored for it (writer thread only).
         self._known: dict[tuple[str, str], set[str]] = {}
+        self._reader: sqlite3.Connection | None = None
 
     def load(self, conn: sqlite3.Connection) -> None:
+        """Rebuild the counters from the tables; `conn` (the state file's reader) is
+        where `top_modes` reads examples."""
         self.counters.load(conn)
+        self._reader = conn
 
     # ------------------------------------------------------------------ writing
 
@@ -484,27 +558,11 @@ class FailureModeIndex:
         """(failing conversations in scope, the `limit` most frequent modes with their
         latest `examples` conversation ids and counts in `trend_buckets` equal slices of
         the scope's first..last failure), most frequent first (ties by signature)."""
-        totals = self.counters.totals(scope)
-        marker = totals.pop(MARKER, None)
-        total = marker[0] if marker is not None else 0
-        counts = sorted(
-            (ModeCounts(s, n, first, last) for s, (n, first, last) in totals.items()),
-            key=lambda m: (-m.count, m.signature),
-        )
-        top = counts[:limit]
-        if not top:
-            return total, []
-        lo = min(m.first_seen for m in counts)
-        hi = max(m.last_seen for m in counts)
-        width = max((hi - lo) / trend_buckets, 1e-3)
-        where, args = self._where(scope)
-        for m in top:
-            m.trend = [0] * trend_buckets
-            for start, n in self.counters.trend(scope, m.signature):
-                at = max(start, lo)
-                m.trend[min(int((at - lo) / width), trend_buckets - 1)] += n
+        where, args = scope_where(scope)
+
+        def latest(m: ModeCounts) -> list[str]:
             # Latest first, read backwards from the mode's last row in scope.
-            m.examples = [
+            return [
                 str(k)
                 for (k,) in conn.execute(
                     "SELECT conv_key FROM result_failure_modes WHERE signature = ? "
@@ -512,24 +570,20 @@ class FailureModeIndex:
                     (m.signature, m.last_seen, *args, examples),
                 )
             ]
-        return total, top
 
-    @staticmethod
-    def _where(scope: ModeScope) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        for column in ("agent_name", "agent_version", "reference_set"):
-            value = getattr(scope, column)
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                args.append(value)
-        if scope.since is not None:
-            clauses.append("closed_at >= ?")
-            args.append(math.floor(scope.since / MINUTE) * MINUTE)
-        if scope.until is not None:
-            clauses.append("closed_at < ?")
-            args.append(math.ceil(scope.until / MINUTE) * MINUTE)
-        return (" AND " + " AND ".join(clauses)) if clauses else "", args
+        return top_modes(
+            self.counters.totals(scope),
+            limit=limit,
+            trend=lambda signatures: {s: self.counters.trend(scope, s) for s in signatures},
+            examples=latest,
+            trend_buckets=trend_buckets,
+        )
+
+    def top_modes(self, scope: ModeScope, *, limit: int) -> tuple[int, list[ModeCounts]]:
+        """`modes` on the state file's reader connection (`FailureModeQueries`)."""
+        if self._reader is None:
+            raise LookupError("the failure-mode index is not open")
+        return self.modes(self._reader, scope, limit=limit)
 
     def signatures_of_version(self, scope: ModeScope) -> set[str]:
         """The signatures seen in `scope` (any time): what `new` compares against."""
@@ -538,11 +592,7 @@ class FailureModeIndex:
     def previous_version(self, agent: str | None, version: str) -> str | None:
         """The version of `agent` first seen just before `version` (None: none)."""
         firsts = {v: t for (a, v), t in self.counters.first_seen().items() if a == (agent or "")}
-        mine = firsts.get(version)
-        if mine is None:
-            return None
-        earlier = [(t, v) for v, t in firsts.items() if t < mine]
-        return max(earlier)[1] if earlier else None
+        return version_before(firsts, version)
 
     def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
         """(agent, version) pairs with stored results, newest first."""

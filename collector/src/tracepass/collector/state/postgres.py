@@ -32,6 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from tracepass.collector.state.aggregates import AgentCountRow, agent_counts, reference_counts
 from tracepass.collector.state.codec import StoredResult, decode_result
 from tracepass.collector.state.index import (
     FILTER_INDEXES,
@@ -43,7 +44,13 @@ from tracepass.collector.state.index import (
     version_costs,
 )
 from tracepass.collector.state.outbox import OutboxRow
-from tracepass.collector.state.results import AgentCountRow, TrendRow
+from tracepass.collector.state.pg_failure_modes import (
+    FAILURE_MODES_PG_SCHEMA,
+    ModeEntry,
+    PostgresFailureModes,
+)
+from tracepass.collector.state.pg_review import REVIEW_PG_SCHEMA, PostgresReviewLabels
+from tracepass.collector.state.results import TrendRow
 from tracepass.collector.state.schema import StateError
 
 __all__ = [
@@ -58,12 +65,16 @@ log = logging.getLogger(__name__)
 # database is down); the forwarder reports an outage itself, rate-limited.
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
-PG_SCHEMA_VERSION = 1
+# 1: results and violations; 2: the failure-mode index and the review queue
+# (`pg_failure_modes.py`, `pg_review.py`; an upgrade fills the index from the results'
+# summaries).
+PG_SCHEMA_VERSION = 2
 # Any constant: serializes schema creation/upgrade between replicas starting together.
 _SCHEMA_LOCK = 0x7472_6163_6570  # "tracep"
 
 _COLUMNS = ", ".join(f"{name} {decl}" for name, decl in INDEX_COLUMNS)
-_SCHEMA = f"""
+_SCHEMA = (
+    f"""
 CREATE TABLE IF NOT EXISTS tracepass_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     conv_key TEXT PRIMARY KEY,
@@ -75,8 +86,12 @@ CREATE TABLE IF NOT EXISTS results (
     {_COLUMNS}
 );
 CREATE INDEX IF NOT EXISTS results_evaluated ON results (evaluated_at);
-""" + (INDEX_SCHEMA + FILTER_INDEXES).replace(" REAL ", " DOUBLE PRECISION ").replace(
-    " WITHOUT ROWID", ""
+"""
+    + (INDEX_SCHEMA + FILTER_INDEXES)
+    .replace(" REAL ", " DOUBLE PRECISION ")
+    .replace(" WITHOUT ROWID", "")
+    + FAILURE_MODES_PG_SCHEMA
+    + REVIEW_PG_SCHEMA
 )
 
 _INDEXED = [name for name, _ in INDEX_COLUMNS]
@@ -139,6 +154,9 @@ class PostgresResults:
         self._pool: ConnectionPool | None = None
         self._schema_ready = False
         self._schema_lock = threading.Lock()
+        # The failure-mode index and the review queue, in the same database.
+        self.failure_modes = PostgresFailureModes(self)
+        self.review = PostgresReviewLabels(self)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -179,6 +197,7 @@ class PostgresResults:
         with self._schema_lock, self._connection(self.write_timeout_s) as conn:
             if self._schema_ready:
                 return
+            upgraded = None
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for statement in _SCHEMA.split(";"):
@@ -208,11 +227,27 @@ class PostgresResults:
                         f"reads version {PG_SCHEMA_VERSION}; upgrade tracepass"
                     )
                 elif int(row[0]) < PG_SCHEMA_VERSION:
+                    if int(row[0]) < 2:
+                        upgraded = self._index_failure_modes(conn)
                     conn.execute(
                         "UPDATE tracepass_meta SET value = %s WHERE key = 'schema_version'",
                         (str(PG_SCHEMA_VERSION),),
                     )
+            if upgraded is not None:
+                self.failure_modes.committed(upgraded)
             self._schema_ready = True
+
+    def _index_failure_modes(self, conn: psycopg.Connection[Any]) -> Any:
+        """Upgrade from version 1: fill the failure-mode index from the stored results'
+        index values (their summaries list their signatures; nothing is decoded)."""
+        columns = ", ".join(_INDEXED)
+        entries = [
+            ModeEntry.of(str(key), float(closed_at), indexed)
+            for key, closed_at, *indexed in conn.execute(
+                f"SELECT conv_key, closed_at, {columns} FROM results"
+            )
+        ]
+        return self.failure_modes.write(conn, (), entries)
 
     @contextmanager
     def _connection(self, timeout: float) -> Iterator[psycopg.Connection[Any]]:
@@ -226,9 +261,17 @@ class PostgresResults:
             raise ResultsUnavailable(f"results database {self.label} unreachable: {exc}") from exc
 
     @contextmanager
-    def _reading(self) -> Iterator[psycopg.Connection[Any]]:
+    def reading(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for a read (`ResultsUnavailable` within `read_timeout_s`)."""
         self.ensure_schema()
         with self._connection(self.read_timeout_s) as conn:
+            yield conn
+
+    @contextmanager
+    def writing(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in a transaction, for a write."""
+        self.ensure_schema()
+        with self._connection(self.write_timeout_s) as conn, conn.transaction():
             yield conn
 
     # ---------------------------------------------------------------- writes
@@ -252,9 +295,14 @@ class PostgresResults:
             args.extend(r.indexed)
         with self._connection(self.write_timeout_s) as conn, conn.transaction():
             changed = [k for (k,) in conn.execute(_UPSERT_HEAD + values + _UPSERT_TAIL, args)]
+            keep = set(changed)
+            noted = self.failure_modes.write(
+                conn,
+                changed,
+                [ModeEntry.of(r.key, r.closed_at, r.indexed) for r in batch if r.key in keep],
+            )
             if changed:
                 conn.execute("DELETE FROM result_violations WHERE conv_key = ANY(%s)", (changed,))
-                keep = set(changed)
                 violations = [
                     (rule, r.key, r.closed_at, outcome)
                     for r in batch
@@ -268,6 +316,7 @@ class PostgresResults:
                             "ON CONFLICT DO NOTHING",
                             violations,
                         )
+        self.failure_modes.committed(noted)
         return len(changed)
 
     def purge_results(self, evaluated_before: float) -> int:
@@ -279,6 +328,7 @@ class PostgresResults:
                 "(SELECT conv_key FROM results WHERE evaluated_at < %s)",
                 (evaluated_before,),
             )
+            self.failure_modes.purge(conn, evaluated_before)
             cur = conn.execute("DELETE FROM results WHERE evaluated_at < %s", (evaluated_before,))
             return cur.rowcount
 
@@ -289,14 +339,14 @@ class PostgresResults:
         return None
 
     def get_result(self, key: str) -> StoredResult | None:
-        with self._reading() as conn:
+        with self.reading() as conn:
             row = conn.execute("SELECT view FROM results WHERE conv_key = %s", (key,)).fetchone()
         return None if row is None else decode_result(row[0])
 
     def list_results(
         self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
     ) -> tuple[list[ResultRow], tuple[float, str] | None]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return list_results(_QmarkConnection(conn), where, limit=limit, cursor=cursor)  # type: ignore[arg-type]
 
     def reference_counts(
@@ -307,24 +357,19 @@ class PostgresResults:
         agent_version: str | None = None,
         reference_set: str | None = None,
     ) -> dict[str, tuple[int, int]]:
-        sql = f"SELECT reference_id, count(*), {_PASSES} FROM results WHERE {_TRIAL}"
-        args: list[Any] = [since]
-        for column, value in (
-            ("agent_name", agent_name),
-            ("agent_version", agent_version),
-            ("reference_set", reference_set),
-        ):
-            if value is not None:
-                sql += f" AND {column} = %s"
-                args.append(value)
-        with self._reading() as conn:
-            rows = conn.execute(sql + " GROUP BY reference_id", args).fetchall()
-        return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
+        with self.reading() as conn:
+            return reference_counts(
+                _QmarkConnection(conn),
+                since,
+                agent_name=agent_name,
+                agent_version=agent_version,
+                reference_set=reference_set,
+            )
 
     def version_costs(
         self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
     ) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return version_costs(
                 _QmarkConnection(conn),  # type: ignore[arg-type]
                 since,
@@ -333,7 +378,7 @@ class PostgresResults:
             )
 
     def outcome_trend(self, since: float, buckets: int) -> tuple[float, float, list[TrendRow]]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             bounds = conn.execute(
                 f"SELECT min(closed_at), max(closed_at) FROM results WHERE {_TRIAL}", (since,)
             ).fetchone()
@@ -351,16 +396,8 @@ class PostgresResults:
         return lo, width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
 
     def agent_counts(self, since: float) -> list[AgentCountRow]:
-        """(agent, version, reference set, reference id, trials, passes) of the results
-        completed since `since`: what pooled pass@k per agent is computed from."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT agent_name, agent_version, reference_set, reference_id, count(*), "
-                f"{_PASSES} FROM results WHERE {_TRIAL} "
-                "GROUP BY agent_name, agent_version, reference_set, reference_id",
-                (since,),
-            ).fetchall()
-        return [(a, v, s, str(r), int(n), int(c or 0)) for a, v, s, r, n, c in rows]
+        with self.reading() as conn:
+            return agent_counts(_QmarkConnection(conn), since)
 
 
 def violations_json(violations: Sequence[tuple[str, str | None]]) -> str:

@@ -19,20 +19,47 @@ from __future__ import annotations
 import sqlite3
 from typing import Protocol
 
+from tracepass.collector.state.aggregates import AgentCountRow
 from tracepass.collector.state.codec import StoredResult
+from tracepass.collector.state.failure_index import ModeCounts, ModeScope
 from tracepass.collector.state.index import ResultFilter, ResultRow
 
-__all__ = ["AgentCountRow", "ResultsStore", "TrendRow"]
+__all__ = ["AgentCountRow", "FailureModeQueries", "ResultsStore", "TrendRow"]
 
 # (agent name, agent version, slice index, trials, passes)
 TrendRow = tuple[str | None, str | None, int, int, int]
-# (agent name, agent version, reference set, reference id, trials, passes)
-AgentCountRow = tuple[str | None, str | None, str | None, str, int, int]
+
+
+class FailureModeQueries(Protocol):
+    """The failure-mode index's reads (`GET /api/v1/failure-modes`, the review rules'
+    `new_failure_mode`): the state file's `FailureModeIndex` or PostgreSQL's
+    `PostgresFailureModes` (every replica's failures)."""
+
+    def top_modes(self, scope: ModeScope, *, limit: int) -> tuple[int, list[ModeCounts]]:
+        """(failing conversations in `scope`, its `limit` most frequent modes)."""
+        ...
+
+    def previous_version(self, agent: str | None, version: str) -> str | None:
+        """The version of `agent` first seen just before `version` (None: none)."""
+        ...
+
+    def signatures_of_version(self, scope: ModeScope) -> set[str]:
+        """The signatures seen in `scope` (any time)."""
+        ...
+
+    def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
+        """(agent, version) pairs with stored results, newest first."""
+        ...
 
 
 class ResultsStore(Protocol):
     """The read model's queries over stored results (blocking; cheap by design: every
     query is an ordered index range)."""
+
+    @property
+    def failure_modes(self) -> FailureModeQueries:
+        """The failure-mode index of the stored results."""
+        ...
 
     def read_connection(self) -> sqlite3.Connection | None:
         """The SQLite connection reads run on (the API's time limit is installed on it),

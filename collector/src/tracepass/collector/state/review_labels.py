@@ -1,8 +1,9 @@
 """The review queue's rows in the state file: which conversations wait for a person, and
 the labels people gave (docs/review.md "The live queue").
 
-Two tables of their own, touched only through `ReviewLabels`, so moving them behind
-another results store means implementing these few methods there:
+Two tables of their own, touched only through a `ReviewStore`: `ReviewLabels` here, or
+`PostgresReviewLabels` (`pg_review.py`) with a shared results database, so every
+replica sees every label:
 
     review_queue   conv_key, reason, queued_at             one row per queued conversation
     review_labels  conv_key, passed, turns, comment, reviewer, labelled_at
@@ -22,7 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["QueueItem", "ReadOnlyFile", "ReviewLabel", "ReviewLabels"]
+__all__ = [
+    "LABEL_COLUMNS",
+    "QueueItem",
+    "ReadOnlyFile",
+    "ReviewLabel",
+    "ReviewLabels",
+    "ReviewReads",
+    "ReviewStore",
+    "label_of_row",
+    "label_row",
+]
 
 T = TypeVar("T")
 
@@ -57,6 +68,26 @@ _SCHEMA = (
 )
 
 
+class ReviewStore(Protocol):
+    """Where the queue and the labels live (the state file or the shared database)."""
+
+    async def open(self) -> None: ...
+
+    async def enqueue(self, conversation_id: str, reason: str, at: float) -> bool: ...
+
+    async def put_label(self, label: ReviewLabel) -> None: ...
+
+    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]: ...
+
+    def counts(self) -> tuple[int, int]: ...
+
+    def queued(self, conversation_id: str) -> QueueItem | None: ...
+
+    def label(self, conversation_id: str) -> ReviewLabel | None: ...
+
+    def labels(self) -> list[ReviewLabel]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class QueueItem:
     conversation_id: str
@@ -75,7 +106,14 @@ class ReviewLabel:
     labelled_at: float = 0.0
 
 
-def _label(row: Any) -> ReviewLabel:
+def label_row(label: ReviewLabel) -> tuple[Any, ...]:
+    """The `LABEL_COLUMNS` values of `label` (the inverse of `label_of_row`)."""
+    turns = json.dumps({str(k): v for k, v in sorted(label.turns.items())})
+    passed = None if label.passed is None else int(label.passed)
+    return (label.conversation_id, passed, turns, label.comment, label.reviewer, label.labelled_at)
+
+
+def label_of_row(row: Any) -> ReviewLabel:
     key, passed, turns, comment, reviewer, at = row
     return ReviewLabel(
         conversation_id=str(key),
@@ -87,14 +125,62 @@ def _label(row: Any) -> ReviewLabel:
     )
 
 
-_LABEL_COLUMNS = "conv_key, passed, turns, comment, reviewer, labelled_at"
+LABEL_COLUMNS = "conv_key, passed, turns, comment, reviewer, labelled_at"
+_QUEUED = (
+    "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
+    "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
+)
 
 
-class ReviewLabels:
+class ReviewReads:
+    """The queue's and the labels' reads, written once (`?` placeholders): a store runs
+    them with `_rows` (`ReviewLabels` on the state file, `PostgresReviewLabels`)."""
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]:
+        """Queued conversations, oldest first; by default those not labelled yet."""
+        where = "WHERE l.conv_key IS NULL " if pending_only else ""
+        rows = self._rows(f"{_QUEUED}{where}ORDER BY q.queued_at, q.conv_key LIMIT ?", (limit,))
+        return [QueueItem(str(k), str(r), float(t), bool(done)) for k, r, t, done in rows]
+
+    def counts(self) -> tuple[int, int]:
+        """(queued in all, labelled)."""
+        (row,) = self._rows(
+            "SELECT (SELECT count(*) FROM review_queue), (SELECT count(*) FROM review_labels)"
+        )
+        return int(row[0]), int(row[1])
+
+    def queued(self, conversation_id: str) -> QueueItem | None:
+        rows = self._rows(f"{_QUEUED}WHERE q.conv_key = ?", (conversation_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return QueueItem(str(row[0]), str(row[1]), float(row[2]), bool(row[3]))
+
+    def label(self, conversation_id: str) -> ReviewLabel | None:
+        rows = self._rows(
+            f"SELECT {LABEL_COLUMNS} FROM review_labels WHERE conv_key = ?", (conversation_id,)
+        )
+        return label_of_row(rows[0]) if rows else None
+
+    def labels(self) -> list[ReviewLabel]:
+        """Every label, oldest first (people label hundreds, not millions)."""
+        rows = self._rows(
+            f"SELECT {LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
+        )
+        return [label_of_row(r) for r in rows]
+
+
+class ReviewLabels(ReviewReads):
     """The queue and the labels of one state file (see the module docstring)."""
 
     def __init__(self, store: _Store) -> None:
         self.store = store
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        return self.store.read(lambda conn: conn.execute(sql, args).fetchall())
 
     async def open(self) -> None:
         """Create the tables (idempotent; older state files get them on first start)."""
@@ -121,7 +207,7 @@ class ReviewLabels:
 
     async def put_label(self, label: ReviewLabel) -> None:
         """Store a label (replacing an earlier one of the same conversation)."""
-        turns = json.dumps({str(k): v for k, v in sorted(label.turns.items())})
+        row = label_row(label)
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -129,70 +215,10 @@ class ReviewLabels:
                 (label.conversation_id, "manual", label.labelled_at),
             )
             conn.execute(
-                f"INSERT OR REPLACE INTO review_labels ({_LABEL_COLUMNS}) VALUES (?,?,?,?,?,?)",
-                (
-                    label.conversation_id,
-                    None if label.passed is None else int(label.passed),
-                    turns,
-                    label.comment,
-                    label.reviewer,
-                    label.labelled_at,
-                ),
+                f"INSERT OR REPLACE INTO review_labels ({LABEL_COLUMNS}) VALUES (?,?,?,?,?,?)",
+                row,
             )
 
         await self.store.run(op)
 
     # ------------------------------------------------------------------ reads
-
-    def queue(self, *, pending_only: bool = True, limit: int = 100) -> list[QueueItem]:
-        """Queued conversations, oldest first; by default those not labelled yet."""
-        where = "WHERE l.conv_key IS NULL" if pending_only else ""
-        rows = self.store.read(
-            lambda conn: conn.execute(
-                "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
-                "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
-                f"{where} ORDER BY q.queued_at, q.conv_key LIMIT ?",
-                (limit,),
-            ).fetchall()
-        )
-        return [QueueItem(str(k), str(r), float(t), bool(done)) for k, r, t, done in rows]
-
-    def counts(self) -> tuple[int, int]:
-        """(queued in all, labelled)."""
-        row = self.store.read(
-            lambda conn: conn.execute(
-                "SELECT (SELECT count(*) FROM review_queue), (SELECT count(*) FROM review_labels)"
-            ).fetchone()
-        )
-        return int(row[0]), int(row[1])
-
-    def queued(self, conversation_id: str) -> QueueItem | None:
-        row = self.store.read(
-            lambda conn: conn.execute(
-                "SELECT q.conv_key, q.reason, q.queued_at, l.conv_key IS NOT NULL "
-                "FROM review_queue q LEFT JOIN review_labels l ON l.conv_key = q.conv_key "
-                "WHERE q.conv_key = ?",
-                (conversation_id,),
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        return QueueItem(str(row[0]), str(row[1]), float(row[2]), bool(row[3]))
-
-    def label(self, conversation_id: str) -> ReviewLabel | None:
-        row = self.store.read(
-            lambda conn: conn.execute(
-                f"SELECT {_LABEL_COLUMNS} FROM review_labels WHERE conv_key = ?",
-                (conversation_id,),
-            ).fetchone()
-        )
-        return None if row is None else _label(row)
-
-    def labels(self) -> list[ReviewLabel]:
-        """Every label, oldest first (people label hundreds, not millions)."""
-        rows = self.store.read(
-            lambda conn: conn.execute(
-                f"SELECT {_LABEL_COLUMNS} FROM review_labels ORDER BY labelled_at, conv_key"
-            ).fetchall()
-        )
-        return [_label(r) for r in rows]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracepass.collector.state.aggregates import AgentCountRow, agent_counts, reference_counts
 from tracepass.collector.state.codec import StoredResult, decode_result, encode_result
 from tracepass.collector.state.failure_index import PRIOR, FailureModeIndex, stored_signatures
 from tracepass.collector.state.index import (
@@ -26,7 +27,6 @@ from tracepass.collector.state.index import (
     write_violations,
 )
 from tracepass.collector.state.outbox import put_outbox
-from tracepass.collector.state.results import AgentCountRow
 from tracepass.collector.state.window_journal import append_entry
 from tracepass.collector.state.writer import SqliteFile
 
@@ -233,6 +233,10 @@ class SqliteResults:
         """One page of stored results matching `where`, newest first (`index.py`)."""
         return list_results(self.db.reader, where, limit=limit, cursor=cursor)
 
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The state file's read connection (the API installs its time limit on it)."""
+        return self.db.read_connection()
+
     def reference_counts(
         self,
         since: float,
@@ -241,25 +245,13 @@ class SqliteResults:
         agent_version: str | None = None,
         reference_set: str | None = None,
     ) -> dict[str, tuple[int, int]]:
-        """reference id → (trials, passes) of results completed since `since` (None
-        filters: any). Trials are what pass@k counts: pass, fail and incomplete results
-        that matched a reference (error and unscored are no evidence either way)."""
-        sql = (
-            "SELECT reference_id, count(*), sum(outcome='pass') FROM results "
-            "WHERE closed_at >= ? AND reference_id IS NOT NULL "
-            "AND outcome IN ('pass','fail','incomplete')"
+        return reference_counts(
+            self.db.reader,
+            since,
+            agent_name=agent_name,
+            agent_version=agent_version,
+            reference_set=reference_set,
         )
-        args: list[Any] = [since]
-        for column, value in (
-            ("agent_name", agent_name),
-            ("agent_version", agent_version),
-            ("reference_set", reference_set),
-        ):
-            if value is not None:
-                sql += f" AND {column}=?"
-                args.append(value)
-        rows = self.db.reader.execute(sql + " GROUP BY reference_id", args)
-        return {str(ref): (int(n), int(c or 0)) for ref, n, c in rows}
 
     def version_costs(
         self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
@@ -296,11 +288,4 @@ class SqliteResults:
         return float(lo), width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
 
     def agent_counts(self, since: float) -> list[AgentCountRow]:
-        rows = self.db.reader.execute(
-            "SELECT agent_name, agent_version, reference_set, reference_id, count(*), "
-            "sum(outcome='pass') FROM results WHERE closed_at >= ? "
-            "AND reference_id IS NOT NULL AND outcome IN ('pass','fail','incomplete') "
-            "GROUP BY agent_name, agent_version, reference_set, reference_id",
-            (since,),
-        )
-        return [(a, v, s, str(r), int(n), int(c or 0)) for a, v, s, r, n, c in rows]
+        return agent_counts(self.db.reader, since)

@@ -6,8 +6,10 @@
       .windows  WindowJournal  the rolling windows' snapshot and journal
 
 The parts share one file and one writer so that what must commit together does: a
-result and its window-journal entry, a request and its routing. The methods below keep
-the names callers used before the parts existed; new code may use the parts.
+result and its window-journal entry, a request and its routing. Results are stored and
+read through `.results` (the `ResultsStore` the read model is given: one spelling of
+each query per store, no forwarding here); the span-buffer and journal methods below
+keep the names callers used before the parts existed.
 """
 
 from __future__ import annotations
@@ -22,10 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.records import SpanRecord
-from tracepass.collector.state.codec import StoredResult
 from tracepass.collector.state.failure_index import FailureModeIndex
-from tracepass.collector.state.index import ResultFilter, ResultRow
-from tracepass.collector.state.results import AgentCountRow, TrendRow
 from tracepass.collector.state.schema import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -39,7 +38,7 @@ from tracepass.collector.state.span_buffer import (
     SpanBuffer,
     StoredConversation,
 )
-from tracepass.collector.state.sqlite_results import _PUT_RESULT, ResultWrite, SqliteResults
+from tracepass.collector.state.sqlite_results import _PUT_RESULT, SqliteResults
 from tracepass.collector.state.window_journal import JournalEntry, WindowJournal
 from tracepass.collector.state.writer import Durability, SqliteFile
 
@@ -136,67 +135,6 @@ class StateStore(SqliteFile):
 
     async def discard(self, key: str) -> int:
         return await self.spans.discard(key)
-
-    # ---------------------------------------------------------------- results
-
-    async def put_result(
-        self,
-        key: str,
-        *,
-        revision: int,
-        closed_at: float,
-        n_spans: int,
-        stored: StoredResult,
-        evaluated_at: float,
-        journal: str | None = None,
-    ) -> int:
-        return await self.results.put_result(
-            key,
-            revision=revision,
-            closed_at=closed_at,
-            n_spans=n_spans,
-            stored=stored,
-            evaluated_at=evaluated_at,
-            journal=journal,
-        )
-
-    async def put_results(self, writes: Sequence[ResultWrite]) -> list[int]:
-        """Several `put_result`s as one writer operation (`SqliteResults.put_results`)."""
-        return await self.results.put_results(writes)
-
-    async def purge_results(self, evaluated_before: float) -> int:
-        return await self.results.purge_results(evaluated_before)
-
-    def get_result(self, key: str) -> StoredResult | None:
-        return self.results.get_result(key)
-
-    def list_results(
-        self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None
-    ) -> tuple[list[ResultRow], tuple[float, str] | None]:
-        return self.results.list_results(where, limit=limit, cursor=cursor)
-
-    def reference_counts(
-        self,
-        since: float,
-        *,
-        agent_name: str | None = None,
-        agent_version: str | None = None,
-        reference_set: str | None = None,
-    ) -> dict[str, tuple[int, int]]:
-        return self.results.reference_counts(
-            since, agent_name=agent_name, agent_version=agent_version, reference_set=reference_set
-        )
-
-    def outcome_trend(self, since: float, buckets: int) -> tuple[float, float, list[TrendRow]]:
-        return self.results.outcome_trend(since, buckets)
-
-    def version_costs(
-        self, since: float, *, agent_name: str | None = None, reference_set: str | None = None
-    ) -> dict[tuple[str | None, str | None], tuple[list[float | None], list[float | None]]]:
-        return self.results.version_costs(since, agent_name=agent_name, reference_set=reference_set)
-
-    def agent_counts(self, since: float) -> list[AgentCountRow]:
-        return self.results.agent_counts(since)
 
     # ---------------------------------------------------------------- window journal
 

@@ -458,6 +458,11 @@ class LLMJudge:
         self._spent(result)
         return self.parse_reply(_text_of(result), quoted)
 
+    def record_spend(self, message: Any) -> None:
+        """Count and charge a model reply obtained outside judging (the failure-mode
+        summaries, `collector/api/mode_summaries.py`), as a judge call's."""
+        self._spent(message)
+
     def _spent(self, message: Any) -> None:
         """Count one model call's tokens and cost, and charge the cost to the budget."""
         if self.on_spend is None and self.budget is None:

@@ -14,6 +14,7 @@ the queue read-only and no forms. The overview's agreement table comes from
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -68,12 +69,12 @@ class ReviewPages:
         self, request: web.Request, *, status: int = 200, error: str = ""
     ) -> web.StreamResponse:
         try:
-            listing = self.queue.queue_json({"limit": "50"})
+            # Off the event loop: with a shared results store these are database reads.
+            listing, wanted, stored, label, queued = await asyncio.to_thread(
+                self._load, request.query.get("conversation_id") or None
+            )
         except LookupError as exc:
             return self._error(request, str(exc), 503)
-        wanted = request.query.get("conversation_id") or None
-        if wanted is None and listing["items"]:
-            wanted = listing["items"][0]["conversation_id"]
         context: dict[str, Any] = {
             "listing": listing,
             "notice": request.query.get("notice", ""),
@@ -81,12 +82,8 @@ class ReviewPages:
             "item": None,
         }
         if wanted is not None:
-            stored = self.queue.stored(wanted)
             if stored is None or stored.result is None:
                 return self._error(request, f"no evaluated conversation {wanted!r}", 404)
-            labels = self.queue.labels
-            label = labels.label(wanted) if labels is not None else None
-            queued = labels.queued(wanted) if labels is not None else None
             result = stored.result
             context["item"] = {
                 "conversation_id": wanted,
@@ -123,6 +120,23 @@ class ReviewPages:
             }
         return self._page(request, "review.html.j2", status=status, title="review", **context)
 
+    def _load(self, wanted: str | None) -> tuple[dict[str, Any], str | None, Any, Any, Any]:
+        """The queue's first page, the conversation shown (`wanted`, else the first
+        waiting one), its stored result, label and queue entry."""
+        listing = self.queue.queue_json({"limit": "50"})
+        if wanted is None and listing["items"]:
+            wanted = listing["items"][0]["conversation_id"]
+        if wanted is None:
+            return listing, None, None, None, None
+        labels = self.queue.labels
+        return (
+            listing,
+            wanted,
+            self.queue.stored(wanted),
+            labels.label(wanted) if labels is not None else None,
+            labels.queued(wanted) if labels is not None else None,
+        )
+
     async def get(self, request: web.Request) -> web.StreamResponse:
         return await self.page(request)
 
@@ -134,13 +148,16 @@ class ReviewPages:
             for key, value in form.items()
             if key.startswith(TURN_FIELD) and isinstance(value, str)
         }
-        status, body = await self.queue.put_label(
-            conversation_id,
-            form.get("passed"),
-            turns,
-            str(form.get("comment") or ""),
-            str(form.get("reviewer") or "") or None,
-        )
+        try:
+            status, body = await self.queue.put_label(
+                conversation_id,
+                form.get("passed"),
+                turns,
+                str(form.get("comment") or ""),
+                str(form.get("reviewer") or "") or None,
+            )
+        except LookupError as exc:  # no state file, or the shared database unreachable
+            return self._error(request, str(exc), 503)
         if status >= 400:
             return self._error(request, body["error"], status)
         notice = f"labelled {conversation_id}"
@@ -148,7 +165,10 @@ class ReviewPages:
 
     async def enqueue(self, request: web.Request) -> web.StreamResponse:
         conversation_id = request.match_info["conversation_id"]
-        status, body = await self.queue.enqueue(conversation_id)
+        try:
+            status, body = await self.queue.enqueue(conversation_id)
+        except LookupError as exc:  # no state file, or the shared database unreachable
+            return self._error(request, str(exc), 503)
         if status >= 400:
             return self._error(request, body["error"], status)
         raise web.HTTPSeeOther(f"{REVIEW_PAGE}?" + urlencode({"conversation_id": conversation_id}))

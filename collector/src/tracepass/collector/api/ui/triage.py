@@ -16,6 +16,7 @@ show no buttons. Each answers with a redirect (303) to the page showing the outc
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,12 +26,13 @@ from aiohttp import web
 
 from tracepass.collector.api.candidates import ReferenceCandidates, edited_yaml
 from tracepass.collector.api.failure_modes import failure_modes, failure_versions
+from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
 from tracepass.collector.api.ui.write_pages import render_write_page
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver import GetRoute
-from tracepass.collector.state import StateStore
+from tracepass.collector.state import ResultsStore
 
 __all__ = ["MAX_VERSIONS", "TriagePages"]
 
@@ -40,12 +42,14 @@ MAX_VERSIONS = 4  # versions shown on the failure-modes page (newest first)
 class TriagePages:
     def __init__(
         self,
-        store: StateStore | None,
+        store: ResultsStore | None,
         candidates: ReferenceCandidates,
         write: WriteAccess,
         clock: Callable[[], float] = time.time,
+        summaries: ModeSummaries | None = None,
     ) -> None:
         self.store = store
+        self.summaries = summaries  # `failure_modes.summarize`: each mode's summary
         self.candidates = candidates
         self.write = write
         self.clock = clock
@@ -66,31 +70,8 @@ class TriagePages:
         agent = params.get("agent_name") or None
         version = params.get("agent_version") or None
         try:
-            pairs = failure_versions(self.store)
-            if agent is not None:
-                pairs = [p for p in pairs if p[0] == agent]
-            if version is not None:
-                pairs = [p for p in pairs if p[1] == version]
-            sections = []
-            for name, ver in pairs[:MAX_VERSIONS]:
-                query = {**params, "agent_name": name, "agent_version": ver}
-                body = failure_modes(self.store, query, self.clock)
-                for mode in body["failure_modes"]:
-                    mode["url"] = f"{UI_PREFIX}/conversations?" + urlencode(
-                        {
-                            "agent_name": name,
-                            "agent_version": ver,
-                            "failure_mode": mode["signature"],
-                            "outcome": "any",
-                        }
-                    )
-                    mode["example_urls"] = [
-                        (e, f"{UI_PREFIX}/conversations/{quote(e, safe='')}")
-                        for e in mode["examples"]
-                    ]
-                    peak = max(mode["trend"]) if mode["trend"] else 0
-                    mode["bars"] = [round(100 * n / peak) if peak else 0 for n in mode["trend"]]
-                sections.append(body)
+            # Off the event loop: with a shared results store these are database reads.
+            sections = await asyncio.to_thread(self._mode_sections, params, agent, version)
         except ParamError as exc:
             return self._error(request, str(exc), 400)
         except LookupError as exc:
@@ -105,6 +86,36 @@ class TriagePages:
             },
             failing=FAILING,
         )
+
+    def _mode_sections(
+        self, params: dict[str, str], agent: str | None, version: str | None
+    ) -> list[dict[str, Any]]:
+        """Each shown version's failure-modes answer, with the page's links."""
+        pairs = failure_versions(self.store)
+        if agent is not None:
+            pairs = [p for p in pairs if p[0] == agent]
+        if version is not None:
+            pairs = [p for p in pairs if p[1] == version]
+        sections = []
+        for name, ver in pairs[:MAX_VERSIONS]:
+            query = {**params, "agent_name": name, "agent_version": ver}
+            body = failure_modes(self.store, query, self.clock, self.summaries)
+            for mode in body["failure_modes"]:
+                mode["url"] = f"{UI_PREFIX}/conversations?" + urlencode(
+                    {
+                        "agent_name": name,
+                        "agent_version": ver,
+                        "failure_mode": mode["signature"],
+                        "outcome": "any",
+                    }
+                )
+                mode["example_urls"] = [
+                    (e, f"{UI_PREFIX}/conversations/{quote(e, safe='')}") for e in mode["examples"]
+                ]
+                peak = max(mode["trend"]) if mode["trend"] else 0
+                mode["bars"] = [round(100 * n / peak) if peak else 0 for n in mode["trend"]]
+            sections.append(body)
+        return sections
 
     # ------------------------------------------------------------------ candidates
 
