@@ -3,10 +3,11 @@ whole: late-span revisions, views, duplicates and the retention gauges."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 
 import pytest
-from _pipeline_support import TOOL, TURN, Clock, Metrics, end_marker, rec, turn_records
+from _pipeline_support import TOOL, TURN, Clock, Metrics, end_marker, rec, sid, turn_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,14 +214,21 @@ def test_records_on_disk_keep_nothing_in_memory_and_revise_from_what_is_read_bac
 
 
 def test_a_span_without_conversation_id_finds_its_retained_conversation_by_trace() -> None:
-    """The trace links of a retained conversation are kept (compact) for its retention:
-    a late server span with no conversation id still revises it."""
+    """A retained conversation keeps the trace links a late span may need (compact):
+    those of traces whose root has not arrived (the server span above the agent, which
+    ends last); a trace whose root came and whose spans all named the conversation keeps
+    none (its late spans name it too)."""
     asm, clock, _m = _make(records_on_disk=True, retention_s=100, idle_timeout_s=60)
     recs = _conversation()
+    recs[0] = dataclasses.replace(recs[0], parent_span_id=sid(50))  # under a server span
     asm.add(recs)
+    clock.advance(5.1)  # the end marker's grace: trace 1 has no root
     (first,) = asm.poll()
     server = rec(1, 50, None, start=900, conv=None, name="http")
     assert asm.route(server) == "c1"
+    stray = rec(2, 250, 200, start=5_500, conv=None, name="stray")
+    assert asm.route(stray) == stray.trace_id  # trace 2 is rooted: no link kept
+    assert len(asm.links) == 1
     assert asm.keys_to_read_back([server]) == ["c1"]
     asm.read_back("c1", list(first.records))
     asm.add([server])
@@ -228,9 +236,10 @@ def test_a_span_without_conversation_id_finds_its_retained_conversation_by_trace
     (second,) = asm.poll()
     assert second.revision == 1
     assert len(second.records) == len(recs) + 1
+    assert asm.route(server) == "c1"
     clock.advance(200)
     asm.poll()
-    assert asm.route(server) == "c1"  # the tombstone keeps the link: dropped, not a fragment
+    assert asm.route(server) == "c1"  # the tombstone keeps the links: dropped, no fragment
     clock.advance(1000)
     asm.poll()
     assert asm.route(server) == server.trace_id  # forgotten with the tombstone

@@ -274,6 +274,8 @@ class Assembler:
                 orphans.track(conv, kind)
             if rec.conversation_id is not None:
                 conv.trace_only = False
+            else:
+                conv.by_trace = True
             if rec.reference_id and conv.reference_id is None:
                 conv.reference_id = rec.reference_id
             if kind is _TURN:

@@ -56,6 +56,7 @@ class Buffer:
     # span-id key.
     records: dict[str | SpanKey, SpanRecord] = field(default_factory=dict)
     trace_only: bool = True
+    by_trace: bool = False  # holds a record with no conversation id (routed by trace)
     revision: int = 0
     first_seen: float = 0.0
     last_seen: float = 0.0
@@ -94,6 +95,8 @@ def place(buf: Buffer, rec: SpanRecord, now: float) -> None:
     records[span_id if span_id not in records else (rec.trace_id, span_id)] = rec
     if rec.conversation_id is not None:
         buf.trace_only = False
+    else:
+        buf.by_trace = True
     if rec.reference_id and buf.reference_id is None:
         buf.reference_id = rec.reference_id
     kind = rec.kind

@@ -42,7 +42,9 @@ class ClosedConversations:
         self._thawed: list[Buffer] = []  # retained buffers in memory until `expire`
 
     def retain(self, buf: Buffer, records: list[SpanRecord], now: float) -> None:
-        """Keep an evaluated conversation for late spans (`retention.py`)."""
+        """Keep an evaluated conversation for late spans (`retention.py`), with the
+        trace links a late span could need (`links.py`, `TraceLinks.close`)."""
+        unrooted = {t for t, root in buf.roots.items() if root is None}
         self.retention.retain(
             buf.key,
             closed_at=now,
@@ -50,7 +52,7 @@ class ClosedConversations:
             records=records,
             truncated=buf.truncated,
             unjoined=count_unjoined(records) if buf.has_events else 0,
-            traces=self.links.close(buf.key),
+            traces=self.links.close(buf.key, None if buf.by_trace else unrooted),
         )
 
     # ------------------------------------------------------------------ late spans

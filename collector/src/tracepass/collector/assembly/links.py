@@ -8,9 +8,21 @@ late spans, then tombstones) are kept until the conversation is forgotten, in a 
 form: the trace id as an int (44 bytes against an 81-byte string; a conversation has a
 trace per turn) in one dict that holds no GC-tracked object, and the conversation keeps
 the tuple of its traces' compact ids to take them back.
+
+Which links an evaluated conversation keeps: all of them if some of its spans came
+without a conversation id (its instrumentation names the conversation on some spans
+only, so a late span may well lack it too); else only those of traces whose root has not
+arrived (`Buffer.roots`: a turn's parent is missing, e.g. the server span above the
+agent, which ends last). A trace whose root arrived and whose every span named the
+conversation keeps no link: a late span in it is a descendant of spans that named the
+conversation, and carries the id itself. At a steady rate that is the difference between
+≈ 400 bytes and nothing per retained conversation (four traces: one per turn and the
+end marker's).
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 __all__ = ["TraceLinks", "compact_trace"]
 
@@ -65,13 +77,16 @@ class TraceLinks:
     def route(self, trace_id: str) -> str | None:
         return self.open.get(trace_id) or self.closed_route(trace_id)
 
-    def close(self, key: str) -> tuple[CompactTrace, ...]:
-        """Move `key`'s links to the compact closed form; returns its traces there."""
+    def close(self, key: str, only: Collection[str] | None = None) -> tuple[CompactTrace, ...]:
+        """Move `key`'s links (those of the traces `only`, if given; the others are
+        dropped) to the compact closed form; returns its traces there."""
         traces = self._traces.pop(key, ())
         out: list[CompactTrace] = []
         for trace in traces:
             if self.open.get(trace) == key:
                 del self.open[trace]
+                if only is not None and trace not in only:
+                    continue
                 compact = compact_trace(trace)
                 self._closed[compact] = key
                 out.append(compact)
