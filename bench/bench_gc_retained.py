@@ -20,6 +20,12 @@ The records are copies per run (each conversation's records are rebuilt from the
 normalized ones), so no run shares objects with another.
 
     .venv/bin/python bench/bench_gc_retained.py [--spans 1000000] [--collections 5]
+    .venv/bin/python bench/bench_gc_retained.py --cpu    # assembler CPU per conversation
+
+`--cpu` instead measures what retention costs at completion: the CPU time of the
+assembler (add + completion + retention, serve's GC setup) per conversation, packed vs
+on disk, the two interleaved over `--repeats` rounds of `--conversations` each (same run;
+the records as objects, with nothing to pack or drop, is the baseline).
 """
 
 from __future__ import annotations
@@ -108,12 +114,56 @@ def pauses(
     return out
 
 
+def assembler_cpu(mode: str, convs: list[list[SpanRecord]]) -> float:
+    """CPU seconds per conversation to add, complete and retain `convs`."""
+    cfg = AssemblyConfig(max_buffered_spans=10**9, max_open_conversations=1_000_000)
+    asm = Assembler(cfg, CollectorInstruments.create(), records_on_disk=mode != "packed")
+    kept: list[tuple[SpanRecord, ...]] = []
+    t0 = time.thread_time()
+    for conv in convs:
+        asm.add(conv)
+        for done in asm.poll():
+            if mode == "objects":
+                kept.append(done.records)
+    return (time.thread_time() - t0) / len(convs)
+
+
+def cpu_main(conversations_n: int, repeats: int, records: list[SpanRecord]) -> None:
+    tune_gc()
+    gc.collect()
+    gc.freeze()
+    per: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(repeats):
+        for mode in MODES:
+            convs = list(conversations(records, conversations_n))
+            per[mode].append(assembler_cpu(mode, convs))
+            del convs
+            gc.collect()
+    base = statistics.median(per["objects"])
+    print(
+        f"assembler CPU per {SPANS_PER_CONVERSATION}-span conversation (add + complete + "
+        f"retain), median of {repeats} interleaved rounds of {conversations_n:,}"
+    )
+    for mode, label in MODES.items():
+        med = statistics.median(per[mode])
+        print(
+            f"{label:<36}: {med * 1e6:7.1f} us [{min(per[mode]) * 1e6:.1f} .. "
+            f"{max(per[mode]) * 1e6:.1f}]; {med / base:.2f}x baseline"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--collections", type=int, default=5)
+    parser.add_argument("--cpu", action="store_true", help="assembler CPU per conversation")
+    parser.add_argument("--conversations", type=int, default=5_000)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     records = template()
+    if args.cpu:
+        cpu_main(args.conversations, args.repeats, records)
+        return
     tune_gc()
     gc.collect()
     gc.freeze()

@@ -22,7 +22,7 @@ def _tools(conversation: Conversation) -> list[list[str]]:
 def _count_read_backs(p: Pipeline) -> list[list[str]]:
     """Record the keys of every read-back the real store serves."""
     assert p.store is not None
-    store = p.store
+    store = p.store.spans
     real = store.read_back
     calls: list[list[str]] = []
 

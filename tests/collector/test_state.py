@@ -329,7 +329,7 @@ async def test_request_log_keeps_rows_needed_by_another_conversation(tmp_path: P
     assert snap is not None
     assert snap[1:] == (1, False)  # retained after its revision, records on disk only
     assert p2.store is not None
-    found = await p2.store.read_back(["a", "b"], p2.intake.normalize)
+    found = await p2.store.spans.read_back(["a", "b"], p2.intake.normalize)
     assert len(found["b"]) == 3  # root + t2 from the shared request + the late span
     assert p2.assembler.snapshot("a") is None  # purged: not resurrected from that row
     assert found["a"] == []

@@ -147,15 +147,8 @@ class Assembler:
         return key in self.open
 
     def snapshot(self, key: str) -> tuple[tuple[SpanRecord, ...], int, bool] | None:
-        """Records, pending revision and open-ness of a known conversation (for views;
-        a retained one's records only when they are in memory)."""
-        buf = self._convs.get(key)
-        if buf is not None:
-            return tuple(buf.records.values()), buf.revision, buf.state is _OPEN
-        entry = self.retention.peek(key)
-        if entry is None:
-            return None
-        return tuple(entry.records or ()), entry.revision, False
+        """Records, pending revision and open-ness of a known conversation (views)."""
+        return self.closed.snapshot(key)
 
     def route(self, rec: SpanRecord) -> str:
         return rec.conversation_id or self.links.route(rec.trace_id) or rec.trace_id

@@ -55,6 +55,17 @@ class ClosedConversations:
             traces=self.links.close(buf.key, None if buf.by_trace else unrooted),
         )
 
+    def snapshot(self, key: str) -> tuple[tuple[SpanRecord, ...], int, bool] | None:
+        """Records, pending revision and open-ness of a known conversation, open or
+        closed (a retained one's records only when they are in memory)."""
+        buf = self.buffers.get(key)
+        if buf is not None:
+            return tuple(buf.records.values()), buf.revision, buf.state is State.OPEN
+        entry = self.retention.peek(key)
+        if entry is None:
+            return None
+        return tuple(entry.records or ()), entry.revision, False
+
     # ------------------------------------------------------------------ late spans
 
     def keys_to_read_back(

@@ -283,7 +283,7 @@ class IngestStage:
         assert self.store is not None
         normalize, normalize_logs = self._read_back_normalizers()
         keys = self.assembler.keys_to_read_back(records)
-        found = await self.store.read_back(keys, normalize, normalize_logs)
+        found = await self.store.spans.read_back(keys, normalize, normalize_logs)
         for key in keys:
             self.assembler.read_back(key, found.get(key, ()))
 

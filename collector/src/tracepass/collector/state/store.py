@@ -131,14 +131,6 @@ class StateStore(SqliteFile):
     def span_ids(self) -> set[tuple[str, str]]:
         return self.spans.span_ids()
 
-    async def read_back(
-        self,
-        keys: Collection[str],
-        normalize: Normalize,
-        normalize_logs: NormalizeLogs | None = None,
-    ) -> dict[str, list[SpanRecord]]:
-        return await self.spans.read_back(keys, normalize, normalize_logs)
-
     async def purge(self, closed_before: float, keep: Collection[str] = ()) -> int:
         return await self.spans.purge(closed_before, keep)
 
