@@ -207,7 +207,7 @@ def test_records_on_disk_keep_nothing_in_memory_and_revise_from_what_is_read_bac
     clock.advance(101)
     asm.poll()
     assert asm.retained_spans == 0
-    assert not asm.read_back("c1", [])  # past retention: a tombstone
+    assert not asm.read_back("c1", [late])  # past retention: a tombstone
     out = asm.add([late])
     assert out.dropped == 1
     assert m.value("tracepass_spans_dropped", reason="after_retention") == 1
@@ -253,3 +253,20 @@ def test_memory_cap_sheds_packed_conversations_by_their_span_count() -> None:
     asm.add(turn_records(5, 500, "c2", "q", "a", ["x", "y", "z", "w"], t0=0))
     assert asm.held_spans == 5
     assert m.value("tracepass_spans_dropped", reason="retention_evicted") == 6
+
+
+def test_nothing_on_disk_to_read_back_buries_the_conversation() -> None:
+    """Discarded after evaluation (sampled out): nothing to revise, so a late span is
+    dropped (counted), not evaluated as a fragment of the conversation."""
+    asm, clock, m = _make(records_on_disk=True, retention_s=100, idle_timeout_s=60)
+    asm.add(_conversation())
+    asm.poll()
+    clock.advance(90)
+    late = rec(2, 299, 200, TOOL, start=6_000, conv="c1", tool_name="late")
+    assert not asm.read_back("c1", [])
+    assert asm.retained_spans == 0
+    clock.advance(59)  # the tombstone lasts idle_timeout_s from now, not from closing
+    asm.poll()
+    assert asm.add([late]).dropped == 1
+    assert asm.poll() == []
+    assert m.value("tracepass_spans_dropped", reason="after_retention") == 1

@@ -160,7 +160,7 @@ class Assembler:
 
     def read_back(self, key: str, records: Iterable[SpanRecord]) -> bool:
         """`ClosedConversations.read_back` (`closed.py`)."""
-        return self.closed.read_back(key, records)
+        return self.closed.read_back(key, records, self.clock())
 
     def take_given_up(self) -> list[str]:
         """Keys of the event-only buffers given up since the last call (`open_set.py`)."""

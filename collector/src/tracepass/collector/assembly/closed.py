@@ -83,11 +83,20 @@ class ClosedConversations:
             keys.update(route(r) for r in batch if r.conversation_id is None)
         return [k for k in keys if k is not None and k not in self.buffers and k in retention]
 
-    def read_back(self, key: str, records: Iterable[SpanRecord]) -> bool:
+    def read_back(self, key: str, records: Iterable[SpanRecord], now: float) -> bool:
         """Take a retained conversation's records, read back from disk, into memory for
-        the late span about to be added. False: no longer retained (expired meanwhile)
-        or already in memory."""
+        the late span about to be added. False: no longer retained (expired meanwhile),
+        nothing found on disk (then it becomes a tombstone), or already in memory."""
         if key in self.buffers or not self.retention.on_disk(key):
+            return False
+        records = list(records)
+        if not records:
+            # Nothing acknowledged is on disk for it any more: discarded after its
+            # evaluation (sampled out) or purged. Nothing to revise: its late spans are
+            # dropped like any after retention, not evaluated as a fragment.
+            entry = self.retention.take(key)
+            assert entry is not None
+            self.bury(key, entry.traces, entry.unjoined, now)
             return False
         entry = self.retention.peek(key)
         assert entry is not None

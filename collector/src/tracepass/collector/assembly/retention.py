@@ -210,6 +210,7 @@ class RetentionStore(_Rows):
 
     def oldest(self, exclude: set[str]) -> str | None:
         """The oldest retained conversation not in `exclude` (memory cap)."""
+        self.front()  # past the rows already taken out (repeated calls stay linear)
         return next(
             (key for i in self.live() if (key := self.keys[i]) is not None and key not in exclude),
             None,
