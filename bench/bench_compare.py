@@ -22,7 +22,7 @@ import time
 import numpy as np
 from scipy import integrate, special, stats
 
-from tracepass.evaluator.offline.compare import prob_better
+from tracepass.evaluator.offline.version_comparison import prob_better
 
 
 def closed_form(a1: int, b1: int, a2: int, b2: int) -> float:

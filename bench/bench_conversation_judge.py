@@ -29,7 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from tracepass.evaluator.judge import LLMJudge
+from tracepass.evaluator.judge.llm_judge import LLMJudge
 from tracepass.evaluator.models import (
     Conversation,
     ConversationJudgeSpec,
@@ -39,7 +39,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
 TURNS = 5
 DEFAULT_CONCURRENCY = 4  # evaluation.judge_concurrency's default

@@ -70,7 +70,7 @@ def load_and_score_cpu(path: Path) -> float:
     from tracepass.evaluator.offline.evaluation_run import evaluate_all
     from tracepass.evaluator.references import load_dataset
     from tracepass.evaluator.references.matching import ReferenceCatalog
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     with tuned_gc():
         c0 = time.process_time()

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from tracepass.evaluator.passk import estimate, estimate_many
-from tracepass.evaluator.rolling import RollingAggregator, RollingConfig
+from tracepass.evaluator.stats.passk import estimate, estimate_many
+from tracepass.evaluator.stats.rolling import RollingAggregator, RollingConfig
 
 FAIR_FORGE_MC_S_PER_CONVERSATION = 1.6e-3
 KS = (1, 3, 5)

@@ -51,8 +51,8 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.rolling import RollingConfig
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.stats.rolling import RollingConfig
 
 T0 = 1_700_000_000.0
 TARGET_MS = 50.0

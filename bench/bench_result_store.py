@@ -37,9 +37,9 @@ from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.pipeline.offline import assemble_offline
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state import store as store_module
-from tracepass.evaluator.failure_signatures import is_failing
 from tracepass.evaluator.references.loader import load_reference_sets
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.scoring.failure_signatures import is_failing
 
 BATCH = 32  # conversations per group commit (one e2e request's worth)
 FAILURE_MODE_TARGET_US = 20.0

@@ -29,7 +29,6 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from tracepass.evaluator.answers import AnswerResult
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -45,7 +44,8 @@ from tracepass.evaluator.models import (
     Turn,
     TurnResult,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.answers import AnswerResult
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 FAIR_FORGE_US_PER_TURN = 52.0
 TOOLS = ("search", "lookup", "calc", "weather", "convert")

@@ -16,7 +16,11 @@ from scipy import special
 from typer.testing import CliRunner
 
 from tracepass.collector.app.cli.main import app
-from tracepass.evaluator.offline.compare import compare_documents, pass_point, prob_better
+from tracepass.evaluator.offline.version_comparison import (
+    compare_documents,
+    pass_point,
+    prob_better,
+)
 
 runner = CliRunner()
 
@@ -93,7 +97,7 @@ def test_compare_documents_regressions_first() -> None:
 
 
 def test_compare_rejects_non_evaluate_json() -> None:
-    from tracepass.evaluator.offline.compare import CompareInputError
+    from tracepass.evaluator.offline.version_comparison import CompareInputError
 
     with pytest.raises(CompareInputError, match="missing key 'summary'"):
         compare_documents({"conversations": []}, results_doc({"a": [True]}))

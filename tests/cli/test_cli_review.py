@@ -11,8 +11,8 @@ from _cli_factories import results_doc, write_doc
 from typer.testing import CliRunner
 
 from tracepass.collector.app.cli.main import app
-from tracepass.evaluator.agreement import agreement
-from tracepass.evaluator.offline.review import (
+from tracepass.evaluator.judge.agreement import agreement
+from tracepass.evaluator.offline.human_review import (
     COLUMNS,
     LabelledPair,
     Labels,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tracepass.collector.app.demo.examples import find_examples, load_scripted_judge
 from tracepass.collector.app.demo.runner import demo_config
-from tracepass.evaluator.judge import LLMJudge
-from tracepass.evaluator.judge_loading import resolve_chat_model
+from tracepass.evaluator.judge.llm_judge import LLMJudge
+from tracepass.evaluator.judge.model_loading import resolve_chat_model
 from tracepass.evaluator.models import (
     Conversation,
     ConversationJudgeSpec,
@@ -16,7 +16,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

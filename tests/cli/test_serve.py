@@ -17,7 +17,7 @@ from tracepass.collector.app.cli.main import app
 from tracepass.collector.config import CollectorConfig, ConfigError, MetricsConfig, ReceiverConfig
 from tracepass.collector.service import CollectorService, startup_error, with_overrides
 from tracepass.evaluator.models import ConversationResult, Outcome
-from tracepass.evaluator.rolling import StateCapture
+from tracepass.evaluator.stats.rolling import StateCapture
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

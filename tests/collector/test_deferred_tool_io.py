@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.collector.normalize.arguments import (
+from tracepass.collector.normalize.argument_shapes import (
     RAW_KEY,
     DeferredResult,
     coerce_arguments,

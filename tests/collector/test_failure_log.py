@@ -17,7 +17,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 REFERENCE = Reference(
     id="ref-1",

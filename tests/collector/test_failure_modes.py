@@ -17,13 +17,6 @@ from tracepass.collector.api.failure_modes import failure_modes
 from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore, StoredResult
-from tracepass.evaluator.explain import failure_analysis
-from tracepass.evaluator.failure_signatures import (
-    MAX_PATH_DEPTH,
-    MAX_SIGNATURE_CHARS,
-    argument_path,
-    bound,
-)
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -33,8 +26,15 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.rolling import RollingConfig
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.scoring.explain import failure_analysis
+from tracepass.evaluator.scoring.failure_signatures import (
+    MAX_PATH_DEPTH,
+    MAX_SIGNATURE_CHARS,
+    argument_path,
+    bound,
+)
+from tracepass.evaluator.stats.rolling import RollingConfig
 
 T0 = 1_700_000_000.0
 REFERENCE = Reference(
@@ -129,7 +129,7 @@ def test_conversation_judges_hook() -> None:
     """Conversation judges' verdicts (the result's `judgements`) that say no."""
     from types import SimpleNamespace
 
-    from tracepass.evaluator.failure_signatures import judge_failures
+    from tracepass.evaluator.scoring.failure_signatures import judge_failures
 
     result: Any = SimpleNamespace(
         judgements=(

@@ -20,8 +20,8 @@ from test_normalize_basics import make_request, make_span
 from test_normalize_instrumentation import spans_of_script
 
 from tracepass.collector.pipeline import assemble_offline
-from tracepass.evaluator.checks import learned_violations
 from tracepass.evaluator.models import Conversation
+from tracepass.evaluator.scoring.learned_checks import learned_violations
 
 THIRDPARTY = Path(__file__).parent.parent / "data" / "otlp" / "thirdparty"
 WEATHER_SCHEMA = {

@@ -24,8 +24,8 @@ from tracepass.evaluator.models import (
     Turn,
     TurnResult,
 )
-from tracepass.evaluator.passk import estimate
-from tracepass.evaluator.rolling import RollingAggregator
+from tracepass.evaluator.stats.passk import estimate
+from tracepass.evaluator.stats.rolling import RollingAggregator
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 IDENT = {"agent_name": "bot", "agent_version": "1.0", "reference_set": "refs"}

@@ -11,7 +11,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from test_metrics import get, make_result, scrape, setup
 
 from tracepass.collector.export.metrics import result_success, turn_outcome
-from tracepass.evaluator.judge import LLMJudge
+from tracepass.evaluator.judge.llm_judge import LLMJudge
 from tracepass.evaluator.models import ConversationResult, Outcome, TurnResult
 
 UNKNOWN = {"reference_set": "unknown"}

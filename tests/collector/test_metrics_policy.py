@@ -9,7 +9,7 @@ from test_metrics import get, scrape, setup
 from tracepass.collector.export.metrics import task_of
 from tracepass.collector.export.outcomes import result_success
 from tracepass.evaluator.models import Conversation, Outcome, Policy, ToolCall, ToolDefinition, Turn
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 POLICY = Policy.model_validate(
     {

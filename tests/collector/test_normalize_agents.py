@@ -15,7 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 from test_normalize_basics import kvs, make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request, pyrepr
-from tracepass.collector.normalize.arguments import coerce_result
+from tracepass.collector.normalize.argument_shapes import coerce_result
 from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF, RUN_IDS_ATTR
 
 SIGIL = "github.com/grafana/sigil/sdks/python"

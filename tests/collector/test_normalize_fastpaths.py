@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.collector.normalize import arguments, messages
+from tracepass.collector.normalize import argument_shapes, messages
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 
 ROLES = st.sampled_from(
@@ -106,8 +106,8 @@ JSONISH = st.recursive(
 
 def _general_arguments(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
-        return arguments._coerce_text(value, loads(value))
-    return arguments.coerce_arguments(value)
+        return argument_shapes._coerce_text(value, loads(value))
+    return argument_shapes.coerce_arguments(value)
 
 
 def _general_result(value: Any) -> Any:
@@ -122,7 +122,7 @@ def _general_result(value: Any) -> Any:
             if isinstance(value, str):
                 return value
         if isinstance(value, dict):
-            is_msg, content = arguments._langchain_tool_message_content(value)
+            is_msg, content = argument_shapes._langchain_tool_message_content(value)
             if is_msg:
                 return content
     return value
@@ -132,5 +132,5 @@ def _general_result(value: Any) -> Any:
 @given(JSONISH, st.booleans())
 def test_argument_and_result_shortcuts_match_the_general_path(value: Any, as_json: bool) -> None:
     raw = json.dumps(value) if as_json else value
-    assert arguments.coerce_arguments(raw) == _general_arguments(raw)
-    assert arguments.coerce_result(raw) == _general_result(raw)
+    assert argument_shapes.coerce_arguments(raw) == _general_arguments(raw)
+    assert argument_shapes.coerce_result(raw) == _general_result(raw)

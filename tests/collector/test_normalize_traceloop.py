@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_normalize_basics import make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request, pyrepr
-from tracepass.collector.normalize.arguments import coerce_arguments
+from tracepass.collector.normalize.argument_shapes import coerce_arguments
 
 TL = "traceloop.association.properties."
 

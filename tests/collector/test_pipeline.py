@@ -307,7 +307,7 @@ async def test_a_result_scored_by_the_real_evaluator_reads_back_from_the_state_f
     conversation's queries, answers and tool calls: read back from the file, it is the
     data the pipeline holds in memory."""
     from tracepass.collector.state.codec import decode_result
-    from tracepass.evaluator.scoring import Evaluator
+    from tracepass.evaluator.scoring.evaluator import Evaluator
 
     h = Harness(tmp_path)
     h.pipeline.evaluator = Evaluator()

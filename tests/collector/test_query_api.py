@@ -15,7 +15,6 @@ from tracepass.collector.api.params import ParamError, parse_time
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.collector.state.store import SCHEMA_VERSION
-from tracepass.evaluator.explain import failure_reasons, natural_key, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -25,8 +24,9 @@ from tracepass.evaluator.models import (
     Turn,
     Violation,
 )
-from tracepass.evaluator.rolling import RollingConfig
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.scoring.explain import failure_reasons, natural_key, trajectory_rows
+from tracepass.evaluator.stats.rolling import RollingConfig
 
 OLD_FILE = Path(__file__).resolve().parents[1] / "data" / "state" / "results_view_format.sqlite"
 T0 = 1_700_000_000.0

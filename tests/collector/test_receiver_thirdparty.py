@@ -29,7 +29,7 @@ from tracepass.collector.api import ConversationViews, conversation_routes
 from tracepass.collector.config import AssemblyConfig, MatchingConfig, ReceiverConfig, StateConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import ReceiverServers
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,8 +20,6 @@ from tracepass.collector.api.candidates import ReferenceCandidates
 from tracepass.collector.api.reference_writer import ApprovalError, write_reference
 from tracepass.collector.api.ui.triage import TriagePages
 from tracepass.collector.api.write_access import WriteAccess
-from tracepass.evaluator.candidate_yaml import candidate_yaml
-from tracepass.evaluator.candidates import CandidateMiner
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -31,6 +29,8 @@ from tracepass.evaluator.models import (
     Violation,
 )
 from tracepass.evaluator.references import load_dataset
+from tracepass.evaluator.references.candidate_mining import CandidateMiner
+from tracepass.evaluator.references.candidate_yaml import candidate_yaml
 
 HOSTILE = "Book <script>alert(1)</script> now\n# forged: key"
 

@@ -26,8 +26,8 @@ from tracepass.evaluator.models import (
     Turn,
     Violation,
 )
-from tracepass.evaluator.rolling import RollingConfig
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.stats.rolling import RollingConfig
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("postgres"), pytest.mark.timeout(600)]
 

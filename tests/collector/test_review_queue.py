@@ -14,10 +14,10 @@ from tracepass.collector.config import ReviewConfig, ReviewRuleConfig
 from tracepass.collector.pipeline.review_rules import ReviewRules
 from tracepass.collector.state import StateStore
 from tracepass.collector.state.review_labels import ReviewLabel, ReviewLabels
-from tracepass.evaluator import agreement
+from tracepass.evaluator.judge import agreement
 from tracepass.evaluator.models import ConversationResult, GraderResult, Outcome, TurnResult
-from tracepass.evaluator.offline.review import labelled_rows, live_agreement
-from tracepass.evaluator.sampling import keep_conversation
+from tracepass.evaluator.offline.human_review import labelled_rows, live_agreement
+from tracepass.evaluator.stats.conversation_sampling import keep_conversation
 
 
 def _result(

@@ -179,7 +179,7 @@ async def test_protobuf_requests_are_prefiltered_before_normalization_and_state(
 
 
 def test_adaptive_share_scales_the_threshold_for_judge_needing_conversations() -> None:
-    from tracepass.evaluator.judge_budget import JudgeBudget
+    from tracepass.evaluator.judge.call_budget import JudgeBudget
     from tracepass.evaluator.models import GraderSpec, Reference, ReferenceTurn
 
     now = [86_400.0 * 10]
@@ -210,7 +210,7 @@ def test_adaptive_share_scales_the_threshold_for_judge_needing_conversations() -
 
 
 def test_conversation_judges_make_every_conversation_judge_needing() -> None:
-    from tracepass.evaluator.judge_budget import JudgeBudget
+    from tracepass.evaluator.judge.call_budget import JudgeBudget
 
     now = [86_400.0 * 10]
     budget = JudgeBudget(calls_per_day=8_640, clock=lambda: now[0])  # 0.1 call/s

@@ -23,7 +23,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 OLD_FILE = Path(__file__).resolve().parents[1] / "data" / "state" / "results_view_format.sqlite"
 

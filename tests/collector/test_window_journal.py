@@ -30,7 +30,7 @@ from tracepass.evaluator.models import (
     TurnResult,
     Violation,
 )
-from tracepass.evaluator.rolling import RollingAggregator
+from tracepass.evaluator.stats.rolling import RollingAggregator
 
 T0 = 1_700_000_000.0
 

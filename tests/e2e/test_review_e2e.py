@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from _live_support import FAST_CONFIG, TRACEPASS, clean_env, http_get, serve, wait_until
 
-from tracepass.evaluator.sampling import keep_conversation
+from tracepass.evaluator.stats.conversation_sampling import keep_conversation
 
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(600)]
 

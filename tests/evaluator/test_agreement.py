@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tracepass.evaluator.agreement import (
+from tracepass.evaluator.judge.agreement import (
     agreement,
     cohens_kappa,
     confusion_matrix,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tracepass.evaluator.answers import AnswerResult, grade_answer
 from tracepass.evaluator.graders import GradeInput, Grader, GraderOptions, Verdict, register_grader
 from tracepass.evaluator.models import GraderSpec, ReferenceTurn
+from tracepass.evaluator.scoring.answers import AnswerResult, grade_answer
 
 
 def turn(expected: str | None = None, *graders: GraderSpec) -> ReferenceTurn:
@@ -137,8 +137,8 @@ def test_core_works_without_langchain() -> None:
         """
         import asyncio, sys
         sys.modules["langchain_core"] = None  # any import of it now fails
-        from tracepass.evaluator import agreement, judge, judge_cache
-        from tracepass.evaluator.answers import grade_answer
+        from tracepass.evaluator.judge import agreement, llm_judge, verdict_cache
+        from tracepass.evaluator.scoring.answers import grade_answer
         from tracepass.evaluator.models import GraderSpec, ReferenceTurn
         t = ReferenceTurn(query="q", expected_answer="7", graders=(
             GraderSpec(type="numeric"), GraderSpec(type="llm")))

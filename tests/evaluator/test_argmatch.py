@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.evaluator.argmatch import (
+from tracepass.evaluator.models import ExpectedTool
+from tracepass.evaluator.scoring.argmatch import (
     ArgumentMatchError,
     compile_matcher,
     deep_equal,
     match_arguments,
     validate_matcher_name,
 )
-from tracepass.evaluator.models import ExpectedTool
 
 
 def always_half(expected: dict[str, object], actual: dict[str, object]) -> float:

@@ -15,21 +15,21 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, ValidationError
 
-from tracepass.evaluator.conversation_judges import (
-    ConversationJudgeError,
-    ConversationJudges,
-    compile_judge,
-)
-from tracepass.evaluator.conversation_render import (
+from tracepass.evaluator.judge._conversation_render import (
     estimate_tokens,
     fit_middle_out,
     render_full,
 )
-from tracepass.evaluator.judge import LLMJudge
-from tracepass.evaluator.judge_budget import JudgeBudget
-from tracepass.evaluator.judge_cache import JudgeCache
-from tracepass.evaluator.judge_spend import JudgeSpend, spend_of
-from tracepass.evaluator.judge_templates import BUILTIN_TEMPLATES, resolve_rubric
+from tracepass.evaluator.judge._rubric_templates import BUILTIN_TEMPLATES, resolve_rubric
+from tracepass.evaluator.judge.call_budget import JudgeBudget
+from tracepass.evaluator.judge.conversation_judges import (
+    ConversationJudgeError,
+    ConversationJudges,
+    compile_judge,
+)
+from tracepass.evaluator.judge.llm_judge import LLMJudge
+from tracepass.evaluator.judge.spend import JudgeSpend, spend_of
+from tracepass.evaluator.judge.verdict_cache import JudgeCache
 from tracepass.evaluator.models import (
     Conversation,
     ConversationJudgeSpec,
@@ -40,7 +40,7 @@ from tracepass.evaluator.models import (
     Turn,
 )
 from tracepass.evaluator.pricing import PriceBook, TokenUsage
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 
 def verdict(score: float, reasoning: str = "checked") -> str:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracepass.evaluator.cusum import BernoulliCusum, average_run_length, suggest_threshold
+from tracepass.evaluator.stats.cusum import BernoulliCusum, average_run_length, suggest_threshold
 
 
 def test_closed_form_increments() -> None:

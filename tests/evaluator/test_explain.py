@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from tracepass.evaluator.explain import argument_diffs, failure_reasons, trajectory_rows
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -16,7 +15,8 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
+from tracepass.evaluator.scoring.explain import argument_diffs, failure_reasons, trajectory_rows
 
 
 def _keys(expected: ExpectedTool, actual: dict[str, Any]) -> list[tuple[str, str]]:

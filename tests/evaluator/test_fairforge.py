@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.evaluator.fairforge import fair_forge_parameter_credit, fair_forge_tool_correctness
 from tracepass.evaluator.models import (
     ConversationResult,
     ExpectedTool,
@@ -22,8 +21,12 @@ from tracepass.evaluator.models import (
     Turn,
 )
 from tracepass.evaluator.references import load_dataset
-from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
-from tracepass.evaluator.toolcorrectness import (
+from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
+from tracepass.evaluator.scoring.fairforge_profile import (
+    fair_forge_parameter_credit,
+    fair_forge_tool_correctness,
+)
+from tracepass.evaluator.scoring.tool_correctness import (
     compile_turn,
     make_tool_correctness,
     tool_correctness,
@@ -261,8 +264,8 @@ def test_expected_tools_but_empty_tools_used_scores_zero_not_none(
 
 
 def test_empty_dataset_yields_nothing_instead_of_dividing_by_zero(tmp_path: Path) -> None:
-    from tracepass.evaluator.passk import estimate
     from tracepass.evaluator.references import import_fair_forge
+    from tracepass.evaluator.stats.passk import estimate
 
     empty = import_fair_forge([])
     assert empty.reference_set.references == ()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tracepass.evaluator.answers import grade_answer
 from tracepass.evaluator.graders import GradeInput, GraderConfigError, Verdict, build_grader
 from tracepass.evaluator.models import GraderSpec, ReferenceTurn
+from tracepass.evaluator.scoring.answers import grade_answer
 
 
 def script(tmp_path: Path, body: str) -> list[str]:

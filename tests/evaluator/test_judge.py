@@ -19,16 +19,16 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from pydantic import Field, ValidationError
 
-from tracepass.evaluator.answers import grade_answer
-from tracepass.evaluator.judge import (
+from tracepass.evaluator.judge.llm_judge import (
     DEFAULT_RUBRIC_VERSION,
     JudgeOutput,
     LLMJudge,
     is_transient,
     neutralise,
 )
-from tracepass.evaluator.judge_cache import JudgeCache, cache_key
+from tracepass.evaluator.judge.verdict_cache import JudgeCache, cache_key
 from tracepass.evaluator.models import GraderSpec, ReferenceTurn
+from tracepass.evaluator.scoring.answers import grade_answer
 
 GOOD = '```json\n{"reasoning": "matches the reference", "score": 0.9}\n```'
 
@@ -342,7 +342,7 @@ async def test_unusable_cache_is_a_miss_not_an_error(
         other.close()
         model = ScriptedChatModel(script=[GOOD])
         judge, outcomes = judge_of(model, cache=cache)
-        with caplog.at_level("WARNING", logger="tracepass.evaluator.judge"):
+        with caplog.at_level("WARNING", logger="tracepass.evaluator.judge.llm_judge"):
             verdict = await judge.judge("q", "a", "e")
         assert verdict.error is None
         assert verdict.score is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracepass.evaluator.judge_budget import JudgeBudget, JudgeBudgetExhausted
+from tracepass.evaluator.judge.call_budget import JudgeBudget, JudgeBudgetExhausted
 
 
 class Clock:

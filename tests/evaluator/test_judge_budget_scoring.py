@@ -10,8 +10,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from tracepass.evaluator.judge import LLMJudge
-from tracepass.evaluator.judge_budget import JudgeBudget
+from tracepass.evaluator.judge.call_budget import JudgeBudget
+from tracepass.evaluator.judge.llm_judge import LLMJudge
 from tracepass.evaluator.models import (
     Conversation,
     GraderSpec,
@@ -20,7 +20,7 @@ from tracepass.evaluator.models import (
     ReferenceTurn,
     Turn,
 )
-from tracepass.evaluator.scoring import Evaluator
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 VERDICT = '```json\n{"score": 1.0, "reasoning": "right"}\n```'
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracepass.evaluator.judge_templates import BUILTIN_TEMPLATES
+from tracepass.evaluator.judge._rubric_templates import BUILTIN_TEMPLATES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "judges.md"
 

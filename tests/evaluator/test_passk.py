@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from tracepass.evaluator.passk import (
+from tracepass.evaluator.stats.passk import (
     estimate,
     estimate_arrays,
     estimate_tasks,

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from tracepass.evaluator.checks import learned_violations
-from tracepass.evaluator.judge import LLMJudge
+from tracepass.evaluator.judge.llm_judge import LLMJudge
 from tracepass.evaluator.models import (
     Conversation,
     Outcome,
@@ -21,9 +20,10 @@ from tracepass.evaluator.models import (
     ToolDefinition,
     Turn,
 )
-from tracepass.evaluator.policies import find_policy
 from tracepass.evaluator.references import ReferenceLoadError, load_reference_sets
-from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+from tracepass.evaluator.scoring.agent_policies import find_policy
+from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
+from tracepass.evaluator.scoring.learned_checks import learned_violations
 
 BOOK_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracepass.evaluator.passk import estimate
-from tracepass.evaluator.readiness import Readiness, classify, classify_estimates
+from tracepass.evaluator.stats.passk import estimate
+from tracepass.evaluator.stats.readiness import Readiness, classify, classify_estimates
 
 
 @pytest.mark.parametrize(

@@ -415,7 +415,7 @@ def test_adk_fixture_legacy_case_list() -> None:
 
 
 def test_adk_fixture_double_encoded_results_score_end_to_end() -> None:
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     ds = load_dataset(ADK / "home_automation_run1.evalset_result.json")
     (ref,) = ds.reference_set.references
@@ -591,7 +591,7 @@ def test_unknown_block_field_is_reported_on_its_key_line(tmp_path: Path) -> None
 
 
 def test_expected_tool_may_name_its_agent() -> None:
-    from tracepass.evaluator.references.schema import parse_reference_set
+    from tracepass.evaluator.references.reference_schema import parse_reference_set
 
     loaded = parse_reference_set(
         {

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.evaluator.passk import estimate, estimate_tasks
-from tracepass.evaluator.rolling import RollingAggregator, RollingConfig
+from tracepass.evaluator.stats.passk import estimate, estimate_tasks
+from tracepass.evaluator.stats.rolling import RollingAggregator, RollingConfig
 
 KEY = ("agent", "v1", "refs")
 

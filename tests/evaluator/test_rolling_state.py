@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, RollingConfig
+from tracepass.evaluator.stats.rolling import KeySnapshot, RollingAggregator, RollingConfig
 
 KEY = ("agent", "v1", "refs")
 Event = tuple[float, str, bool | None, int, int]

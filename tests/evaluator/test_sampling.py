@@ -7,7 +7,11 @@ import hashlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracepass.evaluator.sampling import SamplingPolicy, SamplingRule, keep_conversation
+from tracepass.evaluator.stats.conversation_sampling import (
+    SamplingPolicy,
+    SamplingRule,
+    keep_conversation,
+)
 
 
 def _contract(conversation_id: str, rate: float, seed: str) -> bool:

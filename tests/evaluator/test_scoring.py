@@ -20,7 +20,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.scoring import EvaluationConfig, Evaluator, ToolWeights
+from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator, ToolWeights
 
 
 def crash(expected: dict[str, object], actual: dict[str, object]) -> float:
@@ -328,7 +328,7 @@ def test_single_tool_use_is_reported_for_configured_names() -> None:
         ToolCall,
         Turn,
     )
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     ref = Reference(
         id="r",

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall
-from tracepass.evaluator.toolcorrectness import (
+from tracepass.evaluator.scoring.tool_correctness import (
     assign_calls,
     compile_turn,
     detect_utilization,
@@ -326,7 +326,7 @@ def test_in_order_shortcut_for_repeated_tools_equals_full_assignment(
 
 def test_numeric_text_results_are_compared_as_numbers() -> None:
     from tracepass.evaluator.models import ToolCall
-    from tracepass.evaluator.toolcorrectness import detect_utilization
+    from tracepass.evaluator.scoring.tool_correctness import detect_utilization
 
     # LangChain stringifies tool outputs: "5" must be found in the answer as a number.
     assert detect_utilization("2 + 3 = 5", [ToolCall(name="add", result="5")]) == 1.0

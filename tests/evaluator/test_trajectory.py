@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracepass.evaluator.models import ExpectedTool, Reference, ReferenceTurn, ToolCall, Turn
-from tracepass.evaluator.trajectory import (
+from tracepass.evaluator.scoring.trajectory import (
     conversation_trajectory,
     single_tool_use,
     trajectory_scores,

@@ -1,5 +1,5 @@
 """Turn and conversation figures from timeline spans: sums, nulls with reasons, latency
-and percentiles (evaluator/usage.py)."""
+and percentiles (evaluator/cost_latency.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracepass.evaluator.pricing import ModelPrice, PriceBook
-from tracepass.evaluator.usage import (
+from tracepass.evaluator.cost_latency import (
     TimelineSpan,
     combine_latency,
     combine_usage,
@@ -21,6 +20,7 @@ from tracepass.evaluator.usage import (
     version_figures,
     wall_of,
 )
+from tracepass.evaluator.pricing import ModelPrice, PriceBook
 
 S = 1_000_000_000
 

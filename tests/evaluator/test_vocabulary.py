@@ -9,7 +9,7 @@ from tracepass.collector.app.cli.evaluate import DefaultGrader, Profile
 from tracepass.collector.config import CollectorConfig, EvaluationSettings
 from tracepass.collector.service import build_evaluator
 from tracepass.evaluator.graders import grader_types
-from tracepass.evaluator.scoring import EvaluationConfig
+from tracepass.evaluator.scoring.evaluator import EvaluationConfig
 from tracepass.evaluator.vocabulary import DEFAULT_GRADERS, JUDGE_GRADERS, K_METRICS, PROFILES
 
 

@@ -20,7 +20,7 @@ from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import ReceiverServers
 from tracepass.collector.receiver.signals import SIGNALS
-from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
 COUNT = int(os.environ.get("TRACEPASS_FUZZ_INPUTS", "20000"))  # `make reliability`: 10**6
 SEED = int(os.environ.get("TRACEPASS_FUZZ_SEED", "13"))

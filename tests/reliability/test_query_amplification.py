@@ -29,7 +29,7 @@ from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_boun
 from tracepass.collector.api.query_guard import QueryGuard, QueryTimeout
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.state import StateStore
-from tracepass.evaluator.rolling import RollingConfig
+from tracepass.evaluator.stats.rolling import RollingConfig
 
 RESULTS = int(os.environ.get("TRACEPASS_QUERY_RESULTS", "20000"))
 ATTACK = "outcome=" + ",".join(["fail"] * 1500) + "&reference_set=nope"

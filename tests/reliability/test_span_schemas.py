@@ -20,12 +20,12 @@ import pytest
 from _serve import Serve, write_config
 from test_normalize_basics import make_request, make_span
 
-from tracepass.evaluator.checks import check_arguments, validate_arguments
 from tracepass.evaluator.schema_guard import (
     MAX_SCHEMA_DEPTH,
     SchemaUnknown,
     unknown_counts,
 )
+from tracepass.evaluator.scoring.learned_checks import check_arguments, validate_arguments
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -292,7 +292,7 @@ def test_json_nested_beyond_the_bound_is_kept_as_text() -> None:
     """Found by the schema fuzz: a tool schema or arguments nested ~300 deep were decoded,
     and the conversation's result then could not be stored (pydantic stops serializing at
     about 255 levels): an evaluation error, the result lost. Such JSON is kept as text."""
-    from tracepass.collector.normalize.arguments import coerce_arguments, coerce_result
+    from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
     from tracepass.collector.normalize.jsonvalue import MAX_JSON_DEPTH, NOT_JSON, loads
 
     deep = '{"x":' * 300 + "1" + "}" * 300
@@ -311,7 +311,7 @@ async def test_slow_validation_leaves_the_event_loop() -> None:
     import asyncio
 
     from tracepass.collector.pipeline import assemble_offline
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     defs: dict[str, Any] = {"a0": {"type": "string"}}
     for i in range(1, 41):

@@ -152,7 +152,10 @@ class EvaluationSettings(_Section):
     @classmethod
     def _judges_usable(cls, value: list[ConversationJudgeSpec]) -> list[ConversationJudgeSpec]:
         # Unique names, and each rubric fits its token budget (refused here, at load).
-        from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+        from tracepass.evaluator.judge.conversation_judges import (
+            ConversationJudgeError,
+            compile_all,
+        )
 
         try:
             compile_all(value)

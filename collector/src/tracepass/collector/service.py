@@ -51,10 +51,10 @@ from tracepass.collector.receiver.memory import MemoryGuard
 from tracepass.collector.receiver.recording import RecordingSink
 from tracepass.collector.receiver.sink import SpanSink
 from tracepass.collector.state import StateStore
-from tracepass.evaluator.judge_budget import JudgeBudget
-from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
+from tracepass.evaluator.judge.call_budget import JudgeBudget
+from tracepass.evaluator.judge.model_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.rolling import KeySnapshot
+from tracepass.evaluator.stats.rolling import KeySnapshot
 
 __all__ = ["BoundPorts", "CollectorService", "ResultCallback", "build_evaluator"]
 
@@ -89,7 +89,7 @@ def load_judge(
         model = resolve_chat_model(spec)
     except JudgeSpecError as exc:
         raise ConfigError(f"evaluation.judge {exc}") from exc
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
     return LLMJudge(
         model,
@@ -104,7 +104,7 @@ def load_judge(
 def conversation_judge_specs(ev: Any) -> list[Any]:
     """`evaluation.conversation_judges`, checked: each rubric fits its token budget, and
     the judges have a model (`evaluation.judge`). Errors are `ConfigError`s."""
-    from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_all
+    from tracepass.evaluator.judge.conversation_judges import ConversationJudgeError, compile_all
 
     specs = list(ev.conversation_judges)
     if specs and ev.judge is None:
@@ -120,7 +120,7 @@ def conversation_judge_specs(ev: Any) -> list[Any]:
 
 def build_evaluator(config: CollectorConfig, judge: Any = None) -> Any:
     """The evaluator `config.evaluation` describes (with `judge` for the llm grader)."""
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     # The settings the scoring config shares with `evaluation:` (profile, thresholds,
     # default grader), by name: a field added to both needs no copying here.
@@ -316,7 +316,7 @@ class CollectorService:
         if ev.judge is None:
             return None, None
         if ev.judge_cache is not None:
-            from tracepass.evaluator.judge_cache import JudgeCache
+            from tracepass.evaluator.judge.verdict_cache import JudgeCache
 
             self._judge_cache = JudgeCache(ev.judge_cache)
         budget = None
@@ -354,7 +354,7 @@ class CollectorService:
             FailureLogComponent,
             MetricsComponent,
         )
-        from tracepass.collector.export.events import EvaluationEvents
+        from tracepass.collector.export.evaluation_events import EvaluationEvents
         from tracepass.collector.export.windows import RollingWindows
 
         metrics = self.metrics

@@ -1,6 +1,6 @@
 """Building pydantic models without validation, for the hot paths that already hold valid
 values (scoring, assembly, usage figures). Its own module so that the modules the data
-model imports (`usage.py`) can use it without importing `models`."""
+model imports (`cost_latency.py`) can use it without importing `models`."""
 
 from __future__ import annotations
 

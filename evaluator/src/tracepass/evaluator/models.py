@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracepass.evaluator.construct import construct_unchecked as construct_unchecked
-from tracepass.evaluator.usage import Latency, TimelineSpan, Usage
+from tracepass.evaluator.cost_latency import Latency, TimelineSpan, Usage
 
 
 class _Frozen(BaseModel):
@@ -108,7 +108,7 @@ class Turn(_Frozen):
     end_ns: int | None = None
     offered_tools: tuple[ToolDefinition, ...] | None = None
     tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    # The turn's spans for the timeline, and its tokens, cost and latency (usage.py).
+    # The turn's spans for the timeline, and its tokens, cost and latency (cost_latency.py).
     spans: tuple[TimelineSpan, ...] = ()
     usage: Usage | None = None
     latency: Latency | None = None
@@ -130,7 +130,7 @@ class Conversation(_Frozen):
     # scored with outcome "incomplete" rather than pass/fail.
     complete: bool = True
     attributes: dict[str, Any] = Field(default_factory=dict)
-    # Over every turn's spans (usage.py): tokens, cost, wall latency.
+    # Over every turn's spans (cost_latency.py): tokens, cost, wall latency.
     usage: Usage | None = None
     latency: Latency | None = None
 

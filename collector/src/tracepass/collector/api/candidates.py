@@ -28,9 +28,13 @@ from tracepass.collector.api.reference_writer import ApprovalError, write_refere
 from tracepass.collector.api.write_access import WriteRoute
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
-from tracepass.evaluator.candidate_yaml import candidate_yaml
-from tracepass.evaluator.candidates import Candidate, CandidateMiner, single_candidate
 from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.references.candidate_mining import (
+    Candidate,
+    CandidateMiner,
+    single_candidate,
+)
+from tracepass.evaluator.references.candidate_yaml import candidate_yaml
 from tracepass.evaluator.references.matching import ReferenceCatalog, normalize_query
 
 __all__ = [

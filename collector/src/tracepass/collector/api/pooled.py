@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from tracepass.collector.state import ResultsStore
-from tracepass.evaluator.rolling import (
+from tracepass.evaluator.stats.rolling import (
     KeySnapshot,
     RollingAggregator,
     RollingConfig,

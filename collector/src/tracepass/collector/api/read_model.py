@@ -21,10 +21,10 @@ from tracepass.collector.api.params import (
 from tracepass.collector.api.query_guard import QueryGuard
 from tracepass.collector.state import ResultsStore
 from tracepass.collector.state.index import ResultRow, encode_cursor
-from tracepass.evaluator import passk
-from tracepass.evaluator.explain import natural_key
-from tracepass.evaluator.rolling import KeySnapshot, RollingConfig
-from tracepass.evaluator.usage import version_figures
+from tracepass.evaluator.cost_latency import version_figures
+from tracepass.evaluator.scoring.explain import natural_key
+from tracepass.evaluator.stats import passk
+from tracepass.evaluator.stats.rolling import KeySnapshot, RollingConfig
 
 __all__ = ["ReadModel", "natural_key", "row_json"]
 

@@ -7,7 +7,7 @@
     POST /api/v1/review/{id}/label                   label it (write)
 
 Results are queued by the `review.rules` as they are stored (`observe`, a result
-listener). The statistics are `evaluator.offline.review.live_agreement`, the ones
+listener). The statistics are `evaluator.offline.human_review.live_agreement`, the ones
 `tracepass review import` reports, over the labels and the latest stored evaluations.
 The labels live in the state file (`state/review_labels.py`): without one, every route
 answers 503. Write routes go through `WriteAccess` (404 without `api.write_token`).
@@ -34,10 +34,10 @@ from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
 from tracepass.collector.state.failure_index import ModeScope
 from tracepass.collector.state.review_labels import ReviewLabel, ReviewLabels
-from tracepass.evaluator import agreement
-from tracepass.evaluator.explain import failure_analysis
+from tracepass.evaluator.judge import agreement
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.offline.review import live_agreement
+from tracepass.evaluator.offline.human_review import live_agreement
+from tracepass.evaluator.scoring.explain import failure_analysis
 
 __all__ = [
     "AGREEMENT_PATH",

@@ -28,7 +28,7 @@ from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state.codec import decode_result
-from tracepass.evaluator.candidates import CandidateMiner
+from tracepass.evaluator.references.candidate_mining import CandidateMiner
 
 __all__ = ["WARM_UP_LIMIT", "Triage", "reference_directory"]
 

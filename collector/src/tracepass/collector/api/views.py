@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracepass.collector.state import StoredResult
+from tracepass.evaluator.cost_latency import Latency, TimelineSpan, Usage, span_duration_s
 from tracepass.evaluator.models import (
     AgentStep,
     Conversation,
@@ -16,7 +17,6 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.usage import Latency, TimelineSpan, Usage, span_duration_s
 
 __all__ = ["conversation_json", "conversation_view_json", "judgement_json", "stored_view_json"]
 

@@ -20,13 +20,13 @@ from tracepass.collector.normalize.registry import (
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
 )
+from tracepass.evaluator.cost_latency import combine_latency, combine_usage
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 from tracepass.evaluator.pricing import PriceBook
-from tracepass.evaluator.usage import combine_latency, combine_usage
 
-from .arguments import Responses, requested_calls, responses_of, tool_calls
 from .continuation import TurnGroup, merge_continuations
-from .events import join_log_events
+from .event_join import join_log_events
+from .request_arguments import Responses, requested_calls, responses_of, tool_calls
 from .runs import link_runs
 from .steps import agent_steps, declared_agent, is_handoff, tool_agents
 from .timeline import DEFAULT_PRICES, turn_figures

@@ -36,7 +36,7 @@ from tracepass.evaluator.models import Conversation, ToolCall, Turn
 
 from .assembler import complete_all
 from .build import build_conversation, top_level_turn
-from .events import join_log_events
+from .event_join import join_log_events
 from .span_shapes import SpanShapes
 
 # Where a user is sent when tracepass reads too little (docs/conventions.md).

@@ -22,7 +22,7 @@ import pickle
 from collections.abc import Iterable
 from operator import attrgetter
 
-from tracepass.collector.normalize.arguments import DeferredResult
+from tracepass.collector.normalize.argument_shapes import DeferredResult
 from tracepass.collector.normalize.records import (
     RecordKind,
     SpanRecord,

@@ -1,7 +1,7 @@
 """A turn's spans as timeline entries, priced, and its tokens, cost and latency.
 
 Runs once per built conversation (`build.py`), from the records assembly already holds:
-the figures' rules live in `tracepass.evaluator.usage`, the prices in
+the figures' rules live in `tracepass.evaluator.cost_latency`, the prices in
 `tracepass.evaluator.pricing`; this module only maps records to `TimelineSpan`s. Entries
 are built unchecked (every field given) like the turns themselves: their values come
 from typed records.
@@ -18,9 +18,7 @@ from typing import Any, Final
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, model_of, timing_problem
-from tracepass.evaluator.models import construct_unchecked
-from tracepass.evaluator.pricing import MISSING_MODEL, PriceBook, TokenUsage
-from tracepass.evaluator.usage import (
+from tracepass.evaluator.cost_latency import (
     KIND_MODEL,
     KIND_OTHER,
     KIND_TOOL,
@@ -32,6 +30,8 @@ from tracepass.evaluator.usage import (
     usage_of,
     wall_of,
 )
+from tracepass.evaluator.models import construct_unchecked
+from tracepass.evaluator.pricing import MISSING_MODEL, PriceBook, TokenUsage
 
 __all__ = ["DEFAULT_PRICES", "MAX_TIMELINE_SPANS", "turn_figures", "turn_timeline"]
 

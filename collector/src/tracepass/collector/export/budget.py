@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from tracepass.evaluator.judge_budget import JudgeBudget
+from tracepass.evaluator.judge.call_budget import JudgeBudget
 
 __all__ = ["register_budget_gauge"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from tracepass.collector.export.events import EvaluationEvents
+from tracepass.collector.export.evaluation_events import EvaluationEvents
 from tracepass.collector.export.failure_log import log_failure
 from tracepass.collector.export.metrics import EvaluationMetrics
 from tracepass.collector.pipeline.components import ResultComponent

@@ -20,8 +20,8 @@ import json
 import logging
 from typing import Any
 
-from tracepass.evaluator.explain import failure_reasons
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
+from tracepass.evaluator.scoring.explain import failure_reasons
 
 __all__ = ["FAILURE_EVENT", "LOGGED_OUTCOMES", "failure_fields", "log_failure", "logfmt"]
 

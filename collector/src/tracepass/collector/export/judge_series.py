@@ -24,7 +24,7 @@ import json
 
 from tracepass.collector.export.outcomes import success_of
 from tracepass.collector.export.window_entry import WindowEntry, encode_entry, window_entry
-from tracepass.evaluator.conversation_judges import judge_reference_set
+from tracepass.evaluator.judge.conversation_judges import judge_reference_set
 from tracepass.evaluator.models import ConversationResult
 
 __all__ = ["journal_entries", "journal_entry", "judgement_entries"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Meter
 
-from tracepass.evaluator.judge_spend import JudgeSpend
+from tracepass.evaluator.judge.spend import JudgeSpend
 
 __all__ = ["JudgeSpendMetrics"]
 

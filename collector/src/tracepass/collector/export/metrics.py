@@ -1,4 +1,4 @@
-"""Evaluation results as OpenTelemetry metrics (the events are `events.py`).
+"""Evaluation results as OpenTelemetry metrics (the events are `evaluation_events.py`).
 
 Counters are the source of truth: they are monotonic, sum across replicas, and the
 pooled plug-in pass^k over any range is recomputable from them in PromQL
@@ -29,7 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.cardinality import LabelLimiter
-from tracepass.collector.export.events import EVENT_NAME, EvaluationEvents
+from tracepass.collector.export.evaluation_events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
 from tracepass.collector.export.judge_series import judgement_entries
 from tracepass.collector.export.judge_spend_metrics import JudgeSpendMetrics
@@ -52,10 +52,10 @@ from tracepass.collector.export.window_entry import (
     task_of,
     window_entry,
 )
-from tracepass.evaluator.judge_spend import JudgeSpend
+from tracepass.evaluator.judge.spend import JudgeSpend
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
-from tracepass.evaluator.readiness import classify
-from tracepass.evaluator.rolling import (
+from tracepass.evaluator.stats.readiness import classify
+from tracepass.evaluator.stats.rolling import (
     AddResult,
     Key,
     KeySnapshot,

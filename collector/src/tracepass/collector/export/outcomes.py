@@ -3,8 +3,8 @@ the metrics and the evaluation events so both label a result the same way."""
 
 from __future__ import annotations
 
-from tracepass.evaluator.checks import LEARNED_CHECKS
 from tracepass.evaluator.models import RULE_TYPES, ConversationResult, Outcome, TurnResult
+from tracepass.evaluator.scoring.learned_checks import LEARNED_CHECKS
 
 __all__ = ["VIOLATION_RULES", "result_success", "success_of", "turn_outcome", "violation_tally"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Final
 
 from tracepass.collector.export.preaggregated import Instruments, Key
+from tracepass.evaluator.cost_latency import KIND_MODEL
 from tracepass.evaluator.models import Conversation
-from tracepass.evaluator.usage import KIND_MODEL
 
 __all__ = ["COST_BUCKETS", "DURATION_BUCKETS", "TOKEN_TYPES", "UsageMetrics"]
 

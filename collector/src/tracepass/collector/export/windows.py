@@ -1,6 +1,6 @@
 """The rolling windows' durable life, in one component: restore, replay, persist.
 
-The windows (`evaluator/rolling.py`, inside `EvaluationMetrics`) are a cache of
+The windows (`evaluator/stats/rolling.py`, inside `EvaluationMetrics`) are a cache of
 evaluated outcomes that must survive restarts and `kill -9`:
 
 - `start()` restores the last snapshot from the state file (`AGGREGATOR_BLOB`) and
@@ -28,7 +28,7 @@ from tracepass.collector.pipeline.components import ResultComponent
 from tracepass.collector.pipeline.scheduling import ResultInfo
 from tracepass.collector.state import JOURNAL_RESULT, JOURNAL_WINDOW, StateStore
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.rolling import RollingAggregator, StateCapture
+from tracepass.evaluator.stats.rolling import RollingAggregator, StateCapture
 
 if TYPE_CHECKING:
     from tracepass.collector.export.metrics import EvaluationMetrics

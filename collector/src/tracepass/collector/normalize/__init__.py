@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.normalize import genai_events, tracepass_conv
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
-from tracepass.collector.normalize.arguments import RAW_KEY
+from tracepass.collector.normalize.argument_shapes import RAW_KEY
 from tracepass.collector.normalize.conversation_ids import (
     CONVERSATION_ID_KEYS,
     resolve_conversation_id,
@@ -148,7 +148,7 @@ stored_result = stored_tool_result
 # `SpanRecord.attributes` dicts whose values are all strings, shared by every record
 # that kept the same items in the same order: the kept attributes repeat across spans
 # (convention, operation, model), and records are never changed in place after
-# normalization (assembly copies a record to change it, see assembly/events.py). Only
+# normalization (assembly copies a record to change it, see assembly/event_join.py). Only
 # strings are entered, so a hit is all strings too (items equal across types, 1 == True,
 # must not share; no str equals a non-str). Bounded, so
 # high-cardinality values (`user.id`) stop adding entries instead of growing it.

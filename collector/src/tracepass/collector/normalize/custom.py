@@ -36,7 +36,7 @@ from tracepass.collector.config import (
     parse_field_path,
 )
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
-from tracepass.collector.normalize.arguments import coerce_arguments, coerce_result
+from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.records import RecordKind, SpanRecord

@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.arguments import (
+from tracepass.collector.normalize.argument_shapes import (
     deferred_arguments,
     deferred_result,
     tool_call_id_from_result,

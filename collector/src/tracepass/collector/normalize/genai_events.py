@@ -29,7 +29,7 @@ from typing import Any, Final
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
-from tracepass.collector.normalize.arguments import coerce_arguments, coerce_result
+from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (

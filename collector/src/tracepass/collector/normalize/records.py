@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tracepass.collector.normalize.arguments import (
+from tracepass.collector.normalize.argument_shapes import (
     DeferredResult,
     decode_deferred_arguments,
     decode_deferred_result,

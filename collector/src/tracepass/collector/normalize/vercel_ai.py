@@ -28,7 +28,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.arguments import deferred_arguments, deferred_result
+from tracepass.collector.normalize.argument_shapes import deferred_arguments, deferred_result
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 
 from tracepass.collector.config import ReviewConfig, ReviewRuleConfig
-from tracepass.evaluator.failure_signatures import is_failing
 from tracepass.evaluator.models import ConversationResult
-from tracepass.evaluator.offline.review import is_judge
-from tracepass.evaluator.sampling import keep_conversation
+from tracepass.evaluator.offline.human_review import is_judge
+from tracepass.evaluator.scoring.failure_signatures import is_failing
+from tracepass.evaluator.stats.conversation_sampling import keep_conversation
 
 __all__ = ["ReviewRules", "judge_uncertain"]
 

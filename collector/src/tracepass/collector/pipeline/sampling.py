@@ -1,6 +1,6 @@
 """Sampling in the live pipeline: drop sampled-out spans on arrival, decide at completion.
 
-The decision itself (`tracepass.evaluator.sampling`) depends on the conversation id
+The decision itself (`tracepass.evaluator.stats.conversation_sampling`) depends on the conversation id
 only. Two places apply it:
 
 * on arrival, a span that carries its conversation id and whose conversation no rule
@@ -26,9 +26,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.config import SamplingConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.normalize.records import SpanRecord
-from tracepass.evaluator.judge_budget import JudgeBudget
+from tracepass.evaluator.judge.call_budget import JudgeBudget
 from tracepass.evaluator.models import Reference
-from tracepass.evaluator.sampling import SamplingPolicy, SamplingRule
+from tracepass.evaluator.stats.conversation_sampling import SamplingPolicy, SamplingRule
 from tracepass.evaluator.vocabulary import JUDGE_GRADERS
 
 __all__ = ["ConversationSampler", "needs_judge"]

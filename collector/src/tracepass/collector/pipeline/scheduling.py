@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class ConversationEvaluator(Protocol):
-    """What the pipeline needs from `tracepass.evaluator.scoring.Evaluator`."""
+    """What the pipeline needs from `tracepass.evaluator.scoring.evaluator.Evaluator`."""
 
     async def aevaluate(
         self,

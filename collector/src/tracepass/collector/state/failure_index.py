@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult
-from tracepass.evaluator.explain import failure_analysis
-from tracepass.evaluator.failure_signatures import OTHER, is_failing
+from tracepass.evaluator.scoring.explain import failure_analysis
+from tracepass.evaluator.scoring.failure_signatures import OTHER, is_failing
 
 __all__ = [
     "FAILURE_INDEX_SCHEMA",

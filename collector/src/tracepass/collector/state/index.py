@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result
-from tracepass.evaluator.explain import failed_turns, failure_analysis, violation_rules
-from tracepass.evaluator.failure_signatures import is_failing
 from tracepass.evaluator.models import ConversationResult, Outcome
+from tracepass.evaluator.scoring.explain import failed_turns, failure_analysis, violation_rules
+from tracepass.evaluator.scoring.failure_signatures import is_failing
 
 __all__ = [
     "FILTER_INDEXES",

@@ -12,7 +12,7 @@ from tracepass.evaluator.graders.base import (
     NeedsEventLoop,
     Verdict,
 )
-from tracepass.evaluator.graders.registry import (
+from tracepass.evaluator.graders.grader_registry import (
     build_grader,
     cached_grader,
     display_name,

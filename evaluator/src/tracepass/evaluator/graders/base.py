@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
 
 class GraderConfigError(ValueError):

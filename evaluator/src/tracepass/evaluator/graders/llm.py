@@ -1,4 +1,4 @@
-"""`llm`: the answer is scored by the LLM judge (`tracepass.evaluator.judge`).
+"""`llm`: the answer is scored by the LLM judge (`tracepass.evaluator.judge.llm_judge`).
 
 The judge object is supplied at run time (`grade_answer(..., judge=...)`, `--judge` on
 the command line), not in the reference file, so the same references work with any

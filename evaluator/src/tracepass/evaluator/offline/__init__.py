@@ -1,5 +1,5 @@
 """Offline evaluation of recorded conversations: runs and summaries (`evaluation_run`),
-CI gates (`gates`), comparing two versions (`compare`, `pairwise`) and human review
-(`review`). Needs no collector: callers pass conversations already rebuilt."""
+CI gates (`gates`), comparing two versions (`version_comparison`, `pairwise`) and human
+review (`human_review`). Needs no collector: callers pass conversations already rebuilt."""
 
 __all__: list[str] = []

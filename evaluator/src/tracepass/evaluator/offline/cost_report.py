@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tracepass.evaluator.explain import natural_key
+from tracepass.evaluator.cost_latency import TOKEN_FIELDS, version_figures
 from tracepass.evaluator.models import Conversation
-from tracepass.evaluator.usage import TOKEN_FIELDS, version_figures
+from tracepass.evaluator.scoring.explain import natural_key
 
 __all__ = ["cost_latency_by_version"]
 

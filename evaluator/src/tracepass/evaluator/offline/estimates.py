@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracepass.evaluator import passk
+from tracepass.evaluator.stats import passk
 
 __all__ = ["passk_blocks", "proportion"]
 

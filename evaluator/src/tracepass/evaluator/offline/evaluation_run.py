@@ -29,13 +29,13 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from tracepass.evaluator import readiness
 from tracepass.evaluator.models import Conversation, ConversationResult, TurnResult
 from tracepass.evaluator.offline.estimates import passk_blocks, proportion
 from tracepass.evaluator.offline.gates import point_estimate
 from tracepass.evaluator.offline.judges_report import judge_summary, judgement_rows
 from tracepass.evaluator.references.matching import ReferenceCatalog
-from tracepass.evaluator.scoring import Evaluator, PendingEvaluation
+from tracepass.evaluator.scoring.evaluator import Evaluator, PendingEvaluation
+from tracepass.evaluator.stats import readiness
 
 TOOL_DIMENSIONS = ("selection", "parameters", "sequence", "utilization", "overall")
 
@@ -186,7 +186,7 @@ def _answer_block(conversations: Sequence[Mapping[str, Any]], level: float) -> d
 
 
 def readiness_verdict(groups: Sequence[tuple[int, int]], level: float = 0.95) -> dict[str, Any]:
-    """Readiness tier from pass@1 and pass^3 (tiers of `tracepass.evaluator.readiness`),
+    """Readiness tier from pass@1 and pass^3 (tiers of `tracepass.evaluator.stats.readiness`),
     on the same point estimate the gates use (``tier``) and on the lower credible bounds
     (``confident_tier``: the tier the agent reaches with 1 - (1 - level)/2 certainty)."""
     at, pw, _used = passk_blocks(groups, (1, 3), level)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tracepass.evaluator.conversation_judges import judge_reference_set
+from tracepass.evaluator.judge.conversation_judges import judge_reference_set
 from tracepass.evaluator.models import ConversationResult, Outcome
 from tracepass.evaluator.offline.estimates import passk_blocks, proportion
 

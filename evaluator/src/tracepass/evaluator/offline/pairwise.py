@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from tracepass.evaluator.judge import LLMJudge, block
-from tracepass.evaluator.judge_cache import JudgeCache
+from tracepass.evaluator.judge.llm_judge import LLMJudge, block
+from tracepass.evaluator.judge.verdict_cache import JudgeCache
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -4,14 +4,14 @@ Fair Forge datasets and Google ADK eval sets (see docs/references.md)."""
 from tracepass.evaluator.references.adk import import_adk
 from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError
-from tracepass.evaluator.references.fairforge import import_fair_forge
+from tracepass.evaluator.references.fairforge_import import import_fair_forge
 from tracepass.evaluator.references.loader import (
     dump_reference_set_yaml,
     iter_reference_files,
     load_dataset,
     load_reference_sets,
 )
-from tracepass.evaluator.references.schema import parse_reference, parse_reference_set
+from tracepass.evaluator.references.reference_schema import parse_reference, parse_reference_set
 
 __all__ = [
     "ImportedDataset",

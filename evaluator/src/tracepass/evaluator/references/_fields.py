@@ -1,5 +1,5 @@
-"""Field readers shared by the reference schema (`schema.py`) and the policies schema
-(`policies.py`): each checks one value's type at a field path and raises a
+"""Field readers shared by the reference schema (`reference_schema.py`) and the policies schema
+(`policy_schema.py`): each checks one value's type at a field path and raises a
 `ReferenceLoadError` naming that path (the loader adds file and line)."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from tracepass.evaluator.models import (
 )
 from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError
-from tracepass.evaluator.references.schema import Path
+from tracepass.evaluator.references.reference_schema import Path
 
 __all__ = ["import_adk", "looks_like_adk"]
 

@@ -21,8 +21,8 @@ from tracepass.evaluator.models import ReferenceSet
 from tracepass.evaluator.references.adk import import_adk, looks_like_adk
 from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
-from tracepass.evaluator.references.fairforge import import_fair_forge, looks_like_fair_forge
-from tracepass.evaluator.references.schema import parse_reference, parse_reference_set
+from tracepass.evaluator.references.fairforge_import import import_fair_forge, looks_like_fair_forge
+from tracepass.evaluator.references.reference_schema import parse_reference, parse_reference_set
 from tracepass.evaluator.strict_yaml import (
     StrictLoader,
     YamlFileError,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz, process
 
 from tracepass.evaluator.models import Conversation, Policy, Reference, ReferenceSet
-from tracepass.evaluator.policies import find_policy
+from tracepass.evaluator.scoring.agent_policies import find_policy
 
 __all__ = ["Match", "ReferenceCatalog", "normalize_query"]
 

@@ -37,14 +37,14 @@ from tracepass.collector.api.write_access import WriteAccess
 from tracepass.collector.config import UIConfig
 from tracepass.collector.receiver.http_server import GetRoute
 from tracepass.collector.state import StoredResult
-from tracepass.evaluator.explain import (
+from tracepass.evaluator.models import AgentStep, Conversation, ToolCall, TurnResult
+from tracepass.evaluator.scoring.explain import (
     ArgumentDiff,
     CallRow,
     failure_reasons,
     natural_key,
     trajectory_rows,
 )
-from tracepass.evaluator.models import AgentStep, Conversation, ToolCall, TurnResult
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]
 

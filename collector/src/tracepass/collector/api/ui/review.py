@@ -24,7 +24,7 @@ from tracepass.collector.api.ui.security import conversation_path, secured
 from tracepass.collector.api.ui.write_pages import render_write_page
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver.http_server import GetRoute
-from tracepass.evaluator.offline.review import is_judge
+from tracepass.evaluator.offline.human_review import is_judge
 
 if TYPE_CHECKING:  # the queue builds these pages (`ReviewQueue.routes`)
     from tracepass.collector.api.review import ReviewQueue

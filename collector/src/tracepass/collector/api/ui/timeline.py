@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from tracepass.evaluator.cost_latency import TimelineSpan, span_duration_s
 from tracepass.evaluator.models import Conversation
-from tracepass.evaluator.usage import TimelineSpan, span_duration_s
 
 __all__ = ["Timeline", "TimelineRow", "timeline_of"]
 

@@ -22,7 +22,6 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand
 
-from tracepass.evaluator.judge_loading import JudgeSpecError, resolve_chat_model
 from tracepass.evaluator.offline.gates import GateOn, GateOutcome
 
 EXIT_GATE = 1
@@ -267,6 +266,10 @@ def load_json_file(path: Path, what: str) -> Any:
 def load_chat_model(spec: str) -> Any:
     """Resolve ``module:attr`` to a langchain-core ``BaseChatModel`` (an instance or a
     zero-argument factory); a bad spec exits 2 with the reason."""
+    # Here, not at the top: importing the judge package loads the LLM judge and the data
+    # model, which `tracepass --help` must not (tests/cli/test_cli_help.py).
+    from tracepass.evaluator.judge.model_loading import JudgeSpecError, resolve_chat_model
+
     try:
         return resolve_chat_model(spec)
     except JudgeSpecError as exc:

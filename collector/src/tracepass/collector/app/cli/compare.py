@@ -82,8 +82,8 @@ def compare(
     Per-reference and overall differences in success rate, pass@k / pass^k and tool correctness, and the posterior probability that the candidate is better.
     """
     # Imported here: scipy and langchain-core cost seconds, `--help` should not pay them.
-    from tracepass.evaluator.offline import compare as compare_mod
     from tracepass.evaluator.offline import pairwise
+    from tracepass.evaluator.offline import version_comparison as compare_mod
 
     base_doc = load_json_file(base, "BASE")
     cand_doc = load_json_file(candidate, "CANDIDATE")

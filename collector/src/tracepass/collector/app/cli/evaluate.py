@@ -199,7 +199,7 @@ def evaluate(
     from tracepass.collector.app.cli import sources
     from tracepass.collector.matching import ReferenceCatalog
     from tracepass.evaluator.offline import evaluation_run
-    from tracepass.evaluator.scoring import EvaluationConfig, Evaluator
+    from tracepass.evaluator.scoring.evaluator import EvaluationConfig, Evaluator
 
     files = files or []
     # ---- validate options before any heavy work
@@ -241,7 +241,7 @@ def evaluate(
             )
     judge_obj = None
     if judge is not None:
-        from tracepass.evaluator.judge import LLMJudge
+        from tracepass.evaluator.judge.llm_judge import LLMJudge
 
         judge_obj = LLMJudge(load_chat_model(judge), pass_threshold=threshold)
     elif default_grader is DefaultGrader.LLM:
@@ -262,7 +262,7 @@ def evaluate(
     if sample_rate < 1.0:
         # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
         # exactly what production evaluated.
-        from tracepass.evaluator.sampling import keep_conversation
+        from tracepass.evaluator.stats.conversation_sampling import keep_conversation
 
         total = len(conversations)
         conversations = [

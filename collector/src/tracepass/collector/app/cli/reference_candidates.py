@@ -15,7 +15,7 @@ from rich.table import Table
 from tracepass.collector.app.cli.common import fail, plain, stdout_console, write_text
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.candidates import Candidate
+    from tracepass.evaluator.references.candidate_mining import Candidate
 
 CANDIDATES_EPILOG = """\
 Examples:
@@ -97,8 +97,8 @@ def mine(
     min_conversations: int,
 ) -> list[Candidate]:
     from tracepass.collector.app.cli import sources
-    from tracepass.evaluator.candidates import CandidateMiner
     from tracepass.evaluator.models import Conversation, ConversationResult
+    from tracepass.evaluator.references.candidate_mining import CandidateMiner
     from tracepass.evaluator.references.matching import ReferenceCatalog
 
     if (state is None) == (not files):
@@ -165,7 +165,7 @@ def approve(
     """Write a candidate's YAML to a new reference file (validated by the reference
     loader; an existing file is never overwritten)."""
     from tracepass.collector.api.reference_writer import ApprovalError, write_reference
-    from tracepass.evaluator.candidate_yaml import candidate_yaml
+    from tracepass.evaluator.references.candidate_yaml import candidate_yaml
 
     found = {c.id: c for c in mine(state, files, references, min_conversations)}
     candidate = found.get(candidate_id)

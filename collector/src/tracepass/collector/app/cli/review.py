@@ -90,7 +90,7 @@ def export(
     Columns: query, answer, expected, judge score and reasoning, and human_label.
     """
     # Imported here: pydantic models would otherwise load for every `tracepass --help`.
-    from tracepass.evaluator.offline import review as review_mod
+    from tracepass.evaluator.offline import human_review as review_mod
 
     if output.suffix.lower() not in (".csv", ".jsonl", ".ndjson"):
         fail(f"{output}: output must end in .csv or .jsonl")
@@ -129,7 +129,7 @@ def _export_state(state: Path, output: Path) -> None:
 
     from tracepass.collector.state.codec import decode_result
     from tracepass.collector.state.review_labels import ReadOnlyFile, ReviewLabels
-    from tracepass.evaluator.offline import review as review_mod
+    from tracepass.evaluator.offline import human_review as review_mod
 
     if not state.is_file():
         fail(f"{state}: no such state file (--state)")
@@ -191,7 +191,7 @@ def import_(
 
     Confusion matrix, accuracy, Cohen's kappa, sensitivity, specificity and the success rate corrected for judge error (Rogan–Gladen).
     """
-    from tracepass.evaluator.offline import review as review_mod
+    from tracepass.evaluator.offline import human_review as review_mod
 
     try:
         read = review_mod.read_labels(labels)

@@ -42,7 +42,7 @@ from tracepass.collector.config import (
 from tracepass.collector.pipeline import ResultInfo
 from tracepass.collector.service import CollectorService
 from tracepass.evaluator.models import ConversationJudgeSpec, ConversationResult
-from tracepass.evaluator.rolling import KeySnapshot, RollingAggregator, RollingConfig
+from tracepass.evaluator.stats.rolling import KeySnapshot, RollingAggregator, RollingConfig
 
 __all__ = ["DemoOptions", "DemoOutcome", "DemoState", "demo_config", "run_demo"]
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracepass.collector.app.demo.runner import KS, MIN_CONVERSATIONS, DemoOutcome, DemoState
-from tracepass.evaluator.passk import PassKEstimate
+from tracepass.evaluator.stats.passk import PassKEstimate
 
 WINDOW_ORDER = {"fast": 0, "1m": 1, "run": 2}
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracepass.collector.app.probe.runner import TrialResult
-from tracepass.evaluator import passk
 from tracepass.evaluator.offline.evaluation_run import summarize
+from tracepass.evaluator.stats import passk
 
 COUNTED = frozenset({"pass", "fail", "incomplete"})
 

@@ -11,14 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracepass.evaluator import passk
-from tracepass.evaluator.explain import natural_key, trajectory_rows
 from tracepass.evaluator.models import ExpectedTool, ToolCall
 from tracepass.evaluator.offline.evaluation_run import (
     TOOL_DIMENSIONS,
     readiness_verdict,
     task_groups,
 )
+from tracepass.evaluator.scoring.explain import natural_key, trajectory_rows
+from tracepass.evaluator.stats import passk
 
 # The trajectory metrics compare tool *names*; "arguments" (the tool-correctness
 # parameters score) is on the radar too, or a version that calls the right tools with

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracepass.collector.normalize import pyrepr
-from tracepass.collector.normalize.arguments import coerce_result
+from tracepass.collector.normalize.argument_shapes import coerce_result
 from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import SOURCE_ADAPTER, note_source

@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.arguments import deferred_arguments
+from tracepass.collector.normalize.argument_shapes import deferred_arguments
 from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.collector.normalize.records import (
     RecordKind,

@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize import genai
-from tracepass.collector.normalize.arguments import coerce_arguments
+from tracepass.collector.normalize.argument_shapes import coerce_arguments
 from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (

@@ -9,7 +9,7 @@
   arguments and response in `gcp.vertex.agent.tool_call_args` /
   `gcp.vertex.agent.tool_response` rather than the semconv attributes.
 With content only in log records (the default when content capture is on), results are
-joined from the next model call's input in assembly (see `assembly/arguments.py`).
+joined from the next model call's input in assembly (see `assembly/request_arguments.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, set_arguments, set_result
-from tracepass.collector.normalize.arguments import coerce_arguments
+from tracepass.collector.normalize.argument_shapes import coerce_arguments
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Adapter
 

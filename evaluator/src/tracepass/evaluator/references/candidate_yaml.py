@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tracepass.evaluator.candidates import Candidate
+from tracepass.evaluator.references.candidate_mining import Candidate
 
 __all__ = ["CANDIDATE_TAG", "candidate_yaml", "comment_text"]
 

@@ -17,12 +17,12 @@ Rules (docs/metrics.md has the full table):
   INCOMPLETE if the conversation has fewer turns than the reference or was not
   complete, else PASS if every turn is correct and the turn counts match, else FAIL;
 * no reference → every turn unscored and outcome UNSCORED (INCOMPLETE if not complete);
-* the learned checks (`checks.py`) run on every conversation and their violations are
+* the learned checks (`learned_checks.py`) run on every conversation and their violations are
   reported per turn; they decide nothing on their own;
 * conversation judges (`conversation_judges.py`, docs/judges.md), when configured, read
   the whole scored conversation and add their verdicts (`judgements`); they change
   neither the outcome nor the result's series (each is a series of its own);
-* an agent policy (`policies.py`), when one applies, adds its rules and graders to the
+* an agent policy (`agent_policies.py`), when one applies, adds its rules and graders to the
   learned checks: a turn is correct only if it also passes the policy, and the outcome
   is the worse of the reference's and the policy's (no verdict > INCOMPLETE > FAIL >
   PASS). Without a reference the policy's verdict is the outcome and the result is
@@ -38,17 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tracepass.evaluator.answers import TurnAnswer, TurnGrading
-from tracepass.evaluator.argmatch import ArgumentMatchError
-from tracepass.evaluator.checks import (
-    DEFAULT_REPEATED_CALL_LIMIT,
-    learned_violations,
-    needs_schema_validation,
-)
-from tracepass.evaluator.conversation_judges import CompiledJudge, ConversationJudges
-from tracepass.evaluator.fairforge import fair_forge_matcher, fair_forge_tool_correctness
 from tracepass.evaluator.graders import NeedsEventLoop
-from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
+from tracepass.evaluator.judge.call_budget import JudgeBudgetExhausted
+from tracepass.evaluator.judge.conversation_judges import CompiledJudge, ConversationJudges
 from tracepass.evaluator.models import (
     Conversation,
     ConversationJudgeSpec,
@@ -64,16 +56,27 @@ from tracepass.evaluator.models import (
     Violation,
     construct_unchecked,
 )
-from tracepass.evaluator.policies import CompiledPolicy, policy_reference_set
 from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
-from tracepass.evaluator.toolcorrectness import (
+from tracepass.evaluator.scoring.agent_policies import CompiledPolicy, policy_reference_set
+from tracepass.evaluator.scoring.answers import TurnAnswer, TurnGrading
+from tracepass.evaluator.scoring.argmatch import ArgumentMatchError
+from tracepass.evaluator.scoring.fairforge_profile import (
+    fair_forge_matcher,
+    fair_forge_tool_correctness,
+)
+from tracepass.evaluator.scoring.learned_checks import (
+    DEFAULT_REPEATED_CALL_LIMIT,
+    learned_violations,
+    needs_schema_validation,
+)
+from tracepass.evaluator.scoring.tool_correctness import (
     CompiledTurn,
     called_names,
     compile_turn,
     normalize_weights,
     score_turn,
 )
-from tracepass.evaluator.trajectory import (
+from tracepass.evaluator.scoring.trajectory import (
     conversation_trajectory,
     matched_names,
     name_trajectory,
@@ -82,7 +85,7 @@ from tracepass.evaluator.trajectory import (
 from tracepass.evaluator.vocabulary import Profile
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
 __all__ = ["EvaluationConfig", "Evaluator", "PendingEvaluation", "ToolWeights"]
 

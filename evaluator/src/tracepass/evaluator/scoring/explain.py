@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tracepass.evaluator.argmatch import MATCHERS, ArgumentMatchError, match_arguments
-from tracepass.evaluator.failure_signatures import is_failing, result_signatures
 from tracepass.evaluator.models import (
     ConversationResult,
     ExpectedTool,
@@ -28,6 +26,8 @@ from tracepass.evaluator.models import (
     ToolCall,
     TurnResult,
 )
+from tracepass.evaluator.scoring.argmatch import MATCHERS, ArgumentMatchError, match_arguments
+from tracepass.evaluator.scoring.failure_signatures import is_failing, result_signatures
 
 __all__ = [
     "ArgumentDiff",

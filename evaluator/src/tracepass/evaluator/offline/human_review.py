@@ -1,7 +1,7 @@
 """Human review of LLM-judged turns: export a sample for labelling, read the labels back.
 
 The exported file has one row per judged turn (a turn with an ``llm`` grader result) and
-an empty ``human_label`` column. Labels are read by `tracepass.evaluator.agreement`
+an empty ``human_label`` column. Labels are read by `tracepass.evaluator.judge.agreement`
 (pass/fail, yes/no, true/false, 1/0, …); an empty cell means "not labelled" and the row
 is skipped (counted). The judge's label is its ``judge_passed`` verdict.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracepass.evaluator import agreement
+from tracepass.evaluator.judge import agreement
 
 COLUMNS = (
     "conversation_id",

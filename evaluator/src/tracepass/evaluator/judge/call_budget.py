@@ -12,7 +12,7 @@ the collector lowers its sampling threshold by it (still by the conversation has
 judged conversations stay an outcome-independent sample).
 
 `usd_per_day` caps the judge's spend in money: each call's cost (known only once the
-provider answered, from its reported tokens: `judge_spend.py`) is `charge`d, and no call
+provider answered, from its reported tokens: `spend.py`) is `charge`d, and no call
 starts once the day's charges reach the cap. Calls already running when the cap is
 reached still finish, so the day's spend may exceed the cap by at most the cost of
 `judge_concurrency` calls; calls whose cost is unknown (unpriced model) charge nothing.

@@ -25,8 +25,8 @@ from typing import Any
 
 from scipy import integrate, special
 
-from tracepass.evaluator import passk
 from tracepass.evaluator.offline.gates import point_estimate
+from tracepass.evaluator.stats import passk
 from tracepass.evaluator.vocabulary import K_METRICS
 
 _TAIL = 1e-12

@@ -47,12 +47,12 @@ from tracepass.evaluator.graders.base import (
     NeedsEventLoop,
     Verdict,
 )
-from tracepass.evaluator.graders.registry import cached_grader, display_name
-from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
+from tracepass.evaluator.graders.grader_registry import cached_grader, display_name
+from tracepass.evaluator.judge.call_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import GraderResult, GraderSpec, ReferenceTurn, construct_unchecked
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
 __all__ = ["SCORE_TOLERANCE", "AnswerResult", "TurnAnswer", "TurnGrading", "grade_answer"]
 

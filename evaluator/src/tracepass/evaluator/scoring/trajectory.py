@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from tracepass.evaluator.argmatch import compile_matcher
 from tracepass.evaluator.models import (
     ExpectedTool,
     Reference,
@@ -31,6 +30,7 @@ from tracepass.evaluator.models import (
     Turn,
     construct_unchecked,
 )
+from tracepass.evaluator.scoring.argmatch import compile_matcher
 
 __all__ = [
     "TrajectoryMatch",

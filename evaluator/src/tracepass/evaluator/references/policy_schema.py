@@ -12,8 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracepass.evaluator.checks import schema_problem
-from tracepass.evaluator.conversation_judges import ConversationJudgeError, compile_judge
+from tracepass.evaluator.judge.conversation_judges import ConversationJudgeError, compile_judge
 from tracepass.evaluator.models import (
     RULE_TYPES,
     ConversationJudgeSpec,
@@ -32,6 +31,7 @@ from tracepass.evaluator.references._fields import (
     _unknown,
 )
 from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
+from tracepass.evaluator.scoring.learned_checks import schema_problem
 
 __all__ = ["parse_policies"]
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tracepass.evaluator.rolling_config import RollingConfig
+from tracepass.evaluator.stats._rolling_config import RollingConfig
 
 Key = tuple[str, str, str]  # (agent_name, agent_version, reference_set)
 STATE_VERSION = 2

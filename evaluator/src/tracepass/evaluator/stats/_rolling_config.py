@@ -1,5 +1,5 @@
 """Settings of the rolling aggregator: windows, k values, prior, CUSUM. A module of its
-own so that the aggregator (`rolling.py`) and its persisted state (`rolling_state.py`,
+own so that the aggregator (`rolling.py`) and its persisted state (`_rolling_state.py`,
 which stores the config it was built with) both import it without importing each other.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.evaluator.cusum import BernoulliCusum
-from tracepass.evaluator.passk import PriorSpec, prior_params, validate_k
+from tracepass.evaluator.stats.cusum import BernoulliCusum
+from tracepass.evaluator.stats.passk import PriorSpec, prior_params, validate_k
 
 __all__ = ["RollingConfig"]
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Any, Literal
 
-from tracepass.evaluator.argmatch import MATCHERS, ArgumentMatcher, compile_matcher
 from tracepass.evaluator.models import (
     ExpectedTool,
     ReferenceTurn,
@@ -39,6 +38,7 @@ from tracepass.evaluator.models import (
     ToolCorrectness,
     construct_unchecked,
 )
+from tracepass.evaluator.scoring.argmatch import MATCHERS, ArgumentMatcher, compile_matcher
 
 __all__ = [
     "DEFAULT_WEIGHTS",

@@ -45,14 +45,8 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from tracepass.evaluator.cusum import BernoulliCusum
-from tracepass.evaluator.passk import (
-    PassKEstimate,
-    estimate_many,
-    tau_bench_means,
-)
-from tracepass.evaluator.rolling_config import RollingConfig
-from tracepass.evaluator.rolling_state import (
+from tracepass.evaluator.stats._rolling_config import RollingConfig
+from tracepass.evaluator.stats._rolling_state import (
     NOT_COUNTED,
     STATE_VERSION,
     Columns,
@@ -61,6 +55,12 @@ from tracepass.evaluator.rolling_state import (
     StreamCapture,
     decode_columns,
     decode_columns_v1,
+)
+from tracepass.evaluator.stats.cusum import BernoulliCusum
+from tracepass.evaluator.stats.passk import (
+    PassKEstimate,
+    estimate_many,
+    tau_bench_means,
 )
 
 __all__ = [

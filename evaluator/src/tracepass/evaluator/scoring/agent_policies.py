@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from tracepass.evaluator.answers import TurnAnswer, TurnGrading
-from tracepass.evaluator.checks import DEFAULT_REPEATED_CALL_LIMIT, learned_violations
 from tracepass.evaluator.models import (
     Conversation,
     Outcome,
@@ -28,9 +26,14 @@ from tracepass.evaluator.models import (
     ToolCall,
     Violation,
 )
+from tracepass.evaluator.scoring.answers import TurnAnswer, TurnGrading
+from tracepass.evaluator.scoring.learned_checks import (
+    DEFAULT_REPEATED_CALL_LIMIT,
+    learned_violations,
+)
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
 __all__ = [
     "POLICY_SET_PREFIX",

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracepass.collector.normalize.arguments import RAW_KEY, coerce_result
+from tracepass.collector.normalize.argument_shapes import RAW_KEY, coerce_result
 from tracepass.collector.normalize.messages import response_key
 from tracepass.collector.normalize.records import SpanRecord, stored_tool_arguments
 from tracepass.collector.normalize.registry import (

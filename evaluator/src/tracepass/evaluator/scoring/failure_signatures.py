@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tracepass.evaluator.models import ConversationResult, Outcome, TurnResult
 
 if TYPE_CHECKING:
-    from tracepass.evaluator.explain import CallRow
+    from tracepass.evaluator.scoring.explain import CallRow
 
 __all__ = [
     "FAILING_OUTCOMES",

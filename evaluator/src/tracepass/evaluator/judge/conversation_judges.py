@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from tracepass.evaluator.conversation_render import (
+from tracepass.evaluator.judge._conversation_render import (
     RenderedConversation,
     estimate_tokens,
     fit_middle_out,
     render_full,
 )
-from tracepass.evaluator.judge_budget import JudgeBudgetExhausted
-from tracepass.evaluator.judge_templates import RubricTemplate, resolve_rubric
+from tracepass.evaluator.judge._rubric_templates import RubricTemplate, resolve_rubric
+from tracepass.evaluator.judge.call_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
     ConversationJudgeSpec,
@@ -40,7 +40,7 @@ from tracepass.evaluator.models import (
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
-    from tracepass.evaluator.judge import LLMJudge
+    from tracepass.evaluator.judge.llm_judge import LLMJudge
 
 __all__ = [
     "JUDGE_SET_PREFIX",
@@ -122,7 +122,7 @@ def compile_all(specs: Sequence[ConversationJudgeSpec]) -> tuple[CompiledJudge, 
 
 
 def _prompt_parts(view: RenderedConversation) -> list[str]:
-    from tracepass.evaluator.judge import block
+    from tracepass.evaluator.judge.llm_judge import block
 
     parts = [
         "Below is one whole conversation between a user and an AI agent, as recorded: "

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from tracepass.evaluator.passk import PassKPair
+from tracepass.evaluator.stats.passk import PassKPair
 
 __all__ = ["Readiness", "classify", "classify_estimates", "verdict_sentence"]
 

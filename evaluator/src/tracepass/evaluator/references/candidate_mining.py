@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracepass.evaluator.failure_signatures import judge_failures
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome
 from tracepass.evaluator.references.matching import normalize_query
+from tracepass.evaluator.scoring.failure_signatures import judge_failures
 
 __all__ = [
     "Candidate",

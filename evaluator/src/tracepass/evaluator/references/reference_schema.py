@@ -14,13 +14,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracepass.evaluator.argmatch import (
-    MATCHERS,
-    ArgumentMatchError,
-    compile_matcher,
-    resolve_callable,
-    validate_matcher_name,
-)
 from tracepass.evaluator.models import (
     ExpectedTool,
     Policy,
@@ -44,7 +37,14 @@ from tracepass.evaluator.references.errors import (
     format_path,
     raise_collected,
 )
-from tracepass.evaluator.references.policies import parse_policies
+from tracepass.evaluator.references.policy_schema import parse_policies
+from tracepass.evaluator.scoring.argmatch import (
+    MATCHERS,
+    ArgumentMatchError,
+    compile_matcher,
+    resolve_callable,
+    validate_matcher_name,
+)
 
 __all__ = ["Path", "parse_reference", "parse_reference_set"]
 

@@ -33,7 +33,7 @@ from tracepass.evaluator.models import (
 )
 from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError
-from tracepass.evaluator.references.schema import Path
+from tracepass.evaluator.references.reference_schema import Path
 
 __all__ = ["import_fair_forge", "looks_like_fair_forge"]
 

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracepass.evaluator.graders.jsonfind import last_between_markers, last_json_object
-from tracepass.evaluator.judge_budget import JudgeBudget, JudgeBudgetExhausted
-from tracepass.evaluator.judge_cache import JudgeCache, cache_key
-from tracepass.evaluator.judge_spend import JudgeSpend, PriceFn, spend_of
+from tracepass.evaluator.judge.call_budget import JudgeBudget, JudgeBudgetExhausted
+from tracepass.evaluator.judge.spend import JudgeSpend, PriceFn, spend_of
+from tracepass.evaluator.judge.verdict_cache import JudgeCache, cache_key
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 if TYPE_CHECKING:

@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracepass.evaluator.argmatch import ArgumentMatcher
 from tracepass.evaluator.models import ExpectedTool, ReferenceTurn, ToolCall, ToolCorrectness
-from tracepass.evaluator.toolcorrectness import (
+from tracepass.evaluator.scoring.argmatch import ArgumentMatcher
+from tracepass.evaluator.scoring.tool_correctness import (
     CompiledTurn,
     assign_calls,
     compile_turn,
