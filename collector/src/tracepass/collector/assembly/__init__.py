@@ -4,7 +4,7 @@ rebuild `Conversation`s (see docs/collector.md for the rules)."""
 from .assembler import Assembler, complete_all
 from .buffer import unjoined_events
 from .build import build_conversation
-from .outcomes import END_TURNS_ATTRIBUTE, AddOutcome, Clock, Completed, Reason, TurnTarget
+from .handover import END_TURNS_ATTRIBUTE, AddOutcome, Clock, Completed, Reason, TurnTarget
 
 __all__ = [
     "END_TURNS_ATTRIBUTE",

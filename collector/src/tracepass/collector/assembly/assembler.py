@@ -41,10 +41,10 @@ from .closed import ClosedConversations
 from .completion import CompletionRules
 from .deadlines import DeadlineHeap
 from .gauges import AssemblyGauges
+from .handover import AddOutcome, Clock, Completed, Reason, TurnTarget
 from .limits import MemoryCaps
 from .links import TraceLinks
 from .open_set import OpenConversations
-from .outcomes import AddOutcome, Clock, Completed, Reason, TurnTarget
 from .retention import RetentionStore
 
 __all__ = ["Assembler", "complete_all"]

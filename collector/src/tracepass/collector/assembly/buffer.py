@@ -17,7 +17,7 @@ from enum import Enum
 
 from tracepass.collector.normalize.records import RecordKind, SpanRecord
 
-from .outcomes import END_TURNS_ATTRIBUTE, SpanKey
+from .handover import END_TURNS_ATTRIBUTE, SpanKey
 
 __all__ = [
     "Buffer",

@@ -15,7 +15,7 @@ from tracepass.collector.normalize.records import RecordKind
 
 from .buffer import Buffer, find
 from .build import MAX_DEPTH, build_conversation
-from .outcomes import Reason, SpanKey, TurnTarget
+from .handover import Reason, SpanKey, TurnTarget
 
 __all__ = ["CompletionRules"]
 
