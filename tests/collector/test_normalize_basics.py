@@ -87,11 +87,15 @@ def make_span(
 
 
 def make_request(
-    *spans: Span, resource: Mapping[str, Any] | None = None
+    *spans: Span, resource: Mapping[str, Any] | None = None, scope: str = ""
 ) -> ExportTraceServiceRequest:
+    """One request of `spans` under one instrumentation scope (`scope`: its name, which
+    decides the framework adapters that apply)."""
     rs = ResourceSpans()
     rs.resource.attributes.extend(kvs(resource or {"service.name": "svc"}))
-    rs.scope_spans.add().spans.extend(spans)
+    scoped = rs.scope_spans.add()
+    scoped.scope.name = scope
+    scoped.spans.extend(spans)
     return ExportTraceServiceRequest(resource_spans=[rs])
 
 

@@ -68,7 +68,7 @@ class Collector:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.servers.http_port}"
 
-    async def view(self, conversation_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    async def view(self, conversation_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
         """The conversation once evaluated (it completes on the reference's turn count)."""
         deadline = time.monotonic() + timeout_s
         while True:

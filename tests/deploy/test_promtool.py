@@ -35,7 +35,7 @@ def _run(*args: str) -> str:
         [require_tool("promtool"), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # promtool test rules takes minutes on a loaded 2-core machine
         cwd=ROOT,
         check=False,
     )

@@ -53,7 +53,7 @@ def wait_until(fn: Callable[[], T | None], timeout: float, what: str, interval: 
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
 
 
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+def http_get(url: str, timeout: float = 30.0) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status, resp.read()

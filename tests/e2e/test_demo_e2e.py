@@ -57,8 +57,10 @@ def _start_demo(
 
 
 def test_demo_short_run(tmp_path: Path) -> None:
+    # --keep-serving: on a loaded machine the 15 s run can end before both versions'
+    # gauges appear; the UI and /metrics then stay up until the test's Ctrl-C.
     proc, ports, report, out_path = _start_demo(
-        tmp_path, "--duration", "15", "--rate", "8", "--seed", "3"
+        tmp_path, "--duration", "15", "--rate", "8", "--seed", "3", "--keep-serving"
     )
     try:
         url = f"http://127.0.0.1:{ports['metrics_port']}/metrics"
@@ -92,6 +94,8 @@ def test_demo_short_run(tmp_path: Path) -> None:
         assert b"travel-assistant" in body
         # Per reference set: the regressed version is lower on every set both reached.
         assert max(pow3["1.1"]) < min(pow3["1.0"])
+        wait_until(lambda: "run complete" in out_path.read_text(), 300, "the run's end")
+        proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=180) == 0, (tmp_path / "demo.err").read_text()
     finally:
         if proc.poll() is None:
@@ -171,10 +175,17 @@ def test_demo_live_view(tmp_path: Path) -> None:
     assert re.search(r"web UI\s+http://127\.0\.0\.1:\d+/ui/", screen)
     for column in ("pass@1", "pass^3", "pass^3 unbiased", "CUSUM"):
         assert column in screen
-    # Rows of both versions with a posterior mean and its [lower, upper] interval.
+    # Rows of both versions; the live table shows a posterior mean and its [lower, upper]
+    # interval once a window holds 20 conversations. On a loaded machine the agent sends
+    # fewer than --rate asks, and 1.0's five seconds may not reach 20, so the live view
+    # must show an interval for at least one version, and the summary printed after the
+    # run (every evaluated conversation, no minimum) one for each.
     interval = r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]"
-    assert re.search(rf"│ 1\.0\s+│ run\s+│.*{interval}", screen)
-    assert re.search(rf"│ 1\.1\s+│ run\s+│.*{interval}", screen)
+    assert re.search(r"│ 1\.0\s+│ run\s+│", screen)
+    assert re.search(r"│ 1\.1\s+│ run\s+│", screen)
+    assert re.search(rf"│ 1\.[01]\s+│ run\s+│.*{interval}", screen)
+    assert re.search(rf"│ 1\.0\s+│\s+\d+ │\s+\d+ │ {interval}", screen)
+    assert re.search(rf"│ 1\.1\s+│\s+\d+ │\s+\d+ │ {interval}", screen)
     assert "demo finished" in screen
 
 

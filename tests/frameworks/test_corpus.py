@@ -79,9 +79,59 @@ _AGENTO11Y_DEFAULT = {
     "'attribute')]": _AGENTO11Y_ERROR_COPY,
     "conversation 0 turn 1: unexpected tool call book_flight({})": _AGENTO11Y_ERROR_COPY,
 }
+# Bedrock Agents' trace reports an action group's output as text only
+# (`ActionGroupInvocationOutput` has `text` and `metadata`, no status): a tool that fails
+# and lets the agent go on (a Lambda answering `responseState: REPROMPT`) reads as a
+# success whose result is the error text.
+_BEDROCK_AGENT_NO_STATUS = {
+    "conversation 0 turn 1 tool call 1 (book_flight): error None lacks 'flight FL-404 is "
+    "sold out'": "Bedrock Agents' action-group observation carries no status, only text"
+}
+# agento11y's OpenAI Agents run hooks (agento11y-openai-agents 0.21.0) read a tool's input
+# from `ToolContext.tool_input`, which openai-agents sets only for agents used as tools: a
+# function tool's arguments (`tool_arguments`) are on no span, and the model spans keep only
+# text, not the requested calls. (The failing call's error reaches the hooks as the
+# tool's result text, so it would read as a success too; it is hidden here behind the
+# missing arguments.)
+_AGENTO11Y_OA_NO_ARGUMENTS = (
+    "agento11y's OpenAI Agents hooks record no function-tool arguments (they read "
+    "ToolContext.tool_input, not tool_arguments) and no requested calls on model spans"
+)
+_AGENTO11Y_OA = {
+    problem: _AGENTO11Y_OA_NO_ARGUMENTS
+    for problem in (
+        "conversation 0 turn 0 tool call 0 (get_weather): no call with arguments {'city': "
+        "'Paris'}; calls of that name: [({}, 'attribute'), ({}, 'attribute')]",
+        "conversation 0 turn 0 tool call 1 (get_weather): no call with arguments {'city': "
+        "'Rome'}; calls of that name: [({}, 'attribute'), ({}, 'attribute')]",
+        "conversation 0 turn 0: unexpected tool call get_weather({})",
+        "conversation 0 turn 0: unexpected tool call get_weather({})",
+        "conversation 0 turn 1 tool call 0 (search_flights): no call with arguments {'origin': "
+        "'Paris', 'destination': 'Rome', 'filters': {'max_price': 200, 'cabin': 'economy'}}; "
+        "calls of that name: [({}, 'attribute')]",
+        "conversation 0 turn 1 tool call 1 (book_flight): no call with arguments {'flight_id': "
+        "'FL-404'}; calls of that name: [({}, 'attribute'), ({}, 'attribute')]",
+        "conversation 0 turn 1 tool call 2 (book_flight): no call with arguments {'flight_id': "
+        "'FL-123'}; calls of that name: [({}, 'attribute'), ({}, 'attribute')]",
+        "conversation 0 turn 1: unexpected tool call search_flights({})",
+        "conversation 0 turn 1: unexpected tool call book_flight({})",
+    )
+}
+# The hooks' hand-off span (`run_type=handoff`) names no destination and has no parent
+# run, and every span names the hooks' one `agent_name`: no agent step can be told apart.
+# (Each call's agent is hidden behind the missing arguments, as the error is above.)
+_AGENTO11Y_OA_HANDOFF = {
+    **_AGENTO11Y_OA,
+    "conversation 0 turn 1: steps [] != [{'agent': 'travel-agent', 'kind': 'agent'}, "
+    "{'agent': 'booking-agent', 'kind': 'handoff'}]": "agento11y's OpenAI Agents hand-off "
+    "span names no destination agent and every span names the hooks' agent_name",
+}
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "agento11y_openai_agents_otel": _AGENTO11Y_OA,
+    "agento11y_openai_agents_otel_handoff": _AGENTO11Y_OA_HANDOFF,
     "agento11y_langgraph": _AGENTO11Y_DEFAULT,
     "agento11y_langgraph_full": _AGENTO11Y_DEFAULT,
+    "bedrock_openinference_invoke_agent": _BEDROCK_AGENT_NO_STATUS,
 }
 
 # What `tracepass inspect` must report for scenarios whose spans lack content (each
@@ -95,7 +145,14 @@ _AGENTO11Y_HINT = (
 _AGENTO11Y_TURN_WARNINGS = ["no query found", "no answer found", _AGENTO11Y_HINT]
 # The failing call's span carries no arguments (_AGENTO11Y_ERROR_COPY): a partial read.
 _AGENTO11Y_NO_ARGUMENTS = "book_flight: no arguments read (a tool without parameters is fine)"
+_AGENTO11Y_OA_WARNINGS = [
+    f"{name}: no arguments read (a tool without parameters is fine)"
+    for name in ("get_weather", "get_weather", "search_flights", "book_flight", "book_flight")
+]
 KNOWN_WARNINGS: dict[str, list[str]] = {
+    # Every call of agento11y's OpenAI Agents hooks lacks its arguments (_AGENTO11Y_OA).
+    "agento11y_openai_agents_otel": _AGENTO11Y_OA_WARNINGS,
+    "agento11y_openai_agents_otel_handoff": _AGENTO11Y_OA_WARNINGS,
     "agento11y_langgraph": [
         *_AGENTO11Y_TURN_WARNINGS,
         _AGENTO11Y_NO_ARGUMENTS,

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import generator_support as support
 import harness
@@ -109,7 +111,14 @@ def run_turns(client: Any) -> list[str | None]:
     return answers
 
 
-def generate(scenario: str) -> Path:
+def stubbed_run(
+    service: str,
+    stub: Callable[[Any, Any], None],
+    run: Callable[[Any], list[str | None]],
+) -> tuple[harness.Capture, list[str | None]]:
+    """Instrument, build the boto3 `service` client (offline credentials), let `stub`
+    queue its answers on a `Stubber`, and `run` the application with it; every queued
+    answer must be used."""
     import boto3
     from botocore.stub import Stubber
     from openinference.instrumentation.bedrock import BedrockInstrumentor
@@ -118,20 +127,29 @@ def generate(scenario: str) -> Path:
     capture = harness.Capture()
     instrumentor = install(capture)
     client = boto3.client(
-        "bedrock-runtime",
+        service,
         region_name="us-east-1",
         aws_access_key_id="offline",
         aws_secret_access_key="offline",
     )
     stubber = Stubber(client)
-    for step in harness.model_steps():
-        stubber.add_response("converse", converse_response(step))
+    stub(client, stubber)
     try:
         with stubber:
-            answers = run_turns(client)
+            answers = run(client)
         stubber.assert_no_pending_responses()
     finally:
         instrumentor.uninstrument()
+    return capture, answers
+
+
+def stub_converse(client: Any, stubber: Any) -> None:
+    for step in harness.model_steps():
+        stubber.add_response("converse", converse_response(step))
+
+
+def generate(scenario: str) -> Path:
+    capture, answers = stubbed_run("bedrock-runtime", stub_converse, run_turns)
     support.check_answers(scenario, answers)
     meta = support.meta(
         FRAMEWORK,
@@ -151,7 +169,43 @@ def generate(scenario: str) -> Path:
     return capture.write(scenario, meta)
 
 
-SCENARIOS = {"bedrock_openinference_converse": generate}
+def generate_invoke_agent(scenario: str) -> Path:
+    import invoke_agent
+
+    capture, answers = stubbed_run(
+        "bedrock-agent-runtime", invoke_agent.stub_turns, invoke_agent.run_turns
+    )
+    support.check_answers(scenario, answers)
+    meta = support.meta(
+        FRAMEWORK,
+        "openinference-instrumentation-bedrock",
+        framework_package="boto3",
+        settings={
+            "using_session": harness.CONVERSATION_ID,
+            "api": "invoke_agent",
+            "enableTrace": "True",
+        },
+        agent_name=None,
+        notes=[
+            "Bedrock Agents: one invoke_agent call per turn on boto3's bedrock-agent-runtime "
+            "client; the agent (model and Lambda action group) is scripted as the completion "
+            "event stream Stubber answers with: trace parts (orchestrationTrace model "
+            "invocations, action-group invocations and observations, finalResponse) and the "
+            "answer chunk, encoded as an AWS event stream that botocore decodes.",
+            "Action-group parameters are strings with a type (nested filters as JSON text); "
+            "the model's tool_use blocks carry the call ids and the nested arguments.",
+            "The failing call's observation is its error text (a Lambda answering with "
+            "responseState REPROMPT): Bedrock's trace has no status for an action group.",
+            json.dumps({"agentId": invoke_agent.AGENT_ID, "model": invoke_agent.FOUNDATION_MODEL}),
+        ],
+    )
+    return capture.write(scenario, meta)
+
+
+SCENARIOS = {
+    "bedrock_openinference_converse": generate,
+    "bedrock_openinference_invoke_agent": generate_invoke_agent,
+}
 
 if __name__ == "__main__":
     raise SystemExit(support.run_cli(SCENARIOS, __doc__))

@@ -49,6 +49,45 @@ export const DESCRIPTIONS = {
 
 export const TOOLS = { get_weather: getWeather, search_flights: searchFlights, book_flight: bookFlight };
 
+/** Token usage every scripted response reports (the AI SDK's V3/V4 usage shape). */
+export const SCRIPTED_USAGE = {
+  inputTokens: { total: 20, noCache: 20, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 10, text: 10, reasoning: undefined },
+};
+
+/**
+ * A `doGenerate` for the AI SDK's mock language models (`MockLanguageModelV3` / `V4` from
+ * `ai/test`): each call answers with the script's next step, text or tool calls (with the
+ * script's call ids, inputs as JSON text).
+ */
+export function scriptedGenerate(scenario) {
+  const steps = modelSteps(scenario);
+  let next = 0;
+  return async () => {
+    const step = steps[next++];
+    if (step === undefined) throw new Error('the script has no more model steps');
+    if (step.text != null) {
+      return {
+        content: [{ type: 'text', text: step.text }],
+        finishReason: { unified: 'stop', raw: 'stop' },
+        usage: SCRIPTED_USAGE,
+        warnings: [],
+      };
+    }
+    return {
+      content: step.tool_calls.map((call) => ({
+        type: 'tool-call',
+        toolCallId: call.id,
+        toolName: call.name,
+        input: JSON.stringify(call.arguments),
+      })),
+      finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+      usage: SCRIPTED_USAGE,
+      warnings: [],
+    };
+  };
+}
+
 /** The last line a script prints: what generate.py checks against the script. */
 export function reportAnswers(answers) {
   console.log(JSON.stringify({ answers }));

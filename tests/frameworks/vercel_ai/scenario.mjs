@@ -19,8 +19,8 @@ import {
   DESCRIPTIONS,
   TOOLS,
   loadScenario,
-  modelSteps,
   reportAnswers,
+  scriptedGenerate,
 } from '../node_shared/travel.mjs';
 
 const variant = process.argv[2];
@@ -49,38 +49,10 @@ if (variant === 'vercel_ai_otel') {
   throw new Error(`unknown scenario ${variant}`);
 }
 
-const steps = modelSteps(scenario);
-let next = 0;
-const usage = {
-  inputTokens: { total: 20, noCache: 20, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 10, text: 10, reasoning: undefined },
-};
 const model = new MockLanguageModelV4({
   provider: 'scripted',
   modelId: 'scripted-travel-model',
-  doGenerate: async () => {
-    const step = steps[next++];
-    if (step === undefined) throw new Error('the script has no more model steps');
-    if (step.text != null) {
-      return {
-        content: [{ type: 'text', text: step.text }],
-        finishReason: { unified: 'stop', raw: 'stop' },
-        usage,
-        warnings: [],
-      };
-    }
-    return {
-      content: step.tool_calls.map((call) => ({
-        type: 'tool-call',
-        toolCallId: call.id,
-        toolName: call.name,
-        input: JSON.stringify(call.arguments),
-      })),
-      finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
-      usage,
-      warnings: [],
-    };
-  },
+  doGenerate: scriptedGenerate(scenario),
 });
 
 const tools = {
