@@ -1,6 +1,8 @@
 """The collector's data flows one way: a module imports only from its own stage or an
-earlier one (CONTRIBUTING.md), and the evaluator never imports the collector. Checked
-on the source text (ast), so a late import inside a function counts too."""
+earlier one (CONTRIBUTING.md), through the other package's face (its `__init__.py`,
+which only re-exports), without import cycles, and the evaluator never imports the
+collector. Checked on the source text (ast), so a late import inside a function counts
+too."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 COLLECTOR = ROOT / "collector" / "src" / "tracepass" / "collector"
 EVALUATOR = ROOT / "evaluator" / "src" / "tracepass" / "evaluator"
 
-# Stages in data-flow order. `config` and `instruments` are the foundation every stage may
-# use (settings in, operational counters out); `__init__` is the package itself.
-FOUNDATION = ("__init__", "config", "instruments")
+# Stages in data-flow order. `config`, `instruments` and `records` are the foundation every
+# stage may use (settings in, operational counters out, `SpanRecord` the shape between
+# the stages); `__init__` is the package itself.
+FOUNDATION = ("__init__", "config", "instruments", "records")
 STAGES = (
     "receiver",
     "normalize",
@@ -125,6 +128,135 @@ def test_the_checker_sees_upward_imports(tmp_path: Path) -> None:
     ]
     own = rank("receiver")
     assert all(rank(m.split(".")[2]) > own for m in found)
+
+
+# ---------------------------------------------------------------------------- faces
+
+# A package's face is its `__init__.py`: what it re-exports (`__all__`) is what the rest
+# of the collector may use. The faced packages are the stage packages and the foundation
+# package `records` (CONTRIBUTING.md, "Package faces"); `app` exports nothing and is
+# imported by nobody, so it has no face. A module outside package P imports P's names
+# from `tracepass.collector.P` itself: not from `tracepass.collector.P.module` (or a
+# sub-package), and not a module through the face (`from tracepass.collector.P import
+# module`) unless `__all__` lists it. Inside P, modules import each other directly.
+FACED = ("records", "receiver", "normalize", "assembly", "state", "matching", "pipeline")
+FACED += ("export", "api")
+# Modules kept out of their package's face on purpose, each imported only where it is
+# needed: re-exporting them would load psycopg with every import of the package,
+# although only `state.results_url: postgresql://…` uses it.
+BEHIND_THE_FACE = {
+    "tracepass.collector.state.postgres": "psycopg loads only for a PostgreSQL results store",
+    "tracepass.collector.pipeline.forwarding": "imports state.postgres (outbox → PostgreSQL)",
+}
+
+
+def face_exports(package_dir: Path) -> set[str]:
+    """The names a package's `__init__.py` lists in `__all__`."""
+    tree = ast.parse((package_dir / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        if isinstance(target, ast.Name) and target.id == "__all__":
+            value = node.value  # type: ignore[union-attr]
+            assert isinstance(value, ast.List | ast.Tuple)
+            return {e.value for e in value.elts if isinstance(e, ast.Constant)}
+    return set()
+
+
+def face_bypasses(path: Path, root: Path = COLLECTOR) -> list[tuple[int, str]]:
+    """(line, what) of every import in `path` that goes around a faced package's face
+    (`root` is the collector package directory the path lies in)."""
+    own = path.relative_to(root).parts[0].removesuffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        modules: list[tuple[str, list[str]]] = []
+        if isinstance(node, ast.Import):
+            modules = [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative: resolved against the importing module's package
+                base = _package_of(path).split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, module] if module else base)
+            modules = [(module, [alias.name for alias in node.names])]
+        for module, names in modules:
+            parts = module.split(".")
+            if parts[:2] != ["tracepass", "collector"] or len(parts) < 3:
+                continue
+            package = parts[2]
+            if package == own or package not in FACED or module in BEHIND_THE_FACE:
+                continue
+            if len(parts) > 3:
+                found.append(
+                    (node.lineno, f"imports {module} (import it from {'.'.join(parts[:3])})")
+                )
+                continue
+            exported = face_exports(root / package)
+            for name in names:
+                is_module = (root / package / f"{name}.py").exists() or (
+                    root / package / name
+                ).is_dir()
+                if is_module and name not in exported:
+                    found.append(
+                        (node.lineno, f"imports the module {module}.{name} through the face")
+                    )
+    return found
+
+
+@pytest.mark.parametrize("path", collector_modules(), ids=lambda p: str(p.relative_to(COLLECTOR)))
+def test_collector_imports_other_packages_through_their_faces(path: Path) -> None:
+    bad = [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in face_bypasses(path)]
+    assert not bad, "imports around a package's face (__init__.py):\n" + "\n".join(bad)
+
+
+def test_every_faced_package_exists_and_exports_something() -> None:
+    for package in FACED:
+        assert face_exports(COLLECTOR / package), f"{package}/__init__.py: no __all__"
+
+
+def test_package_inits_only_re_export() -> None:
+    """A package's `__init__.py` holds a docstring, imports and `__all__`: its code lives
+    in named modules (a reader looking for where a name is defined never lands there)."""
+    code = []
+    for init in sorted(COLLECTOR.rglob("__init__.py")):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        for i, node in enumerate(tree.body):
+            if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            target = node.targets[0] if isinstance(node, ast.Assign) else None
+            if isinstance(node, ast.AnnAssign):
+                target = node.target
+            if isinstance(target, ast.Name) and target.id == "__all__":
+                continue
+            code.append(f"{init.relative_to(ROOT)}:{node.lineno}: {type(node).__name__}")
+    assert not code, "code in package faces:\n" + "\n".join(code)
+
+
+def test_the_checker_sees_face_bypasses(tmp_path: Path) -> None:
+    root = tmp_path / "src" / "tracepass" / "collector"
+    (root / "state").mkdir(parents=True)
+    (root / "state" / "__init__.py").write_text(
+        'from tracepass.collector.state.store import Store\n__all__ = ["Store"]\n'
+    )
+    (root / "state" / "store.py").write_text("class Store: ...\n")
+    (root / "state" / "codec.py").write_text("def f(): ...\n")
+    module = root / "api" / "fake.py"
+    module.parent.mkdir()
+    module.write_text(
+        "from tracepass.collector.state import Store\n"  # fine: through the face
+        "from tracepass.collector.state.store import Store as S\n"  # around it
+        "from tracepass.collector.state import codec\n"  # a module through the face
+        "from ..state.codec import f\n"  # relative, around it
+        "def late():\n"
+        "    import tracepass.collector.state.store\n"  # late, around it
+        "    from tracepass.collector.state.postgres import P\n",  # behind the face on purpose
+        encoding="utf-8",
+    )
+    assert [line for line, _ in face_bypasses(module, root)] == [2, 3, 4, 6]
 
 
 # ---------------------------------------------------------------------------- cycles

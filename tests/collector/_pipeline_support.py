@@ -13,8 +13,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tracepass.collector.config import AssemblyConfig, StateConfig
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.pipeline import Pipeline, ResultInfo
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,

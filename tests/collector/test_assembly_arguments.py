@@ -8,12 +8,12 @@ from typing import Any
 
 from tracepass.collector.assembly import build_conversation
 from tracepass.collector.normalize.messages import make_tool_call, tool_responses
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ANSWER,
     ROLE_ATTR,
     TOOL_RESPONSES_ATTR,
 )
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import ToolCall
 
 TRACE = "ab" * 16

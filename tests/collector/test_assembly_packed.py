@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tracepass.collector.assembly import Assembler, Reason
 from tracepass.collector.assembly.packed import pack_records, unpack_records
 from tracepass.collector.config import AssemblyConfig
-from tracepass.collector.normalize.argument_shapes import DeferredResult
-from tracepass.collector.normalize.records import (
+from tracepass.collector.records import (
+    DeferredResult,
     SpanRecord,
     store_tool_arguments,
     store_tool_result,

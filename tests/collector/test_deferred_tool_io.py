@@ -11,17 +11,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.collector.normalize.argument_shapes import (
+from tracepass.collector.records import (
     RAW_KEY,
     DeferredResult,
+    RecordKind,
+    SpanRecord,
     coerce_arguments,
     coerce_result,
     deferred_arguments,
     deferred_result,
-)
-from tracepass.collector.normalize.records import (
-    RecordKind,
-    SpanRecord,
     store_tool_arguments,
     store_tool_result,
     stored_tool_arguments,

@@ -14,9 +14,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 from test_normalize_basics import kvs, make_request, make_span
 
-from tracepass.collector.normalize import RecordKind, normalize_request, pyrepr
-from tracepass.collector.normalize.argument_shapes import coerce_result
+from tracepass.collector.normalize import normalize_request
 from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF, RUN_IDS_ATTR
+from tracepass.collector.records import RecordKind, coerce_result, pyrepr
 
 SIGIL = "github.com/grafana/sigil/sdks/python"
 

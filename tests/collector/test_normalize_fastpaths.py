@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracepass.collector.normalize import argument_shapes, messages
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.collector.normalize import messages
+from tracepass.collector.records import NOT_JSON, loads, tool_values
 
 ROLES = st.sampled_from(
     ["user", "assistant", "USER", "Human", "ai", "model", "tool", "system", "", "other"]
@@ -106,8 +106,8 @@ JSONISH = st.recursive(
 
 def _general_arguments(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
-        return argument_shapes._coerce_text(value, loads(value))
-    return argument_shapes.coerce_arguments(value)
+        return tool_values._coerce_text(value, loads(value))
+    return tool_values.coerce_arguments(value)
 
 
 def _general_result(value: Any) -> Any:
@@ -122,7 +122,7 @@ def _general_result(value: Any) -> Any:
             if isinstance(value, str):
                 return value
         if isinstance(value, dict):
-            is_msg, content = argument_shapes._langchain_tool_message_content(value)
+            is_msg, content = tool_values._langchain_tool_message_content(value)
             if is_msg:
                 return content
     return value
@@ -132,5 +132,5 @@ def _general_result(value: Any) -> Any:
 @given(JSONISH, st.booleans())
 def test_argument_and_result_shortcuts_match_the_general_path(value: Any, as_json: bool) -> None:
     raw = json.dumps(value) if as_json else value
-    assert argument_shapes.coerce_arguments(raw) == _general_arguments(raw)
-    assert argument_shapes.coerce_result(raw) == _general_result(raw)
+    assert tool_values.coerce_arguments(raw) == _general_arguments(raw)
+    assert tool_values.coerce_result(raw) == _general_result(raw)

@@ -11,9 +11,9 @@ import pytest
 from test_normalize_basics import make_request, make_span
 
 from tracepass.collector.normalize import RecordKind, normalize_request, table
-from tracepass.collector.normalize.adapters import ADAPTERS
+from tracepass.collector.normalize.adapter_discovery import ADAPTERS, discover_adapters
 from tracepass.collector.normalize.registry import ADAPTERS_ATTR, CONVENTION_ATTR
-from tracepass.instrumentation import _semconv, semconv
+from tracepass.instrumentation import semconv
 
 
 def test_every_adapter_module_is_registered_once() -> None:
@@ -38,7 +38,7 @@ def test_an_added_adapter_module_is_discovered_without_touching_the_loop(
         "ADAPTER = Adapter('zz_test', scopes=('zz.scope',), adapt=adapt)\n"
     )
     monkeypatch.setattr(adapters, "__path__", [*adapters.__path__, str(tmp_path)])
-    found = adapters._discover()
+    found = discover_adapters()
     assert "zz_test" in [a.name for a in found]
     monkeypatch.setattr(table, "ADAPTERS", found)
     monkeypatch.setattr(table, "_SCOPE_CACHE", {})
@@ -74,4 +74,3 @@ def test_attribute_names_are_the_semconv_packages() -> None:
 
     assert semconv.TOOL_CALL_ARGUMENTS == ga.GEN_AI_TOOL_CALL_ARGUMENTS
     assert semconv.REFERENCE_ID == "tracepass.reference.id"
-    assert _semconv.REFERENCE_ID is semconv.REFERENCE_ID  # the old private name re-exports

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_normalize_basics import make_request, make_span
 
-from tracepass.collector.normalize import RecordKind, normalize_request, pyrepr
-from tracepass.collector.normalize.argument_shapes import coerce_arguments
+from tracepass.collector.normalize import normalize_request
+from tracepass.collector.records import RecordKind, coerce_arguments, pyrepr
 
 TL = "traceloop.association.properties."
 

@@ -9,8 +9,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize import ReadTally, RecordKind, normalize_request
-from tracepass.collector.normalize.records import SpanRecord
-from tracepass.collector.normalize.usage import ModelUsage, read_usage, timing_problem
+from tracepass.collector.normalize.usage import read_usage, timing_problem
+from tracepass.collector.records import ModelUsage, SpanRecord
 from tracepass.collector.state import decode_record, encode_record
 
 

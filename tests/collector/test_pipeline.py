@@ -23,9 +23,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.api import ConversationQuery, ConversationViews
 from tracepass.collector.config import AssemblyConfig, StateConfig
-from tracepass.collector.normalize.records import Rejection, SpanRecord
 from tracepass.collector.pipeline import Pipeline, ResultInfo
 from tracepass.collector.receiver.sink import Overloaded, SpanSink
+from tracepass.collector.records import Rejection, SpanRecord
 from tracepass.evaluator.models import ConversationResult
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from _pipeline_support import Harness, genai_request, rec, turn_records
 
-from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.pipeline import Pipeline
+from tracepass.collector.records import SpanRecord
 from tracepass.evaluator.models import Conversation
 
 

@@ -12,9 +12,9 @@ from _pipeline_support import Clock, Metrics, StubEvaluator, end_marker, turn_re
 
 from tracepass.collector.config import AssemblyConfig, SamplingConfig, StateConfig
 from tracepass.collector.matching import ReferenceSource
-from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.pipeline.sampling import ConversationSampler
+from tracepass.collector.records import SpanRecord
 from tracepass.evaluator.models import ReferenceSet
 
 

@@ -8,7 +8,8 @@ from typing import get_args
 from tracepass.collector.app.cli.evaluate import DefaultGrader, Profile
 from tracepass.collector.config import CollectorConfig, EvaluationSettings
 from tracepass.collector.service import build_evaluator
-from tracepass.evaluator.graders import grader_types
+from tracepass.evaluator import vocabulary
+from tracepass.evaluator.graders import grader_class, grader_types
 from tracepass.evaluator.scoring.evaluator import EvaluationConfig
 from tracepass.evaluator.vocabulary import DEFAULT_GRADERS, JUDGE_GRADERS, K_METRICS, PROFILES
 
@@ -39,3 +40,24 @@ def test_the_service_scores_with_the_configured_settings() -> None:
         0.5,
         "exact",
     )
+
+
+def test_the_named_constants_are_the_literal_types_values() -> None:
+    """The `Literal` types spell their values again (typing needs literals): each named
+    constant is one of them, and every value has its constant."""
+    assert (vocabulary.PROFILE_DEFAULT, vocabulary.PROFILE_FAIR_FORGE) == PROFILES
+    graders = (
+        vocabulary.GRADER_EXACT,
+        vocabulary.GRADER_CONTAINS,
+        vocabulary.GRADER_NUMERIC,
+        vocabulary.GRADER_LLM,
+    )
+    assert graders == DEFAULT_GRADERS
+    assert vocabulary.DEFAULT_GRADER in DEFAULT_GRADERS
+    assert (vocabulary.PASS_AT_K, vocabulary.PASS_POW_K) == K_METRICS
+    assert tuple(vocabulary.K_METRIC_SYMBOLS) == K_METRICS
+
+
+def test_each_built_in_grader_is_registered_under_its_vocabulary_name() -> None:
+    for name in DEFAULT_GRADERS:
+        assert grader_class(name).type_name == name

@@ -31,7 +31,7 @@ import pytest
 
 from tracepass.collector.app.cli.sources import conversations_from_otlp, requests_from_otlp
 from tracepass.collector.assembly.inspection import inspect_requests
-from tracepass.collector.normalize import pyrepr
+from tracepass.collector.records import pyrepr
 from tracepass.evaluator.models import AgentStep, Conversation, ToolCall
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 from test_corpus import CORPUS, compare
 
-from tracepass.collector import normalize
 from tracepass.collector.app.cli.sources import requests_from_otlp
 from tracepass.collector.config import load_config
-from tracepass.collector.normalize import table, vercel_ai
+from tracepass.collector.normalize import spans, table, vercel_ai
 from tracepass.collector.pipeline import assemble_offline
 from tracepass.collector.pipeline.offline import default_normalizer
 
@@ -62,8 +61,8 @@ conventions:
 def without_vercel_convention(monkeypatch: pytest.MonkeyPatch) -> None:
     """The built-in table with the Vercel AI SDK convention and adapter deleted."""
     kept = [c for c in table.CONVENTIONS if c.name != vercel_ai.NAME]
-    monkeypatch.setattr(normalize, "BY_KEY", tuple((k, c) for c in kept for k in c.keys))
-    monkeypatch.setattr(normalize, "BY_SPAN_NAME", {n: c for c in kept for n in c.span_names})
+    monkeypatch.setattr(spans, "BY_KEY", tuple((k, c) for c in kept for k in c.keys))
+    monkeypatch.setattr(spans, "BY_SPAN_NAME", {n: c for c in kept for n in c.span_names})
     monkeypatch.setattr(
         table, "ADAPTERS", tuple(a for a in table.ADAPTERS if a.name != vercel_ai.NAME)
     )

@@ -292,8 +292,13 @@ def test_json_nested_beyond_the_bound_is_kept_as_text() -> None:
     """Found by the schema fuzz: a tool schema or arguments nested ~300 deep were decoded,
     and the conversation's result then could not be stored (pydantic stops serializing at
     about 255 levels): an evaluation error, the result lost. Such JSON is kept as text."""
-    from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
-    from tracepass.collector.normalize.jsonvalue import MAX_JSON_DEPTH, NOT_JSON, loads
+    from tracepass.collector.records import (
+        MAX_JSON_DEPTH,
+        NOT_JSON,
+        coerce_arguments,
+        coerce_result,
+        loads,
+    )
 
     deep = '{"x":' * 300 + "1" + "}" * 300
     assert loads(deep) is NOT_JSON

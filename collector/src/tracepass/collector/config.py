@@ -23,7 +23,7 @@ from pydantic import (
 from tracepass.evaluator.models import ConversationJudgeSpec
 from tracepass.evaluator.pricing import ModelPrice, PriceBook
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
-from tracepass.evaluator.vocabulary import DefaultGrader, Profile
+from tracepass.evaluator.vocabulary import DEFAULT_GRADER, PROFILE_DEFAULT, DefaultGrader, Profile
 
 
 class _Section(BaseModel):
@@ -132,10 +132,10 @@ class JudgeBudgetConfig(_Section):
 
 
 class EvaluationSettings(_Section):
-    profile: Profile = "default"
+    profile: Profile = PROFILE_DEFAULT
     threshold: float = Field(default=0.7, ge=0, le=1)
     tool_threshold: float = Field(default=1.0, ge=0, le=1)
-    default_grader: DefaultGrader = "contains"
+    default_grader: DefaultGrader = DEFAULT_GRADER
     # module:attr of a langchain-core BaseChatModel instance or factory, for the llm grader.
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)

@@ -28,28 +28,38 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tracepass.collector.api import ConversationViews, ReadModel, conversation_routes, read_routes
-from tracepass.collector.api.review import ReviewQueue
-from tracepass.collector.api.triage import Triage
+from tracepass.collector.api import (
+    ConversationViews,
+    ReadModel,
+    ReviewQueue,
+    Triage,
+    conversation_routes,
+    read_routes,
+)
 from tracepass.collector.config import CollectorConfig, ConfigError
-from tracepass.collector.export.alert_links import register_alert_link_gauges
-from tracepass.collector.export.budget import register_budget_gauge
-from tracepass.collector.export.schema_checks import register_schema_check_counter
+from tracepass.collector.export import (
+    register_alert_link_gauges,
+    register_budget_gauge,
+    register_schema_check_counter,
+)
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.pipeline import Pipeline, ResultInfo
-from tracepass.collector.pipeline.components import (
+from tracepass.collector.pipeline import (
+    ConversationSampler,
     ListenerComponent,
+    Pipeline,
     ResultChain,
     ResultComponent,
+    ResultInfo,
+    ResultsWriter,
 )
-from tracepass.collector.pipeline.results import ResultsWriter
-from tracepass.collector.pipeline.sampling import ConversationSampler
-from tracepass.collector.receiver import ReceiverServers
-from tracepass.collector.receiver.binding import BindError
-from tracepass.collector.receiver.http_server import GetRoute
-from tracepass.collector.receiver.memory import MemoryGuard
-from tracepass.collector.receiver.recording import RecordingSink
-from tracepass.collector.receiver.sink import SpanSink
+from tracepass.collector.receiver import (
+    BindError,
+    GetRoute,
+    MemoryGuard,
+    ReceiverServers,
+    RecordingSink,
+    SpanSink,
+)
 from tracepass.collector.state import StateStore
 from tracepass.evaluator.judge.call_budget import JudgeBudget
 from tracepass.evaluator.judge.model_loading import JudgeSpecError, resolve_chat_model
@@ -212,9 +222,12 @@ class CollectorService:
     async def _start(self) -> None:
         # Imported here: the metrics stack pulls in prometheus_client and the SDK, which
         # commands that never run a collector should not pay for.
-        from tracepass.collector.export.judge_series import journal_entry
-        from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
-        from tracepass.collector.export.telemetry import build_telemetry
+        from tracepass.collector.export import (
+            EvaluationMetrics,
+            build_telemetry,
+            journal_entry,
+            rolling_config,
+        )
 
         cfg = self.config
         self.telemetry = build_telemetry(
@@ -279,7 +292,7 @@ class CollectorService:
         snapshots: Callable[[], Sequence[KeySnapshot]] = self.snapshot
         if shared is not None:
             # Every replica's agents, not only this one's windows (api/pooled.py).
-            from tracepass.collector.api.pooled import pooled_snapshots
+            from tracepass.collector.api import pooled_snapshots
 
             snapshots = pooled_snapshots(shared, rolling, self.clock)
         self.read_model = ReadModel(
@@ -300,7 +313,7 @@ class CollectorService:
     async def _open_state_file(self) -> None:
         """Open the state file; a damaged file or a read-only directory is a
         `StateError` naming the path (exit 2), not a traceback."""
-        from tracepass.collector.state.unusable import unusable_state
+        from tracepass.collector.state import unusable_state
 
         assert self.store is not None
         try:
@@ -349,13 +362,13 @@ class CollectorService:
         journal number goes on), counted (a stale revision stops the events and the
         failure line), noted by the windows, then the events, the failure log line and
         the caller's listeners."""
-        from tracepass.collector.export.consumers import (
+        from tracepass.collector.export import (
+            EvaluationEvents,
             EventsComponent,
             FailureLogComponent,
             MetricsComponent,
+            RollingWindows,
         )
-        from tracepass.collector.export.evaluation_events import EvaluationEvents
-        from tracepass.collector.export.windows import RollingWindows
 
         metrics = self.metrics
         counted = MetricsComponent(metrics)
@@ -397,7 +410,7 @@ class CollectorService:
         self.review = ReviewQueue(cfg, self.pipeline, self.clock, write)
         routes += await self.review.start(self.read_model)  # tables, API and page routes
         if cfg.ui.enabled:
-            from tracepass.collector.api.ui import ui_routes
+            from tracepass.collector.api import ui_routes
 
             routes += ui_routes(
                 self.read_model,

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from tracepass.collector.api.reference_writer import ApprovalError, write_reference
 from tracepass.collector.api.write_access import WriteRoute
-from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.receiver import GetRoute
 from tracepass.collector.state import StoredResult
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.references.candidate_mining import (

@@ -20,8 +20,7 @@ from aiohttp import web
 
 from tracepass.collector.api.params import ParamError, format_time, parse_time
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.state import StateStore
-from tracepass.collector.state.failure_index import ModeScope
+from tracepass.collector.state import ModeScope, StateStore
 
 __all__ = [
     "DEFAULT_MODES",

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from tracepass.collector.state.index import ResultFilter, decode_cursor
+from tracepass.collector.state import ResultFilter, decode_cursor
 from tracepass.evaluator.models import Outcome
 
 __all__ = [

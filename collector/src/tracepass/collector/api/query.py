@@ -10,7 +10,7 @@ from aiohttp import web
 
 from tracepass.collector.api.views import conversation_view_json, stored_view_json
 from tracepass.collector.pipeline import Pipeline
-from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.receiver import GetRoute
 
 __all__ = ["CONVERSATION_PATH", "ConversationQuery", "ConversationViews", "conversation_routes"]
 

@@ -19,8 +19,7 @@ from tracepass.collector.api.params import (
     parse_list_query,
 )
 from tracepass.collector.api.query_guard import QueryGuard
-from tracepass.collector.state import ResultsStore
-from tracepass.collector.state.index import ResultRow, encode_cursor
+from tracepass.collector.state import ResultRow, ResultsStore, encode_cursor
 from tracepass.evaluator.cost_latency import version_figures
 from tracepass.evaluator.scoring.explain import natural_key
 from tracepass.evaluator.stats import passk

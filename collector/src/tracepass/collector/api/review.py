@@ -28,12 +28,9 @@ from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute, mount_write_routes
 from tracepass.collector.config import CollectorConfig
-from tracepass.collector.pipeline import Pipeline, ResultInfo
-from tracepass.collector.pipeline.review_rules import ReviewRules
-from tracepass.collector.receiver.http_server import GetRoute
-from tracepass.collector.state import StoredResult
-from tracepass.collector.state.failure_index import ModeScope
-from tracepass.collector.state.review_labels import ReviewLabel, ReviewLabels
+from tracepass.collector.pipeline import Pipeline, ResultInfo, ReviewRules
+from tracepass.collector.receiver import GetRoute
+from tracepass.collector.state import ModeScope, ReviewLabel, ReviewLabels, StoredResult
 from tracepass.evaluator.judge import agreement
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.offline.human_review import live_agreement

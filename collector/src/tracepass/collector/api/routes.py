@@ -22,7 +22,7 @@ from aiohttp import web
 from tracepass.collector.api.params import ParamError, check_bounds
 from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
-from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.receiver import GetRoute
 
 __all__ = ["AGENTS_PATH", "CONVERSATIONS_PATH", "REFERENCES_SUMMARY_PATH", "read_routes"]
 

@@ -26,8 +26,8 @@ from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.write_access import WriteAccess, mount_write_routes
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
-from tracepass.collector.receiver.http_server import GetRoute
-from tracepass.collector.state.codec import decode_result
+from tracepass.collector.receiver import GetRoute
+from tracepass.collector.state import decode_result
 from tracepass.evaluator.references.candidate_mining import CandidateMiner
 
 __all__ = ["WARM_UP_LIMIT", "Triage", "reference_directory"]

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 from tracepass.collector.config import AssemblyConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .buffer import Buffer, State, count_unjoined, events_only, find, note_end, note_turn, restored

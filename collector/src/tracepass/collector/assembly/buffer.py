@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.records import RecordKind, SpanRecord
 
 from .handover import END_TURNS_ATTRIBUTE, SpanKey
 

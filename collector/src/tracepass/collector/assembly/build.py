@@ -12,14 +12,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import (
+from tracepass.collector.normalize import (
     ROLE_ANSWER,
     ROLE_ATTR,
     RUN_IDS_ATTR,
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
 )
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.cost_latency import combine_latency, combine_usage
 from tracepass.evaluator.models import Conversation, ToolDefinition, Turn, construct_unchecked
 from tracepass.evaluator.pricing import PriceBook

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .buffer import Buffer, State, count_unjoined, find, place

@@ -11,7 +11,7 @@ root are looked at, never every record.
 from __future__ import annotations
 
 from tracepass.collector.config import AssemblyConfig
-from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.records import RecordKind
 
 from .buffer import Buffer, find
 from .build import MAX_DEPTH, build_conversation

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.records import RecordKind, SpanRecord
 
 _BY_START = attrgetter("start_ns", "span_id")
 _MODEL = RecordKind.MODEL

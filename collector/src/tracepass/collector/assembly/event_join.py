@@ -13,10 +13,8 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import MutableMapping
 
-from tracepass.collector.normalize import genai_events
-from tracepass.collector.normalize.logs import event_of
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import SOURCE_LOG
+from tracepass.collector.normalize import SOURCE_LOG, apply_events, event_of
+from tracepass.collector.records import RecordKind, SpanRecord
 
 SpanKey = tuple[str, str]
 
@@ -40,6 +38,6 @@ def join_log_events(index: MutableMapping[SpanKey, SpanRecord]) -> int:
         sources = joined.attributes.get("tracepass.sources")
         if isinstance(sources, dict):
             joined.attributes["tracepass.sources"] = dict(sources)
-        if genai_events.apply_events(joined, events, SOURCE_LOG):
+        if apply_events(joined, events, SOURCE_LOG):
             index[key] = joined
     return orphans

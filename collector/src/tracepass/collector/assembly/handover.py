@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 
 __all__ = [
     "END_TURNS_ATTRIBUTE",

@@ -21,17 +21,19 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize import CustomConventions, OtlpRequest, normalize_any
-from tracepass.collector.normalize.adapters import ADAPTERS
-from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
-from tracepass.collector.normalize.registry import (
+from tracepass.collector.normalize import (
+    ADAPTERS,
     ADAPTERS_ATTR,
     CONVENTION_ATTR,
     ROLE_ATTR,
     RUN_IDS_ATTR,
     SOURCES_ATTR,
+    CustomConventions,
+    OtlpRequest,
+    normalize_any,
     source_of,
 )
+from tracepass.collector.records import RecordKind, Rejection, SpanRecord
 from tracepass.evaluator.models import Conversation, ToolCall, Turn
 
 from .assembler import complete_all

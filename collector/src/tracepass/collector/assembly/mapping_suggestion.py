@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.collector.records import NOT_JSON, loads
 
 from .span_shapes import Shape, SpanShapes
 

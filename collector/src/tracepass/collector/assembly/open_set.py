@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
 from .buffer import Buffer, State, place

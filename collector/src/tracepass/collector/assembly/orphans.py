@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from tracepass.collector.normalize.records import RecordKind
+from tracepass.collector.records import RecordKind
 
 from .buffer import Buffer, State
 

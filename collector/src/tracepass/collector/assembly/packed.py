@@ -22,8 +22,8 @@ import pickle
 from collections.abc import Iterable
 from operator import attrgetter
 
-from tracepass.collector.normalize.argument_shapes import DeferredResult
-from tracepass.collector.normalize.records import (
+from tracepass.collector.records import (
+    DeferredResult,
     RecordKind,
     SpanRecord,
     stored_tool_arguments,

@@ -23,17 +23,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracepass.collector.normalize.argument_shapes import RAW_KEY, coerce_result
-from tracepass.collector.normalize.messages import response_key
-from tracepass.collector.normalize.records import SpanRecord, stored_tool_arguments
-from tracepass.collector.normalize.registry import (
+from tracepass.collector.normalize import (
     SOURCE_ATTRIBUTE,
     SOURCE_MODEL_REQUEST,
     SOURCES_ATTR,
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
+    response_key,
     source_of,
 )
+from tracepass.collector.records import RAW_KEY, SpanRecord, coerce_result, stored_tool_arguments
 from tracepass.evaluator.models import ToolCall, construct_unchecked
 
 MISSING = object()

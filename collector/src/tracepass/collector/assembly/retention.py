@@ -29,7 +29,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 
 from .links import CompactTrace
 from .packed import pack_records, unpack_records

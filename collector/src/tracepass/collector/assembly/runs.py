@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import MutableMapping
 
-from tracepass.collector.normalize.records import SpanRecord
-from tracepass.collector.normalize.registry import RUN_IDS_ATTR
+from tracepass.collector.normalize import RUN_IDS_ATTR
+from tracepass.collector.records import SpanRecord
 
 SpanKey = tuple[str, str]
 MAX_DEPTH = 512

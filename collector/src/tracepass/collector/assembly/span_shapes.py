@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize.anyvalue import any_value
+from tracepass.collector.normalize import any_value
 
 MAX_DISTINCT = 2_000
 MAX_SAMPLE_CHARS = 4_000

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF
+from tracepass.collector.normalize import ROLE_ATTR, ROLE_HANDOFF
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.models import AgentStep, ToolCall, construct_unchecked
 
 _TURN = RecordKind.TURN

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, model_of, timing_problem
+from tracepass.collector.normalize import MAX_SPAN_DURATION_NS, model_of, timing_problem
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.cost_latency import (
     KIND_MODEL,
     KIND_OTHER,

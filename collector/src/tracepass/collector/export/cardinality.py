@@ -108,9 +108,6 @@ class LabelLimiter:
                 )
         return folded
 
-    def distinct(self, label: str) -> int:
-        return len(self._seen.get(label, ()))
-
 
 def _folds(values: tuple[str, ...]) -> list[tuple[str, ...]]:
     """`values`, then with its labels replaced by `other` one more at a time: the

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from tracepass.collector.export.evaluation_events import EvaluationEvents
 from tracepass.collector.export.failure_log import log_failure
 from tracepass.collector.export.metrics import EvaluationMetrics
-from tracepass.collector.pipeline.components import ResultComponent
-from tracepass.collector.pipeline.scheduling import ResultInfo
+from tracepass.collector.pipeline import ResultComponent, ResultInfo
 from tracepass.evaluator.models import ConversationResult
 
 __all__ = ["EventsComponent", "FailureLogComponent", "MetricsComponent"]

@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import Resource
 
 from tracepass.collector.config import MetricsConfig
 from tracepass.collector.export.exemplars import ExemplarCollector, ExemplarStore
-from tracepass.collector.receiver.binding import BindError, reason_of
+from tracepass.collector.receiver import BindError, reason_of
 
 __all__ = ["Telemetry", "build_telemetry", "otlp_settings"]
 

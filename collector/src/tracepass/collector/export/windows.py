@@ -24,8 +24,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from tracepass.collector.export.window_entry import decode_entries
-from tracepass.collector.pipeline.components import ResultComponent
-from tracepass.collector.pipeline.scheduling import ResultInfo
+from tracepass.collector.pipeline import ResultComponent, ResultInfo
 from tracepass.collector.state import JOURNAL_RESULT, JOURNAL_WINDOW, StateStore
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.stats.rolling import RollingAggregator, StateCapture

@@ -36,11 +36,16 @@ from tracepass.collector.config import (
     parse_field_path,
 )
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
-from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.records import (
+    NOT_JSON,
+    RecordKind,
+    SpanRecord,
+    coerce_arguments,
+    coerce_result,
+    loads,
+)
 from tracepass.instrumentation import semconv as sc
 
 # The convention label of a span a mapping claimed: `custom:<mapping name>`.

@@ -13,11 +13,6 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import (
-    deferred_arguments,
-    deferred_result,
-    tool_call_id_from_result,
-)
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
@@ -32,12 +27,6 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
     tool_responses,
 )
-from tracepass.collector.normalize.records import (
-    RecordKind,
-    SpanRecord,
-    store_tool_arguments,
-    store_tool_result,
-)
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import (
     GENAI_DEFINITIONS,
@@ -47,13 +36,21 @@ from tracepass.collector.normalize.tooldefs import (
     model_definitions,
     tracepass_tool_definition,
 )
+from tracepass.collector.records import (
+    RecordKind,
+    SpanRecord,
+    deferred_arguments,
+    deferred_result,
+    store_tool_arguments,
+    store_tool_result,
+    tool_call_id_from_result,
+)
 from tracepass.instrumentation import semconv as sc
 
 NAME = "genai"
 
 OPERATION = sc.OPERATION_NAME
 TURN_OPERATIONS = frozenset({sc.OP_INVOKE_AGENT, sc.OP_INVOKE_WORKFLOW})
-TOOL_OPERATIONS = frozenset({sc.OP_EXECUTE_TOOL})
 MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 
 INPUT_MESSAGES = sc.INPUT_MESSAGES

@@ -29,9 +29,7 @@ from typing import Any, Final
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.anyvalue import attributes_to_dict
-from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (
     USER,
     last_text_in,
@@ -42,8 +40,15 @@ from tracepass.collector.normalize.messages import (
     requested_tool_calls,
     tool_responses,
 )
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, note_source
+from tracepass.collector.records import (
+    NOT_JSON,
+    RecordKind,
+    SpanRecord,
+    coerce_arguments,
+    coerce_result,
+    loads,
+)
 from tracepass.evaluator.models import ToolCall
 from tracepass.instrumentation import semconv as sc
 

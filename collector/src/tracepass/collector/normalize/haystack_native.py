@@ -18,9 +18,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import coerce_arguments, coerce_result
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (
     USER,
     Message,
@@ -31,8 +29,15 @@ from tracepass.collector.normalize.messages import (
     parse_message,
     query_from_state,
 )
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.records import (
+    NOT_JSON,
+    RecordKind,
+    SpanRecord,
+    coerce_arguments,
+    coerce_result,
+    loads,
+)
 
 NAME: Final = "haystack"
 

@@ -29,8 +29,8 @@ from tracepass.collector.normalize import genai_events
 from tracepass.collector.normalize.anyvalue import any_value, attributes_to_dict
 from tracepass.collector.normalize.conversation_ids import resolve_conversation_id
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.records import RecordKind, Rejection, SpanRecord
 from tracepass.collector.normalize.stats import LOG_EVENTS, NONE, ReadTally
+from tracepass.collector.records import RecordKind, Rejection, SpanRecord
 
 NAME: Final = LOG_EVENTS
 # `SpanRecord.attributes` key of an EVENT record: {"name": event name, "fields": {...}}.

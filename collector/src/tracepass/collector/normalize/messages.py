@@ -18,8 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tracepass.collector.normalize.argument_shapes import coerce_arguments
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
+from tracepass.collector.records import NOT_JSON, coerce_arguments, loads
 from tracepass.evaluator.models import ToolCall
 
 USER = "user"

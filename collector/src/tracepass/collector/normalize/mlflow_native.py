@@ -21,9 +21,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import deferred_arguments, deferred_result
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (
     USER,
     answer_from_state,
@@ -33,13 +31,17 @@ from tracepass.collector.normalize.messages import (
     query_from_state,
     requested_tool_calls,
 )
-from tracepass.collector.normalize.records import (
+from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.records import (
+    NOT_JSON,
     RecordKind,
     SpanRecord,
+    deferred_arguments,
+    deferred_result,
+    loads,
     store_tool_arguments,
     store_tool_result,
 )
-from tracepass.collector.normalize.registry import Convention
 
 NAME = "mlflow"
 SPAN_TYPE = "mlflow.spanType"

@@ -15,11 +15,6 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import (
-    coerce_arguments,
-    coerce_result,
-    tool_call_id_from_result,
-)
 from tracepass.collector.normalize.extract import as_str
 from tracepass.collector.normalize.messages import (
     USER,
@@ -31,9 +26,15 @@ from tracepass.collector.normalize.messages import (
     query_from_state,
     requested_tool_calls,
 )
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Convention
 from tracepass.collector.normalize.tooldefs import openinference_definitions
+from tracepass.collector.records import (
+    RecordKind,
+    SpanRecord,
+    coerce_arguments,
+    coerce_result,
+    tool_call_id_from_result,
+)
 
 NAME = "openinference"
 SPAN_KIND = "openinference.span.kind"

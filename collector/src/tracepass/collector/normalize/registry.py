@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 
 # Keys of `SpanRecord.attributes` that describe how the record was read.
 CONVENTION_ATTR: Final = "tracepass.convention"
@@ -60,7 +60,6 @@ SOURCE_SPAN_EVENT: Final = "span_event"
 SOURCE_LOG: Final = "log"
 SOURCE_ADAPTER: Final = "adapter"
 SOURCE_MODEL_REQUEST: Final = "model_request"
-SOURCE_MODEL_INPUT: Final = "model_input"
 
 # fill(record, attributes, marker value, span) -> convention name, or None to decline.
 Fill = Callable[[SpanRecord, dict[str, Any], Any, Span], str | None]

@@ -20,7 +20,7 @@ from tracepass.collector.normalize import (
     tracepass_conv,
     vercel_ai,
 )
-from tracepass.collector.normalize.adapters import ADAPTERS
+from tracepass.collector.normalize.adapter_discovery import ADAPTERS
 from tracepass.collector.normalize.registry import Adapter, Convention
 
 CONVENTIONS: tuple[Convention, ...] = (

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import loads
+from tracepass.collector.records import loads
 from tracepass.evaluator.models import ToolDefinition
 from tracepass.instrumentation import semconv as sc
 

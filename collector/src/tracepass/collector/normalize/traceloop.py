@@ -14,12 +14,18 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize import genai
-from tracepass.collector.normalize.argument_shapes import RAW_KEY, coerce_arguments
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import answer_from_state, query_from_state
-from tracepass.collector.normalize.records import RecordKind, SpanRecord, stored_tool_arguments
 from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.records import (
+    NOT_JSON,
+    RAW_KEY,
+    RecordKind,
+    SpanRecord,
+    coerce_arguments,
+    loads,
+    stored_tool_arguments,
+)
 
 NAME = "traceloop"
 SPAN_KIND = "traceloop.span.kind"

@@ -12,8 +12,8 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.instrumentation import semconv as sc
 
 NAME = "tracepass"

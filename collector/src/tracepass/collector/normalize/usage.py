@@ -26,15 +26,14 @@ the record's kept attributes (`gen_ai.response.model`, `gen_ai.request.model`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
+from tracepass.collector.records import ModelUsage
 from tracepass.instrumentation import semconv as sc
 
 __all__ = [
     "INPUT_KEYS",
     "MAX_SPAN_DURATION_NS",
-    "ModelUsage",
     "model_of",
     "read_usage",
     "timing_problem",
@@ -80,22 +79,6 @@ _FIELDS: Final = (
     ("cached_input_tokens", CACHED_KEYS),
     ("reasoning_tokens", REASONING_KEYS),
 )
-
-
-# Not frozen, built positionally: a frozen dataclass's `__init__` assigns through
-# `object.__setattr__`, which tripled the cost of reading usage at ingest (one per model
-# call). Treated as immutable all the same: nothing assigns to a field after reading.
-@dataclass(slots=True)
-class ModelUsage:
-    """What one model-call span says about its tokens (None: not carried or unusable)."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_input_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    provider: str | None = None
-    # "input_tokens: negative (-3)"-style notes, "; "-joined; None when all were usable.
-    problem: str | None = None
 
 
 def _count(value: Any) -> tuple[int | None, str | None]:

@@ -28,9 +28,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import deferred_arguments, deferred_result
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import (
     USER,
     content_text,
@@ -38,14 +36,18 @@ from tracepass.collector.normalize.messages import (
     make_tool_call,
     parse_messages,
 )
-from tracepass.collector.normalize.records import (
+from tracepass.collector.normalize.registry import Convention
+from tracepass.collector.normalize.tooldefs import definitions_from_items
+from tracepass.collector.records import (
+    NOT_JSON,
     RecordKind,
     SpanRecord,
+    deferred_arguments,
+    deferred_result,
+    loads,
     store_tool_arguments,
     store_tool_result,
 )
-from tracepass.collector.normalize.registry import Convention
-from tracepass.collector.normalize.tooldefs import definitions_from_items
 from tracepass.evaluator.models import ToolCall
 
 NAME = "vercel_ai"

@@ -17,6 +17,9 @@ from tracepass.collector.pipeline.offline import (
     assemble_records,
     default_normalizer,
 )
+from tracepass.collector.pipeline.results import ResultsWriter
+from tracepass.collector.pipeline.review_rules import ReviewRules
+from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
     ResultInfo,
@@ -26,6 +29,7 @@ from tracepass.collector.pipeline.scheduling import (
 __all__ = [
     "Component",
     "ConversationEvaluator",
+    "ConversationSampler",
     "ListenerComponent",
     "Normalizer",
     "Pipeline",
@@ -33,6 +37,8 @@ __all__ = [
     "ResultComponent",
     "ResultInfo",
     "ResultListener",
+    "ResultsWriter",
+    "ReviewRules",
     "assemble_offline",
     "assemble_records",
     "default_normalizer",

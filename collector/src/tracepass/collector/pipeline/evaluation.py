@@ -17,11 +17,9 @@ from collections.abc import Callable
 
 from opentelemetry.metrics import Meter
 
-from tracepass.collector.assembly import Assembler, Completed, build_conversation
-from tracepass.collector.assembly.timeline import DEFAULT_PRICES
+from tracepass.collector.assembly import DEFAULT_PRICES, Assembler, Completed, build_conversation
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import Match, ReferenceSource
-from tracepass.collector.normalize.records import RecordKind
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import (
     ConversationEvaluator,
@@ -30,6 +28,7 @@ from tracepass.collector.pipeline.scheduling import (
     ResultInfo,
     ResultListener,
 )
+from tracepass.collector.records import RecordKind
 from tracepass.collector.state import StateStore
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.pricing import PriceBook

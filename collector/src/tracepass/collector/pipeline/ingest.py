@@ -28,9 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracepass.collector.assembly import AddOutcome, Assembler
 from tracepass.collector.config import AssemblyConfig, ConventionsConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize import CONVERSATION_ID_KEYS
-from tracepass.collector.normalize.records import Rejection, SpanRecord
-from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.normalize import CONVERSATION_ID_KEYS, ReadTally
 from tracepass.collector.pipeline.offline import (
     LogsNormalizer,
     Normalizer,
@@ -39,8 +37,8 @@ from tracepass.collector.pipeline.offline import (
 )
 from tracepass.collector.pipeline.orphan_events import check_orphan_events, is_event
 from tracepass.collector.pipeline.sampling import ConversationSampler
-from tracepass.collector.receiver.decode import count_log_records
-from tracepass.collector.receiver.sink import IngestResult, Overloaded
+from tracepass.collector.receiver import IngestResult, Overloaded, count_log_records
+from tracepass.collector.records import Rejection, SpanRecord
 from tracepass.collector.state import StateError, StateStore
 
 __all__ = ["LARGE_BATCH", "IngestStage"]

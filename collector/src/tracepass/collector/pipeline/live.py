@@ -30,8 +30,7 @@ from opentelemetry.metrics import Meter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.assembly import Assembler, build_conversation
-from tracepass.collector.assembly.timeline import DEFAULT_PRICES
+from tracepass.collector.assembly import DEFAULT_PRICES, Assembler, build_conversation
 from tracepass.collector.config import (
     AssemblyConfig,
     CollectorConfig,
@@ -41,8 +40,7 @@ from tracepass.collector.config import (
 )
 from tracepass.collector.instruments import CollectorInstruments
 from tracepass.collector.matching import ReferenceSource
-from tracepass.collector.normalize.records import Rejection, SpanRecord
-from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.normalize import ReadTally
 from tracepass.collector.pipeline.components import ListenerComponent, ResultChain
 from tracepass.collector.pipeline.evaluation import EvaluationStage
 from tracepass.collector.pipeline.ingest import IngestStage
@@ -51,9 +49,9 @@ from tracepass.collector.pipeline.recovery import restore_conversations
 from tracepass.collector.pipeline.results import ResultsWriter
 from tracepass.collector.pipeline.sampling import ConversationSampler
 from tracepass.collector.pipeline.scheduling import ConversationEvaluator, ResultListener
-from tracepass.collector.receiver.sink import IngestResult
-from tracepass.collector.state import StateStore, StoredResult
-from tracepass.collector.state.unusable import unusable_state
+from tracepass.collector.receiver import IngestResult
+from tracepass.collector.records import Rejection, SpanRecord
+from tracepass.collector.state import StateStore, StoredResult, unusable_state
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.pricing import PriceBook
 

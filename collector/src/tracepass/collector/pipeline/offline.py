@@ -12,12 +12,16 @@ from opentelemetry.metrics import NoOpMeter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.assembly import build_conversation, complete_all, unjoined_events
-from tracepass.collector.assembly.timeline import DEFAULT_PRICES
+from tracepass.collector.assembly import (
+    DEFAULT_PRICES,
+    build_conversation,
+    complete_all,
+    unjoined_events,
+)
 from tracepass.collector.config import ConventionsConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import Rejection, SpanRecord
-from tracepass.collector.normalize.stats import ReadTally
+from tracepass.collector.normalize import ReadTally
+from tracepass.collector.records import Rejection, SpanRecord
 from tracepass.evaluator.models import Conversation
 from tracepass.evaluator.pricing import PriceBook
 from tracepass.evaluator.ratelimited_log import RateLimitedLog

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tracepass.collector.assembly import Assembler
-from tracepass.collector.normalize import RecordKind, SpanRecord
-from tracepass.collector.receiver.sink import Overloaded
+from tracepass.collector.receiver import Overloaded
+from tracepass.collector.records import RecordKind, SpanRecord
 
 __all__ = ["check_orphan_events", "is_event"]
 

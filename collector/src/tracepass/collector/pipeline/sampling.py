@@ -25,11 +25,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracepass.collector.config import SamplingConfig
 from tracepass.collector.instruments import CollectorInstruments
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 from tracepass.evaluator.judge.call_budget import JudgeBudget
 from tracepass.evaluator.models import Reference
 from tracepass.evaluator.stats.conversation_sampling import SamplingPolicy, SamplingRule
-from tracepass.evaluator.vocabulary import JUDGE_GRADERS
+from tracepass.evaluator.vocabulary import DEFAULT_GRADER, JUDGE_GRADERS
 
 __all__ = ["ConversationSampler", "needs_judge"]
 
@@ -81,7 +81,7 @@ class ConversationSampler:
         meter: Meter,
         *,
         budget: JudgeBudget | None = None,
-        default_grader: str = "contains",
+        default_grader: str = DEFAULT_GRADER,
         common_labels: CommonLabels | None = None,
         judges_every_conversation: bool = False,
     ) -> None:

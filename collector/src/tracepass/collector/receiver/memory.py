@@ -68,10 +68,6 @@ class MemoryGuard:
         self.sheds = 0
         self.reserved_bytes = 0  # bytes in flight (`Reservation`s not yet released)
 
-    @property
-    def rss_bytes(self) -> int:
-        return self._rss
-
     def level(self) -> MemoryLevel:
         now = time.monotonic()
         if now - self._checked_at >= self._interval:

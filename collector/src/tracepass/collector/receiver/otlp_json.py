@@ -16,26 +16,27 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
-
-try:  # optional accelerator, not a declared dependency
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None  # type: ignore[assignment]
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 __all__ = [
+    "TRACES",
+    "JsonSignal",
     "OtlpJsonError",
     "check_signal",
     "decode_json_bytes",
     "decode_json_object",
+    "decode_signal_object",
     "parse_json",
 ]
 
@@ -82,14 +83,13 @@ class OtlpJsonError(ValueError):
 
 
 def _fast_loads(data: bytes | str) -> Any:
-    """orjson (a dependency: about 1.7x faster than `json`; `json` if it cannot load).
-    On any orjson failure the stdlib parser runs again so error messages (and the
-    acceptance of integers beyond 64 bits, range-checked later) do not depend on it."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(data)
-        except (ValueError, TypeError):
-            pass
+    """orjson (about 1.7x faster than `json`). On any orjson failure the stdlib parser
+    runs again so error messages (and the acceptance of integers beyond 64 bits,
+    range-checked later) do not depend on it."""
+    try:
+        return orjson.loads(data)
+    except (ValueError, TypeError):
+        pass
     return json.loads(data)
 
 
@@ -137,26 +137,106 @@ def check_signal(obj: dict[str, Any], expected: str) -> None:
 
 def decode_json_object(obj: Any) -> ExportTraceServiceRequest:
     """Build the request from an already parsed JSON value."""
+    request = ExportTraceServiceRequest()
+    decode_signal_object(obj, TRACES, request)
+    return request
+
+
+# --- the envelope every signal shares ----------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JsonSignal:
+    """What differs between the OTLP/JSON documents of two signals: the names of the
+    three nested arrays (`resourceSpans` / `scopeSpans` / `spans` for traces) and the
+    reader of one item. Everything else (resources, scopes, values, leniency, limits,
+    error paths) is this module's, the same for every signal."""
+
+    name: str  # "traces", "logs": what `check_signal` calls it
+    resources: str  # lowerCamelCase JSON names; the proto field is the snake_case one
+    scopes: str
+    items: str
+    read_item: Callable[[Any, Any], None]  # (JSON value, message to fill)
+    # Derived once: the proto field names and the known keys of the two envelope levels.
+    resources_field: str = dataclasses.field(init=False)
+    scopes_field: str = dataclasses.field(init=False)
+    items_field: str = dataclasses.field(init=False)
+    resource_keys: frozenset[str] = dataclasses.field(init=False)
+    scope_keys: frozenset[str] = dataclasses.field(init=False)
+    read_resource: Callable[[Any, Any], None] = dataclasses.field(init=False)
+    read_scope: Callable[[Any, Any], None] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        derived = {
+            "resources_field": _snake(self.resources),
+            "scopes_field": _snake(self.scopes),
+            "items_field": _snake(self.items),
+            "resource_keys": frozenset({"resource", self.scopes, "schemaUrl"}),
+            "scope_keys": frozenset({"scope", self.items, "schemaUrl"}),
+            "read_resource": functools.partial(_resource_items, signal=self),
+            "read_scope": functools.partial(_scope_items, signal=self),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+
+def decode_signal_object(obj: Any, signal: JsonSignal, request: Any) -> None:
+    """Fill `request` (the signal's export request) from an already parsed JSON value:
+    the one walk of the OTLP/JSON envelope, for every signal."""
     if type(obj) is not dict:
         raise OtlpJsonError(f"expected a JSON object at top level, got {_kind(obj)}")
-    request = ExportTraceServiceRequest()
-    items = obj.get("resourceSpans")
+    items = obj.get(signal.resources)
     if items is None:
-        items = obj.get("resource_spans")
+        items = obj.get(signal.resources_field)
     if items is None:
-        check_signal(obj, "traces")
-        return request
+        check_signal(obj, signal.name)
+        return
     if type(items) is not list:
-        raise OtlpJsonError(f"expected an array, got {_kind(items)}", "resourceSpans")
-    out = request.resource_spans
-    for i, rs in enumerate(items):
+        raise OtlpJsonError(f"expected an array, got {_kind(items)}", signal.resources)
+    out = getattr(request, signal.resources_field)
+    _read_each(items, signal.resources, out, signal.read_resource)
+
+
+def _read_each(items: list[Any], field: str, out: Any, read: Callable[[Any, Any], None]) -> None:
+    """`read` each JSON item into a new message of the repeated field `out`; an error
+    names the item's place (`field[i]`)."""
+    for i, item in enumerate(items):
         try:
-            _resource_spans(rs, out.add())
+            read(item, out.add())
         except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend("resourceSpans") from None
+            raise exc.prepend(f"[{i}]").prepend(field) from None
         except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend("resourceSpans") from None
-    return request
+            raise _surrogate().prepend(f"[{i}]").prepend(field) from None
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _resource_items(d: Any, msg: Any, signal: JsonSignal) -> None:
+    """One `ResourceSpans` / `ResourceLogs`: the resource and its scopes."""
+    d = _normalized(_obj(d, ""), signal.resource_keys)
+    if (res := d.get("resource")) is not None:
+        _resource(_obj(res, "resource"), msg.resource)
+    if (url := d.get("schemaUrl")) is not None:
+        msg.schema_url = _str(url, "schemaUrl")
+    scopes = d.get(signal.scopes)
+    if scopes is not None:
+        out = getattr(msg, signal.scopes_field)
+        _read_each(_list(scopes, signal.scopes), signal.scopes, out, signal.read_scope)
+
+
+def _scope_items(d: Any, msg: Any, signal: JsonSignal) -> None:
+    """One `ScopeSpans` / `ScopeLogs`: the scope and its items."""
+    d = _normalized(_obj(d, ""), signal.scope_keys)
+    if (scope := d.get("scope")) is not None:
+        _scope(_obj(scope, "scope"), msg.scope)
+    if (url := d.get("schemaUrl")) is not None:
+        msg.schema_url = _str(url, "schemaUrl")
+    items = d.get(signal.items)
+    if items is not None:
+        out = getattr(msg, signal.items_field)
+        _read_each(_list(items, signal.items), signal.items, out, signal.read_item)
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -443,27 +523,6 @@ def _attributes(items: Any, out: Any, field: str, depth: int = 0) -> None:
 
 _RESOURCE_KEYS = frozenset({"attributes", "droppedAttributesCount"})
 _SCOPE_KEYS = frozenset({"name", "version", "attributes", "droppedAttributesCount"})
-_RS_KEYS = frozenset({"resource", "scopeSpans", "schemaUrl"})
-_SS_KEYS = frozenset({"scope", "spans", "schemaUrl"})
-
-
-def _resource_spans(rs: Any, msg: ResourceSpans) -> None:
-    rs = _normalized(_obj(rs, ""), _RS_KEYS)
-    if (res := rs.get("resource")) is not None:
-        _resource(_obj(res, "resource"), msg.resource)
-    if (url := rs.get("schemaUrl")) is not None:
-        msg.schema_url = _str(url, "schemaUrl")
-    scopes = rs.get("scopeSpans")
-    if scopes is None:
-        return
-    out = msg.scope_spans
-    for i, ss in enumerate(_list(scopes, "scopeSpans")):
-        try:
-            _scope_spans(ss, out.add())
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend("scopeSpans") from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend("scopeSpans") from None
 
 
 def _resource(d: dict[str, Any], msg: Resource) -> None:
@@ -492,25 +551,6 @@ def _scope(d: dict[str, Any], msg: InstrumentationScope) -> None:
             raise exc.prepend("scope") from None
     if (n := d.get("droppedAttributesCount")) is not None:
         msg.dropped_attributes_count = _u32(n, "scope.droppedAttributesCount")
-
-
-def _scope_spans(ss: Any, msg: ScopeSpans) -> None:
-    ss = _normalized(_obj(ss, ""), _SS_KEYS)
-    if (scope := ss.get("scope")) is not None:
-        _scope(_obj(scope, "scope"), msg.scope)
-    if (url := ss.get("schemaUrl")) is not None:
-        msg.schema_url = _str(url, "schemaUrl")
-    spans = ss.get("spans")
-    if spans is None:
-        return
-    out = msg.spans
-    for i, sp in enumerate(_list(spans, "spans")):
-        try:
-            _span(sp, out.add())
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend("spans") from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend("spans") from None
 
 
 _SPAN_KEYS = frozenset(
@@ -573,25 +613,11 @@ def _span(sp: Any, msg: Span) -> None:
     if (v := g("droppedAttributesCount")) is not None:
         msg.dropped_attributes_count = _u32(v, "droppedAttributesCount")
     if (v := g("events")) is not None:
-        out = msg.events
-        for i, ev in enumerate(_list(v, "events")):
-            try:
-                _event(ev, out.add())
-            except OtlpJsonError as exc:
-                raise exc.prepend(f"[{i}]").prepend("events") from None
-            except UnicodeEncodeError:
-                raise _surrogate().prepend(f"[{i}]").prepend("events") from None
+        _read_each(_list(v, "events"), "events", msg.events, _event)
     if (v := g("droppedEventsCount")) is not None:
         msg.dropped_events_count = _u32(v, "droppedEventsCount")
     if (v := g("links")) is not None:
-        out_links = msg.links
-        for i, ln in enumerate(_list(v, "links")):
-            try:
-                _link(ln, out_links.add())
-            except OtlpJsonError as exc:
-                raise exc.prepend(f"[{i}]").prepend("links") from None
-            except UnicodeEncodeError:
-                raise _surrogate().prepend(f"[{i}]").prepend("links") from None
+        _read_each(_list(v, "links"), "links", msg.links, _link)
     if (v := g("droppedLinksCount")) is not None:
         msg.dropped_links_count = _u32(v, "droppedLinksCount")
     if (v := g("status")) is not None:
@@ -633,3 +659,6 @@ def _status(st: dict[str, Any], msg: Status) -> None:
         msg.message = _str(v, "status.message")
     if (v := st.get("code")) is not None:
         msg.code = _enum(v, "status.code", Status.StatusCode.Value)  # type: ignore[assignment]
+
+
+TRACES = JsonSignal("traces", "resourceSpans", "scopeSpans", "spans", _span)

@@ -3,9 +3,10 @@
 GenAI instrumentations that use the events API send message content as log records
 (`event_name` `gen_ai.user.message`, `gen_ai.choice`…) tied to their span by trace and
 span id, which OTLP/JSON writes in hex (see `otlp_json` for why `json_format` cannot be
-used). Shares the value, attribute, resource and scope readers of `otlp_json`, so the
+used). Only the log record is read here: the envelope, resources, scopes, values and
+limits are `otlp_json`'s one decoder (`decode_signal_object` with `LOGS`), so the
 leniency and the error paths (`resourceLogs[0].scopeLogs[1].logRecords[7].spanId: …`)
-are the same.
+are the same as for traces.
 """
 
 from __future__ import annotations
@@ -16,37 +17,32 @@ from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, SeverityNumber
 
 from tracepass.collector.receiver.otlp_json import (
+    JsonSignal,
     OtlpJsonError,
     _any_value,
     _attributes,
     _enum,
     _hex_id,
-    _kind,
-    _list,
     _normalized,
     _obj,
-    _resource,
-    _scope,
     _str,
-    _surrogate,
     _u32,
     _u64,
-    check_signal,
+    decode_signal_object,
     parse_json,
 )
 
 __all__ = [
+    "LOGS",
     "decode_logs_json_bytes",
     "decode_logs_json_object",
     "encode_logs_json",
     "is_logs_document",
 ]
 
-_RL_KEYS = frozenset({"resource", "scopeLogs", "schemaUrl"})
-_SL_KEYS = frozenset({"scope", "logRecords", "schemaUrl"})
 _LR_KEYS = frozenset(
     {
         "timeUnixNano",
@@ -90,69 +86,12 @@ def decode_logs_json_bytes(data: bytes | str) -> ExportLogsServiceRequest:
 
 def decode_logs_json_object(obj: Any) -> ExportLogsServiceRequest:
     """Build the logs request from an already parsed JSON value."""
-    if type(obj) is not dict:
-        raise OtlpJsonError(f"expected a JSON object at top level, got {_kind(obj)}")
     request = ExportLogsServiceRequest()
-    items = obj.get("resourceLogs")
-    if items is None:
-        items = obj.get("resource_logs")
-    if items is None:
-        check_signal(obj, "logs")
-        return request
-    if type(items) is not list:
-        raise OtlpJsonError(f"expected an array, got {_kind(items)}", "resourceLogs")
-    out = request.resource_logs
-    for i, rl in enumerate(items):
-        try:
-            _resource_logs(rl, out.add())
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend("resourceLogs") from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend("resourceLogs") from None
+    decode_signal_object(obj, LOGS, request)
     return request
 
 
-def _resource_logs(rl: Any, msg: ResourceLogs) -> None:
-    rl = _normalized(_obj(rl, ""), _RL_KEYS)
-    if (res := rl.get("resource")) is not None:
-        _resource(_obj(res, "resource"), msg.resource)
-    if (url := rl.get("schemaUrl")) is not None:
-        msg.schema_url = _str(url, "schemaUrl")
-    scopes = rl.get("scopeLogs")
-    if scopes is None:
-        return
-    out = msg.scope_logs
-    for i, sl in enumerate(_list(scopes, "scopeLogs")):
-        try:
-            _scope_logs(sl, out.add())
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend("scopeLogs") from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend("scopeLogs") from None
-
-
-def _scope_logs(sl: Any, msg: ScopeLogs) -> None:
-    sl = _normalized(_obj(sl, ""), _SL_KEYS)
-    if (scope := sl.get("scope")) is not None:
-        _scope(_obj(scope, "scope"), msg.scope)
-    if (url := sl.get("schemaUrl")) is not None:
-        msg.schema_url = _str(url, "schemaUrl")
-    records = sl.get("logRecords")
-    if records is None:
-        return
-    out = msg.log_records
-    for i, lr in enumerate(_list(records, "logRecords")):
-        try:
-            _log_record(lr, out.add())
-        except OtlpJsonError as exc:
-            raise exc.prepend(f"[{i}]").prepend("logRecords") from None
-        except UnicodeEncodeError:
-            raise _surrogate().prepend(f"[{i}]").prepend("logRecords") from None
-
-
 def _severity(name: str) -> int:
-    from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
-
     return int(SeverityNumber.Value(name))
 
 
@@ -183,3 +122,6 @@ def _log_record(lr: Any, msg: LogRecord) -> None:
         msg.span_id = _hex_id(v, "spanId", 8)
     if (v := lr.get("eventName")) is not None:
         msg.event_name = _str(v, "eventName")
+
+
+LOGS = JsonSignal("logs", "resourceLogs", "scopeLogs", "logRecords", _log_record)

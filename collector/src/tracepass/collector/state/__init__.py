@@ -3,10 +3,15 @@
 from tracepass.collector.state.codec import (
     StoredResult,
     decode_record,
+    decode_result,
     encode_record,
     encode_request,
 )
+from tracepass.collector.state.failure_index import ModeScope
+from tracepass.collector.state.index import ResultFilter, ResultRow, decode_cursor, encode_cursor
+from tracepass.collector.state.outbox import Outbox
 from tracepass.collector.state.results import ResultsStore
+from tracepass.collector.state.review_labels import ReadOnlyFile, ReviewLabel, ReviewLabels
 from tracepass.collector.state.store import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -15,17 +20,29 @@ from tracepass.collector.state.store import (
     StateStore,
     StoredConversation,
 )
+from tracepass.collector.state.unusable import unusable_state
 
 __all__ = [
     "JOURNAL_RESULT",
     "JOURNAL_WINDOW",
     "JournalEntry",
+    "ModeScope",
+    "Outbox",
+    "ReadOnlyFile",
+    "ResultFilter",
+    "ResultRow",
     "ResultsStore",
+    "ReviewLabel",
+    "ReviewLabels",
     "StateError",
     "StateStore",
     "StoredConversation",
     "StoredResult",
+    "decode_cursor",
     "decode_record",
+    "decode_result",
+    "encode_cursor",
     "encode_record",
     "encode_request",
+    "unusable_state",
 ]

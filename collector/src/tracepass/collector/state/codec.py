@@ -16,8 +16,7 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
-from tracepass.collector.normalize.usage import ModelUsage
+from tracepass.collector.records import ModelUsage, RecordKind, SpanRecord
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,

@@ -29,7 +29,7 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 from tracepass.collector.state.codec import (
     decode_record,
     encode_record,

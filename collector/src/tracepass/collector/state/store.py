@@ -21,7 +21,7 @@ from typing import TypeVar
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracepass.collector.normalize.records import SpanRecord
+from tracepass.collector.records import SpanRecord
 from tracepass.collector.state.codec import StoredResult
 from tracepass.collector.state.failure_index import FailureModeIndex
 from tracepass.collector.state.index import ResultFilter, ResultRow

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from tracepass.evaluator.graders.base import GradeInput, Grader, Verdict
 from tracepass.evaluator.graders.text import NormalizingOptions, normalize, normalizer
+from tracepass.evaluator.vocabulary import GRADER_CONTAINS
 
 _SPLIT = re.compile(r"[;|\n]")
 _KW_CACHE_LIMIT = 4096
@@ -33,7 +34,7 @@ class ContainsOptions(NormalizingOptions):
 
 
 class ContainsGrader(Grader[ContainsOptions]):
-    type_name = "contains"
+    type_name = GRADER_CONTAINS
     options_model = ContainsOptions
     needs_loop = False
     uses_tool_results = False

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from tracepass.evaluator.graders.base import GradeInput, Grader, Verdict
 from tracepass.evaluator.graders.text import NormalizingOptions, normalize, normalizer
+from tracepass.evaluator.vocabulary import GRADER_EXACT
 
 
 class ExactOptions(NormalizingOptions):
@@ -19,7 +20,7 @@ class ExactOptions(NormalizingOptions):
 
 
 class ExactGrader(Grader[ExactOptions]):
-    type_name = "exact"
+    type_name = GRADER_EXACT
     options_model = ExactOptions
     needs_loop = False
     uses_tool_results = False

@@ -16,16 +16,17 @@ from pydantic import ValidationError
 
 from tracepass.evaluator.graders.base import Grader, GraderConfigError
 from tracepass.evaluator.models import GraderSpec
+from tracepass.evaluator.vocabulary import GRADER_CONTAINS, GRADER_EXACT, GRADER_LLM, GRADER_NUMERIC
 
 _BUILTINS: dict[str, str] = {
-    "exact": "tracepass.evaluator.graders.exact:ExactGrader",
-    "contains": "tracepass.evaluator.graders.contains:ContainsGrader",
+    GRADER_EXACT: "tracepass.evaluator.graders.exact:ExactGrader",
+    GRADER_CONTAINS: "tracepass.evaluator.graders.contains:ContainsGrader",
     "regex": "tracepass.evaluator.graders.regex:RegexGrader",
-    "numeric": "tracepass.evaluator.graders.numeric:NumericGrader",
+    GRADER_NUMERIC: "tracepass.evaluator.graders.numeric:NumericGrader",
     "json_match": "tracepass.evaluator.graders.json_match:JsonMatchGrader",
     "constraint": "tracepass.evaluator.graders.constraint:ConstraintGrader",
     "command": "tracepass.evaluator.graders.command:CommandGrader",
-    "llm": "tracepass.evaluator.graders.llm:LLMGrader",
+    GRADER_LLM: "tracepass.evaluator.graders.llm:LLMGrader",
 }
 _registered: dict[str, type[Grader[Any]]] = {}
 # Options every spec may carry that are not the grader's own.

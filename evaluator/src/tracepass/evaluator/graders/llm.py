@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, Verdict
+from tracepass.evaluator.vocabulary import GRADER_LLM
 
 
 class LLMOptions(GraderOptions):
@@ -47,7 +48,7 @@ def format_context(tool_results: tuple[Any, ...] | list[Any], limit: int) -> str
 
 
 class LLMGrader(Grader[LLMOptions]):
-    type_name = "llm"
+    type_name = GRADER_LLM
     options_model = LLMOptions
 
     async def grade(self, inp: GradeInput) -> Verdict:

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from tracepass.evaluator.graders.base import GradeInput, Grader, GraderOptions, Verdict
 from tracepass.evaluator.graders.numbers import FoundNumber, find_numbers
+from tracepass.evaluator.vocabulary import GRADER_NUMERIC
 
 
 class NumericOptions(GraderOptions):
@@ -56,7 +57,7 @@ def _max_matching(adj: list[list[int]], n_right: int) -> int:
 
 
 class NumericGrader(Grader[NumericOptions]):
-    type_name = "numeric"
+    type_name = GRADER_NUMERIC
     options_model = NumericOptions
     needs_loop = False
     uses_tool_results = False

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tracepass.evaluator.judge import agreement
+from tracepass.evaluator.vocabulary import GRADER_LLM
 
 COLUMNS = (
     "conversation_id",
@@ -40,7 +41,7 @@ class ReviewError(ValueError):
 def is_judge(grader: Mapping[str, Any]) -> bool:
     """Whether a grader result is an LLM judge's (its name: `llm…` or containing `judge`)."""
     name = str(grader.get("grader") or "").lower()
-    return name == "llm" or name.startswith("llm") or "judge" in name
+    return name.startswith(GRADER_LLM) or "judge" in name
 
 
 def judged_turns(doc: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from scipy import integrate, special
 
 from tracepass.evaluator.offline.gates import point_estimate
 from tracepass.evaluator.stats import passk
-from tracepass.evaluator.vocabulary import K_METRICS
+from tracepass.evaluator.vocabulary import K_METRICS, PASS_AT_K, PASS_POW_K
 
 _TAIL = 1e-12
 
@@ -204,7 +204,7 @@ def compare_documents(
                 delta_tool_correctness=d_tool,
                 prob_candidate_better=prob_better(c.correct, c.n, b.correct, b.n),
             )
-            for metric, power in (("pass_at_k", False), ("pass_pow_k", True)):
+            for metric, power in ((PASS_AT_K, False), (PASS_POW_K, True)):
                 block = {}
                 for k in ks:
                     bv = pass_point(b.n, b.correct, k, power=power)

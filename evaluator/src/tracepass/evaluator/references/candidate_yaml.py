@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tracepass.evaluator.references.candidate_mining import Candidate
+from tracepass.evaluator.vocabulary import GRADER_CONTAINS
 
 __all__ = ["CANDIDATE_TAG", "candidate_yaml", "comment_text"]
 
@@ -33,7 +34,7 @@ def _reference(candidate: Candidate) -> dict[str, Any]:
     for turn in candidate.turns:
         entry: dict[str, Any] = {"query": turn.query}
         if turn.contains:
-            entry["graders"] = [{"type": "contains", "keywords": list(turn.contains)}]
+            entry["graders"] = [{"type": GRADER_CONTAINS, "keywords": list(turn.contains)}]
         tools: list[dict[str, Any]] = []
         for tool in turn.tools:
             spec: dict[str, Any] = {"name": tool.name, "arguments": dict(tool.arguments)}

@@ -50,6 +50,7 @@ from tracepass.evaluator.graders.base import (
 from tracepass.evaluator.graders.grader_registry import cached_grader, display_name
 from tracepass.evaluator.judge.call_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import GraderResult, GraderSpec, ReferenceTurn, construct_unchecked
+from tracepass.evaluator.vocabulary import DEFAULT_GRADER
 
 if TYPE_CHECKING:
     from tracepass.evaluator.judge.llm_judge import LLMJudge
@@ -237,7 +238,7 @@ class TurnGrading:
         reference_turn: ReferenceTurn,
         *,
         threshold: float,
-        default_grader: str = "contains",
+        default_grader: str = DEFAULT_GRADER,
         judge: LLMJudge | None = None,
     ) -> None:
         specs: tuple[GraderSpec, ...] = reference_turn.graders
@@ -331,7 +332,7 @@ async def grade_answer(
     query: str | None,
     answer: str | None,
     threshold: float,
-    default_grader: str = "contains",
+    default_grader: str = DEFAULT_GRADER,
     judge: LLMJudge | None = None,
     tool_results: Sequence[Any] = (),
 ) -> AnswerResult:

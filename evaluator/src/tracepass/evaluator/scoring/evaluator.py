@@ -82,7 +82,12 @@ from tracepass.evaluator.scoring.trajectory import (
     name_trajectory,
     trajectory_scores,
 )
-from tracepass.evaluator.vocabulary import Profile
+from tracepass.evaluator.vocabulary import (
+    DEFAULT_GRADER,
+    PROFILE_DEFAULT,
+    PROFILE_FAIR_FORGE,
+    Profile,
+)
 
 if TYPE_CHECKING:
     from tracepass.evaluator.judge.llm_judge import LLMJudge
@@ -119,11 +124,11 @@ class ToolWeights(BaseModel):
 class EvaluationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    profile: Profile = "default"
+    profile: Profile = PROFILE_DEFAULT
     threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     tool_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     weights: ToolWeights = Field(default_factory=ToolWeights)
-    default_grader: str = "contains"
+    default_grader: str = DEFAULT_GRADER
     trajectory_match: Literal["name", "name_and_arguments"] = "name"
     utilization: Literal["auto", "declared", "detected"] = "auto"
     # Tool names for the single-tool-use trajectory metric (did the turn / conversation
@@ -350,7 +355,7 @@ class Evaluator:
         self.judge = judge
         self.conversation_judges = ConversationJudges(conversation_judges, judge)
         cfg = self.config
-        self._fair_forge = cfg.profile == "fair-forge"
+        self._fair_forge = cfg.profile == PROFILE_FAIR_FORGE
         self._weights = cfg.weights.raw() if self._fair_forge else cfg.weights.normalized()
         self._by_args = cfg.trajectory_match == "name_and_arguments"
         self._compiled: dict[int, _CompiledReference] = {}

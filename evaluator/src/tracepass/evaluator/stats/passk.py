@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from tracepass.evaluator.vocabulary import KMetric
+from tracepass.evaluator.vocabulary import PASS_AT_K, PASS_POW_K, KMetric
 
 __all__ = [
     "Method",
@@ -394,8 +394,8 @@ def estimate(
     a, b = prior_params(prior)
     nf, cf = _scalar_counts(n, c)
     if nf <= 0:
-        none_at = PassKEstimate("pass_at_k", k, nf, cf, None, None, None, None, None)
-        none_pow = PassKEstimate("pass_pow_k", k, nf, cf, None, None, None, None, None)
+        none_at = PassKEstimate(PASS_AT_K, k, nf, cf, None, None, None, None, None)
+        none_pow = PassKEstimate(PASS_POW_K, k, nf, cf, None, None, None, None, None)
         return PassKPair(k, nf, cf, method, level, none_at, none_pow)
     p = cf / nf
     plugin_at, plugin_pow = _scalar_at(p, k), p**k
@@ -416,9 +416,9 @@ def estimate(
         lo_arr, hi_arr = _wilson(np.array([nf]), np.array([cf]), level)
         p_lo, p_hi = float(lo_arr[0]), float(hi_arr[0])
     at = PassKEstimate(
-        "pass_at_k", k, nf, cf, plugin_at, unb_at, mean_at, _scalar_at(p_lo, k), _scalar_at(p_hi, k)
+        PASS_AT_K, k, nf, cf, plugin_at, unb_at, mean_at, _scalar_at(p_lo, k), _scalar_at(p_hi, k)
     )
-    pw = PassKEstimate("pass_pow_k", k, nf, cf, plugin_pow, unb_pow, mean_pow, p_lo**k, p_hi**k)
+    pw = PassKEstimate(PASS_POW_K, k, nf, cf, plugin_pow, unb_pow, mean_pow, p_lo**k, p_hi**k)
     return PassKPair(k, nf, cf, method, level, at, pw)
 
 

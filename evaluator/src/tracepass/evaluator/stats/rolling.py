@@ -57,11 +57,8 @@ from tracepass.evaluator.stats._rolling_state import (
     decode_columns_v1,
 )
 from tracepass.evaluator.stats.cusum import BernoulliCusum
-from tracepass.evaluator.stats.passk import (
-    PassKEstimate,
-    estimate_many,
-    tau_bench_means,
-)
+from tracepass.evaluator.stats.passk import PassKEstimate, estimate_many, tau_bench_means
+from tracepass.evaluator.vocabulary import PASS_AT_K, PASS_POW_K
 
 __all__ = [
     "AddResult",
@@ -469,7 +466,7 @@ class RollingAggregator:
                 result[r][k] = WindowEstimate(
                     k=k,
                     pass_at_k=PassKEstimate(
-                        "pass_at_k",
+                        PASS_AT_K,
                         k,
                         float(arr.n[j]),
                         float(arr.c[j]),
@@ -480,7 +477,7 @@ class RollingAggregator:
                         _f(arr.upper_at_k[j]),
                     ),
                     pass_pow_k=PassKEstimate(
-                        "pass_pow_k",
+                        PASS_POW_K,
                         k,
                         float(arr.n[j]),
                         float(arr.c[j]),

@@ -35,7 +35,7 @@ from tracepass.collector.api.ui.trend import TrendChart, interval_bar, trend_cha
 from tracepass.collector.api.views import judgement_json
 from tracepass.collector.api.write_access import WriteAccess
 from tracepass.collector.config import UIConfig
-from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.receiver import GetRoute
 from tracepass.collector.state import StoredResult
 from tracepass.evaluator.models import AgentStep, Conversation, ToolCall, TurnResult
 from tracepass.evaluator.scoring.explain import (

@@ -23,7 +23,7 @@ from tracepass.collector.api.ui.pages import UI_PREFIX, _env
 from tracepass.collector.api.ui.security import conversation_path, secured
 from tracepass.collector.api.ui.write_pages import render_write_page
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
-from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.receiver import GetRoute
 from tracepass.evaluator.offline.human_review import is_judge
 
 if TYPE_CHECKING:  # the queue builds these pages (`ReviewQueue.routes`)

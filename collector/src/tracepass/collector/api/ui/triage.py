@@ -29,7 +29,7 @@ from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
 from tracepass.collector.api.ui.write_pages import render_write_page
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
-from tracepass.collector.receiver.http_server import GetRoute
+from tracepass.collector.receiver import GetRoute
 from tracepass.collector.state import StateStore
 
 __all__ = ["MAX_VERSIONS", "TriagePages"]

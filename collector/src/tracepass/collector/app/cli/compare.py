@@ -24,6 +24,7 @@ from tracepass.collector.app.cli.common import (
     plain,
     stdout_console,
 )
+from tracepass.evaluator.vocabulary import K_METRIC_SYMBOLS
 
 EPILOG = """\
 Examples:
@@ -140,10 +141,10 @@ def _print_table(result: dict[str, Any]) -> None:
         fmt_num(c["tool_correctness"]),
         fmt_delta(overall["delta_tool_correctness"]),
     )
-    for metric, label in (("pass_at_k", "pass@{k}"), ("pass_pow_k", "pass^{k}")):
+    for metric, symbol in K_METRIC_SYMBOLS.items():
         for k, row in overall[metric].items():
             head.add_row(
-                label.format(k=k) + f" ({row['estimator']})",
+                f"{symbol}{k} ({row['estimator']})",
                 fmt_num(row["base"]),
                 fmt_num(row["candidate"]),
                 fmt_delta(row["delta"]),

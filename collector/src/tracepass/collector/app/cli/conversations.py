@@ -49,7 +49,7 @@ def conversations(
 
     Prints turns, queries, answers and tool calls (arguments, results, errors).
     """
-    from tracepass.collector.api.views import conversation_json
+    from tracepass.collector.api import conversation_json
     from tracepass.collector.app.cli import sources
 
     convs = sources.conversations_from_otlp(files, conversation_id_key or ())

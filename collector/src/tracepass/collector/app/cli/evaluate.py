@@ -35,6 +35,15 @@ from tracepass.collector.app.cli.common import (
 )
 from tracepass.collector.app.cli.serve import tuned_gc
 from tracepass.evaluator.offline import gates
+from tracepass.evaluator.vocabulary import (
+    GRADER_CONTAINS,
+    GRADER_EXACT,
+    GRADER_LLM,
+    GRADER_NUMERIC,
+    K_METRIC_SYMBOLS,
+    PROFILE_DEFAULT,
+    PROFILE_FAIR_FORGE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +75,15 @@ class EvalFormat(StrEnum):
 
 
 class Profile(StrEnum):
-    DEFAULT = "default"
-    FAIR_FORGE = "fair-forge"
+    DEFAULT = PROFILE_DEFAULT
+    FAIR_FORGE = PROFILE_FAIR_FORGE
 
 
 class DefaultGrader(StrEnum):
-    EXACT = "exact"
-    CONTAINS = "contains"
-    NUMERIC = "numeric"
-    LLM = "llm"
+    EXACT = GRADER_EXACT
+    CONTAINS = GRADER_CONTAINS
+    NUMERIC = GRADER_NUMERIC
+    LLM = GRADER_LLM
 
 
 def register(app: typer.Typer) -> None:
@@ -375,10 +384,10 @@ def print_summary(document: dict[str, Any]) -> None:
     table = Table(title=f"pass@k / pass^k ({s['level']:.0%} credible interval, pooled)")
     for col in ("metric", "k", "unbiased", "plug-in", "mean", "lower", "upper"):
         table.add_column(col, justify="left" if col == "metric" else "right")
-    for metric, label in (("pass_at_k", "pass@k"), ("pass_pow_k", "pass^k")):
+    for metric, symbol in K_METRIC_SYMBOLS.items():
         for key, block in s[metric].items():
             table.add_row(
-                label,
+                f"{symbol}k",
                 key,
                 fmt_num(block["unbiased"]),
                 fmt_num(block["plugin"]),

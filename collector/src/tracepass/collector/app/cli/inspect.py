@@ -27,7 +27,7 @@ from tracepass.collector.app.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from tracepass.collector.assembly.inspection import InspectionReport
+    from tracepass.collector.assembly import InspectionReport
     from tracepass.evaluator.models import ReferenceSet
 
 EPILOG = """\
@@ -97,9 +97,8 @@ def inspect(
     the span names, scopes and attribute keys it saw and points to a mapping.
     """
     from tracepass.collector.app.cli import sources
-    from tracepass.collector.assembly import mapping_suggestion
-    from tracepass.collector.assembly.inspection import inspect_requests
-    from tracepass.collector.assembly.span_shapes import SpanShapes
+    from tracepass.collector.assembly import SpanShapes, inspect_requests, suggestion_as_json
+    from tracepass.collector.assembly import suggest_mapping as suggested_mapping
     from tracepass.collector.config import ConfigError, load_config
     from tracepass.collector.normalize import CustomConventions
 
@@ -121,9 +120,9 @@ def inspect(
     )
     if suggest_mapping:
         text = (
-            mapping_suggestion.suggestion_as_json(shapes)
+            suggestion_as_json(shapes)
             if output_format is OutputFormat.JSON
-            else mapping_suggestion.suggest_mapping(shapes)
+            else suggested_mapping(shapes)
         )
         write_text(text, output)
         return

@@ -36,6 +36,7 @@ from tracepass.collector.app.cli.common import (
     write_text,
 )
 from tracepass.evaluator.offline import gates
+from tracepass.evaluator.vocabulary import K_METRIC_SYMBOLS
 
 EPILOG = """\
 Examples:
@@ -444,11 +445,11 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
     suite.add_column("metric")
     suite.add_column("unbiased", justify="right")
     suite.add_column("mean [interval]", justify="right")
-    for metric, label in (("pass_at_k", "pass@"), ("pass_pow_k", "pass^")):
+    for metric, symbol in K_METRIC_SYMBOLS.items():
         for kk in ks:
             b = s[metric][str(kk)]
             suite.add_row(
-                f"{label}{kk}",
+                f"{symbol}{kk}",
                 fmt_num(b["unbiased"]),
                 f"{fmt_num(b['mean'])} [{fmt_num(b['lower'])}, {fmt_num(b['upper'])}]",
             )

@@ -65,7 +65,7 @@ def safe(text: object) -> str:
 
 
 def _from_state(path: Path) -> list[tuple[object, object]]:
-    from tracepass.collector.state.codec import decode_result
+    from tracepass.collector.state import decode_result
 
     if not path.is_file():
         fail(f"{path}: no such state file (--state)")
@@ -129,7 +129,7 @@ def candidates(
 ) -> None:
     """Propose references from conversations that matched none: tasks (normalized
     first query) where at least --min-conversations conversations behaved alike."""
-    from tracepass.collector.api.candidates import candidate_json
+    from tracepass.collector.api import candidate_json
 
     if output_format not in ("table", "json"):
         fail(f"--format: {output_format!r} is not one of table, json")
@@ -164,7 +164,7 @@ def approve(
 ) -> None:
     """Write a candidate's YAML to a new reference file (validated by the reference
     loader; an existing file is never overwritten)."""
-    from tracepass.collector.api.reference_writer import ApprovalError, write_reference
+    from tracepass.collector.api import ApprovalError, write_reference
     from tracepass.evaluator.references.candidate_yaml import candidate_yaml
 
     found = {c.id: c for c in mine(state, files, references, min_conversations)}

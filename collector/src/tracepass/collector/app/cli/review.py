@@ -127,8 +127,7 @@ def _export_state(state: Path, output: Path) -> None:
     """The review queue's labels of a state file, in the export's columns."""
     import sqlite3
 
-    from tracepass.collector.state.codec import decode_result
-    from tracepass.collector.state.review_labels import ReadOnlyFile, ReviewLabels
+    from tracepass.collector.state import ReadOnlyFile, ReviewLabels, decode_result
     from tracepass.evaluator.offline import human_review as review_mod
 
     if not state.is_file():

@@ -12,7 +12,7 @@ from tracepass.evaluator.models import Conversation, ReferenceSet
 from tracepass.evaluator.references import ReferenceLoadError, load_dataset, load_reference_sets
 
 if TYPE_CHECKING:
-    from tracepass.collector.receiver.otlpfile import OtlpFileRequest
+    from tracepass.collector.receiver import OtlpFileRequest
     from tracepass.evaluator.pricing import PriceBook
 
 
@@ -26,7 +26,7 @@ def _check_file(path: Path, what: str) -> None:
 def requests_from_otlp(files: Sequence[Path]) -> list[OtlpFileRequest]:
     """Every export request (traces, and logs in JSON files) of the OTLP files, in order;
     an unreadable file fails with its name and line (exit 2)."""
-    from tracepass.collector.receiver.otlpfile import EXPECTED_FORMATS, read_otlp_file
+    from tracepass.collector.receiver import EXPECTED_FORMATS, read_otlp_file
 
     requests: list[OtlpFileRequest] = []
     for path in files:

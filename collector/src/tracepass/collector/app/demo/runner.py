@@ -121,7 +121,7 @@ class DemoState:
     def on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         """Listener: per-version windows over all reference sets (the live view), and
         the latest evaluation of each conversation (the report)."""
-        from tracepass.collector.export.metrics import result_success
+        from tracepass.collector.export import result_success
 
         self.results[result.conversation_id] = result
         conv = info.conversation

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracepass.collector.api.failure_modes import failure_modes
+from tracepass.collector.api import failure_modes_json
 
 __all__ = ["MAX_MODES", "triage_lines"]
 
@@ -20,7 +20,7 @@ def triage_lines(service: Any) -> list[str]:
     lines: list[str] = []
     if store is not None:
         for agent, version in store.failure_modes.versions():
-            body = failure_modes(
+            body = failure_modes_json(
                 store,
                 {"agent_name": agent, "agent_version": version, "limit": str(MAX_MODES)},
             )

@@ -12,6 +12,7 @@ import jinja2
 
 from tracepass.collector.app.report import charts, data
 from tracepass.evaluator.offline.evaluation_run import TOOL_DIMENSIONS
+from tracepass.evaluator.vocabulary import K_METRIC_SYMBOLS
 
 _MAX_REFERENCE_ROWS = 40
 
@@ -56,7 +57,8 @@ def _readiness(verdict: Mapping[str, Any]) -> dict[str, str]:
 
 def _passk_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
     rows = []
-    for metric, label in (("pass_at_k", "pass@k"), ("pass_pow_k", "pass^k")):
+    for metric, symbol in K_METRIC_SYMBOLS.items():
+        label = f"{symbol}k"
         for k, block in sorted((summary.get(metric) or {}).items(), key=lambda kv: int(kv[0])):
             rows.append(
                 {

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracepass.collector.normalize import pyrepr
-from tracepass.collector.normalize.argument_shapes import coerce_result
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
-from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import SOURCE_ADAPTER, note_source
+from tracepass.collector.records import NOT_JSON, SpanRecord, coerce_result, loads, pyrepr
 
 
 def decoded(value: Any) -> Any:

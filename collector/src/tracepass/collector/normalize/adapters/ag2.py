@@ -15,15 +15,15 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.argument_shapes import deferred_arguments
-from tracepass.collector.normalize.jsonvalue import loads
-from tracepass.collector.normalize.records import (
+from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import (
     RecordKind,
     SpanRecord,
+    deferred_arguments,
+    loads,
     store_tool_arguments,
     store_tool_result,
 )
-from tracepass.collector.normalize.registry import Adapter
 
 ARGUMENTS = "tool_call.function.arguments"
 OUTPUT = "output.value"

@@ -30,15 +30,13 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize import genai
-from tracepass.collector.normalize.argument_shapes import coerce_arguments
-from tracepass.collector.normalize.jsonvalue import loads
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ATTR,
     ROLE_HANDOFF,
     RUN_IDS_ATTR,
     Adapter,
 )
+from tracepass.collector.records import RecordKind, SpanRecord, coerce_arguments, loads
 
 OPERATION = "gen_ai.operation.name"
 RUN_ID = "agento11y.framework.run_id"

@@ -13,8 +13,8 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, literal_after
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import SOURCE_ADAPTER, Adapter, note_source
+from tracepass.collector.records import RecordKind, SpanRecord
 
 
 def _query(value: Any) -> str | None:

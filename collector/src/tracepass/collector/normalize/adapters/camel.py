@@ -15,8 +15,8 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import TOOL_RESPONSES_ATTR, Adapter
+from tracepass.collector.records import RecordKind, SpanRecord
 
 #: What CAMEL's `ChatAgent` puts before a failed tool's error message (camel-ai 0.2).
 FAILURE_PREFIX = "Tool execution failed: "

@@ -13,13 +13,13 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import (
+from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import (
     RecordKind,
     SpanRecord,
     store_tool_arguments,
     store_tool_result,
 )
-from tracepass.collector.normalize.registry import Adapter
 
 FINISH = "finish"
 

@@ -19,9 +19,8 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, set_arguments, set_result
-from tracepass.collector.normalize.argument_shapes import coerce_arguments
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import RecordKind, SpanRecord, coerce_arguments
 
 MERGED_TOOL_NAME = "(merged tools)"
 LEGACY_ARGUMENTS = "gcp.vertex.agent.tool_call_args"

@@ -16,7 +16,6 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, literal_after
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     SOURCE_ADAPTER,
     TOOL_RESPONSE_NAMES_ATTR,
@@ -24,6 +23,7 @@ from tracepass.collector.normalize.registry import (
     Adapter,
     note_source,
 )
+from tracepass.collector.records import RecordKind, SpanRecord
 
 _USER_MESSAGE = "ChatMessage(_role=<ChatRole.USER:"
 _TEXT = "TextContent(text="

@@ -14,10 +14,9 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.collector.normalize.messages import parse_message
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import RecordKind, SpanRecord, loads
 
 OUTPUT = "output.value"
 

@@ -23,14 +23,13 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.jsonvalue import loads
 from tracepass.collector.normalize.messages import content_text, make_tool_call
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     TOOL_RESPONSE_NAMES_ATTR,
     TOOL_RESPONSES_ATTR,
     Adapter,
 )
+from tracepass.collector.records import RecordKind, SpanRecord, loads
 from tracepass.instrumentation.semconv import INPUT_MESSAGES
 
 _COMPLETION = "gen_ai.completion."

@@ -20,8 +20,8 @@ from tracepass.collector.normalize.adapters._shapes import (
     set_result,
     unwrap_call_arguments,
 )
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import SOURCE_ADAPTER, Adapter, note_source
+from tracepass.collector.records import RecordKind, SpanRecord
 
 _CALL_KEYS = frozenset({"args", "kwargs"})
 _TOOL_OUTPUT_KEYS = frozenset({"raw_output", "tool_name"})

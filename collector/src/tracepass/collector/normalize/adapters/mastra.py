@@ -16,10 +16,9 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
 from tracepass.collector.normalize.messages import last_text_in
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import NOT_JSON, RecordKind, SpanRecord, loads
 
 RUN_INPUT = "mastra.agent_run.input"
 

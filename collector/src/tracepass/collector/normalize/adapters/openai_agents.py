@@ -17,14 +17,15 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.extract import as_str
-from tracepass.collector.normalize.jsonvalue import NOT_JSON, loads
-from tracepass.collector.normalize.records import (
+from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF, Adapter
+from tracepass.collector.records import (
+    NOT_JSON,
     RecordKind,
     SpanRecord,
+    loads,
     store_tool_arguments,
     store_tool_result,
 )
-from tracepass.collector.normalize.registry import ROLE_ATTR, ROLE_HANDOFF, Adapter
 
 HANDOFF_PREFIX = "handoff to "
 HANDOFF_TOOL_PREFIX = "handoff_to_"

@@ -13,8 +13,8 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import RecordKind, SpanRecord
 
 SEPARATOR = "-"
 

@@ -15,7 +15,6 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, unwrap_call_arguments
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import (
     ROLE_ANSWER,
     ROLE_ATTR,
@@ -23,6 +22,7 @@ from tracepass.collector.normalize.registry import (
     Adapter,
     note_source,
 )
+from tracepass.collector.records import RecordKind, SpanRecord
 
 _CALL_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 ANSWER_TOOL = "final_answer"

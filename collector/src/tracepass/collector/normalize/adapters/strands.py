@@ -15,8 +15,8 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracepass.collector.normalize.adapters._shapes import decoded, set_result, text_blocks
-from tracepass.collector.normalize.records import RecordKind, SpanRecord
 from tracepass.collector.normalize.registry import Adapter
+from tracepass.collector.records import RecordKind, SpanRecord
 
 
 def adapt(rec: SpanRecord, attrs: dict[str, Any], span: Span) -> bool:

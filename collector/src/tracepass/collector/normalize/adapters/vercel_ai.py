@@ -14,9 +14,9 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.records import SpanRecord
 from tracepass.collector.normalize.registry import Adapter
 from tracepass.collector.normalize.vercel_ai import conversation_id
+from tracepass.collector.records import SpanRecord
 
 
 def adapt(rec: SpanRecord, attrs: dict[str, Any], span: Span) -> bool:

@@ -1,8 +1,10 @@
 """Normalized span records: the one shape every instrumentation convention maps to.
 
-`normalize_request` (in this package) turns OTLP spans from tracepass, OTel GenAI
-semconv, OpenInference or OpenLLMetry into `SpanRecord`s; assembly only ever sees
-records, never raw attributes, so supporting a new convention touches this package only.
+`tracepass.collector.normalize` turns OTLP spans from tracepass, OTel GenAI semconv,
+OpenInference or OpenLLMetry into `SpanRecord`s; assembly only ever sees records, never
+raw attributes, so supporting a new convention touches the normalize stage only. The
+record lives here, in the foundation every stage may import, not inside the stage that
+builds it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tracepass.collector.normalize.argument_shapes import (
+from tracepass.collector.records.jsonvalue import SCAN_ERRORS, scan_once
+from tracepass.collector.records.model_usage import ModelUsage
+from tracepass.collector.records.tool_values import (
     DeferredResult,
     decode_deferred_arguments,
     decode_deferred_result,
 )
-from tracepass.collector.normalize.jsonvalue import SCAN_ERRORS, scan_once
-from tracepass.collector.normalize.usage import ModelUsage
 from tracepass.evaluator.models import ToolCall, ToolDefinition
 
 
@@ -73,7 +75,7 @@ class SpanRecord:
     # MODEL: the tools offered to the model (None: the span did not say). TOOL: the
     # tool's own declared parameters, when the instrumentation records them (`@tool`).
     tool_definitions: tuple[ToolDefinition, ...] | None = None
-    # MODEL only: token counts and provider (`normalize/usage.py`); None when the span
+    # MODEL only: token counts and provider (`records/model_usage.py`, read by `normalize/usage.py`); None when the span
     # carries neither (one slot per record; an object only for model calls with usage).
     usage: ModelUsage | None = None
 
@@ -84,10 +86,10 @@ class SpanRecord:
 # the attribute's text instead (`store_tool_arguments` / `store_tool_result`), and reading `tool_arguments` /
 # `tool_result` decodes it then, with the very functions ingest would have applied
 # (`coerce_arguments` / `coerce_result`, pure functions of the text; their fast paths
-# for the text `normalize.arguments.deferred_*` keeps): every reader sees
+# for the text `tool_values.deferred_*` keeps): every reader sees
 # the same values as if they had been decoded at ingest, decoded afresh per read (not
 # cached: that would bring the memory back). Ingest decides what it needs without
-# decoding: `normalize.arguments.deferred_arguments` / `deferred_result` only defer text
+# decoding: `tool_values.deferred_arguments` / `deferred_result` only defer text
 # whose coerced value is known from the text alone to be a non-empty mapping without
 # `"_raw"` / not None. Assigning a value stores it as is.
 _arguments_slot = SpanRecord.__dict__["tool_arguments"]

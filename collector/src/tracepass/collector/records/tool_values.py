@@ -12,8 +12,8 @@ import re
 import sys
 from typing import Any
 
-from tracepass.collector.normalize import pyrepr
-from tracepass.collector.normalize.jsonvalue import (
+from tracepass.collector.records import pyrepr
+from tracepass.collector.records.jsonvalue import (
     NOT_JSON,
     SCAN_ERRORS,
     loads,
