@@ -127,3 +127,12 @@ def test_collector_wheel_ships_the_web_ui_templates(dist: Path) -> None:
         }
     assert expected
     assert shipped == expected
+
+
+def test_collector_wheel_ships_the_runbook(dist: Path) -> None:
+    """/ui/runbook renders docs/operations.md from package data (alerts link there)."""
+    import zipfile
+
+    with zipfile.ZipFile(_wheel(dist, "tracepass_collector")) as wheel:
+        shipped = wheel.read("tracepass/collector/api/ui/bundled/operations.md")
+    assert shipped == (ROOT / "docs" / "operations.md").read_bytes()

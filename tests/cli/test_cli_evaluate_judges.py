@@ -63,8 +63,10 @@ def test_offline_judges_in_json_and_html(tmp_path: Path) -> None:
     PROMPTS.clear()
     config = _config(tmp_path, JUDGES)
     res = runner.invoke(
-        app, ["evaluate", "--dataset", str(DATASET), "--config", str(config), "--format", "json"]
-    )
+        app,
+        ["evaluate", "--dataset", str(DATASET), "--config", str(config), "--format", "json",
+         "--no-readiness-gate"],
+    )  # fmt: skip
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     judges = doc["summary"]["judges"]
@@ -98,6 +100,7 @@ def test_offline_judges_in_json_and_html(tmp_path: Path) -> None:
             "html",
             "-o",
             str(html_out),
+            "--no-readiness-gate",
         ],
     )
     assert res.exit_code == 0, res.output

@@ -112,3 +112,33 @@ def test_judge_module_is_imported_from_the_working_directory(
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     model = load_chat_model("tp_cwd_judges:make")
     assert isinstance(model, BaseChatModel)
+
+
+@pytest.mark.parametrize(
+    ("groups", "tier", "passed"),
+    [
+        ([(40, 40)], "production_ready", True),
+        ([(5, 5)], "inconclusive", True),
+        ([(40, 10)], "needs_improvement", False),
+        ([], "insufficient_data", True),
+    ],
+)
+def test_without_fail_under_the_readiness_rule_gates(
+    groups: list[tuple[int, int]], tier: str, passed: bool
+) -> None:
+    """No --fail-under: the readiness gate fails exactly on "needs improvement" (the
+    alert's condition); explicit gates replace it; --no-readiness-gate drops it."""
+    from tracepass.evaluator.offline.evaluation_run import readiness_line, readiness_verdict
+    from tracepass.evaluator.offline.gates import gate_run
+
+    summary = {"readiness": readiness_verdict(groups), "conversation_correctness": {"rate": 1.0}}
+    assert summary["readiness"]["tier"] == tier
+    (outcome,) = gate_run(summary, [])
+    assert outcome.passed is passed
+    assert outcome.describe() == readiness_line(summary["readiness"])
+    assert outcome.as_json()["metric"] == "pass_pow_k@3"
+    assert outcome.as_json()["estimator"] == "readiness"
+    assert outcome.value == summary["readiness"]["upper"]
+    assert gate_run(summary, [], readiness_default=False) == []
+    explicit = gate_run(summary, [Gate("conversation_correctness", None, 0.5)])
+    assert [o.gate.metric for o in explicit] == ["conversation_correctness"]

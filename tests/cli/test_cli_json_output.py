@@ -90,7 +90,7 @@ def test_float_format_and_non_finite() -> None:
 def _evaluate(args: list[str], monkeypatch: pytest.MonkeyPatch, encoder: Any) -> Any:
     with monkeypatch.context() as m:
         m.setattr(evaluate_cli, "dump_json_bytes", encoder)
-        res = runner.invoke(app, ["evaluate", *args, "--format", "json"])
+        res = runner.invoke(app, ["evaluate", *args, "--format", "json", "--no-readiness-gate"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -195,6 +195,7 @@ def test_table_lists_the_failed_conversations(monkeypatch: pytest.MonkeyPatch) -
     """The table format (no -o) dumps only the failed conversations it lists: the same
     rows as from the whole document."""
     args = ["evaluate", "--dataset", str(DATA / "fair-forge" / "dataset_agentic.json")]
+    args.append("--no-readiness-gate")
     doc = _evaluate(args[1:], monkeypatch, dump_json_bytes)
     failed = [c for c in doc["conversations"] if not c["correct"]]
     assert failed
@@ -207,6 +208,7 @@ def test_table_lists_the_failed_conversations(monkeypatch: pytest.MonkeyPatch) -
 
 def test_report_written_to_a_file_is_the_stdout_document(tmp_path: Path) -> None:
     args = ["evaluate", "--dataset", str(DATA / "fair-forge" / "dataset_agentic.json")]
+    args.append("--no-readiness-gate")
     out = tmp_path / "sub" / "report.json"
     res = runner.invoke(app, [*args, "--format", "json", "-o", str(out)])
     assert res.exit_code == 0, res.output

@@ -71,7 +71,7 @@ def test_headline_verdict_is_per_agent_version() -> None:
     html = render_report(_doc())
     verdicts = {label: v["tier"] for label, v in data.readiness_by_version(_doc()).items()}
     assert set(verdicts) == {"calc-agent 1.0", "calc-agent 2.0"}
-    assert verdicts["calc-agent 2.0"] == "not_ready"
+    assert verdicts["calc-agent 2.0"] == "needs_improvement"
     assert "Readiness per agent version" in html
     assert html.count('class="version-verdict"') == 2
     assert "<mark>b=26</mark>" in html

@@ -201,7 +201,7 @@ def test_evaluate_json_contract_and_references_with_several_values(
 ) -> None:
     add, mul = _split_refs(tmp_path)
     trace = str(traces["v2"])
-    fmt = ["--format", "json", "--k", "1,3"]
+    fmt = ["--format", "json", "--k", "1,3", "--no-readiness-gate"]
     # The form: FILE… --references PATH…
     res = runner.invoke(app, ["evaluate", trace, "--references", str(add), str(mul), *fmt])
     assert res.exit_code == 0, res.output

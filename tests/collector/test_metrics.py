@@ -167,7 +167,26 @@ def test_counters_histograms_and_gauges(stack: tuple[Telemetry, EvaluationMetric
     )
     assert get(s, "tracepass_pass_at_k", estimator="plugin", window="fast", k="1") is not None
     assert get(s, "tracepass_cusum") is not None
-    assert get(s, "tracepass_readiness", window="1h", tier="needs_improvement") == 1
+    # The readiness rule on pass^3's interval [0.22, 0.75]: it holds the 0.7 target.
+    assert get(s, "tracepass_readiness", window="1h", tier="inconclusive") == 1
+    assert get(s, "tracepass_readiness", window="1h", tier="needs_improvement") is None
+
+
+def test_readiness_gauge_follows_headline_k_and_target(logs: InMemoryLogRecordExporter) -> None:
+    """tracepass_readiness is the readiness rule at metrics.headline_k against
+    metrics.pass_pow_k_target, on the window's credible interval."""
+    tel, em, clock = setup(logs, headline_k=1, pass_pow_k_target=0.6)
+    try:
+        for i in range(40):
+            em.record(make_result(f"c{i}", Outcome.PASS if i % 10 else Outcome.FAIL), now=clock.t)
+        clock.t += 1
+        s = scrape(tel)
+        lower = get(s, "tracepass_pass_pow_k_lower", estimator="bayes", window="1h", k="1")
+        assert lower is not None
+        assert lower > 0.6  # 36 of 40: pass@1 = pass^1 ≈ 0.9
+        assert get(s, "tracepass_readiness", window="1h", tier="production_ready") == 1
+    finally:
+        tel.shutdown()
 
 
 def test_min_sample_guard_exports_no_estimate(

@@ -38,7 +38,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
 from tracepass.collector.config import MetricsConfig
-from tracepass.collector.export.metrics import LAG_BUCKETS, SCORE_BUCKETS, EvaluationMetrics
+from tracepass.collector.export.conversation_counts import LAG_BUCKETS, SCORE_BUCKETS
+from tracepass.collector.export.metrics import EvaluationMetrics
 from tracepass.collector.export.preaggregated import HotMetrics, attach
 from tracepass.collector.export.telemetry import Telemetry, build_telemetry
 from tracepass.evaluator.models import (

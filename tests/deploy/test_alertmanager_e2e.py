@@ -5,7 +5,8 @@ Prometheus with the shipped rules (short windows, `short_rules`), a real Alertma
 receiver. When pass^3 falls, TracepassPassPowKBelowTarget fires and the receiver gets a
 notification whose annotations hold: a link to the UI's failing list of that agent,
 version and reference set, absolute from `ui.external_url` (fetched here: it lists those
-failing conversations), the runbook URL, and the trace id of a failing conversation (the
+failing conversations), the runbook URL (absolute too, fetched here: the UI's
+/ui/runbook page holds the alert's section), and the trace id of a failing conversation (the
 exemplar of the failing counter). The Slack template renders that notification (amtool)."""
 
 from __future__ import annotations
@@ -202,7 +203,10 @@ def test_falling_pass_pow_k_pages_with_links_to_the_failing_conversations(
         assert labels["agent_name"] == AGENT
         assert labels["reference_set"] == REFERENCE_SET
         assert labels["severity"] == "critical"
-        assert notes["runbook_url"] == "docs/operations.md#tracepasspasspowkbelowtarget"
+        # The runbook, on the same public URL: the UI serves docs/operations.md.
+        runbook = notes["runbook_url"]
+        assert runbook == f"{external}/ui/runbook#tracepasspasspowkbelowtarget", runbook
+        _check_runbook(runbook)
         # The failing list of this agent, version and reference set, on the UI's public URL.
         link = notes["failing_conversations"]
         assert link.startswith(f"{external}/ui/conversations?"), link
@@ -216,7 +220,7 @@ def test_falling_pass_pow_k_pages_with_links_to_the_failing_conversations(
         example = notes["example_trace_id"]
         assert re.fullmatch(r"[0-9a-f]{32}", example), example
         _check_link(s.http, link, example)
-    _check_slack_message(tmp_path, payload, link, example)
+    _check_slack_message(tmp_path, payload, link, example, runbook)
 
 
 def _check_link(collector: str, link: str, example: str) -> None:
@@ -240,7 +244,19 @@ def _check_link(collector: str, link: str, example: str) -> None:
     assert len(shown) == html.count('href="/ui/conversations/'), "and only those"
 
 
-def _check_slack_message(tmp_path: Path, payload: dict[str, Any], link: str, example: str) -> None:
+def _check_runbook(runbook: str) -> None:
+    """The runbook link is fetched: the page holds the alert's section at its anchor."""
+    page_url, anchor = runbook.split("#", 1)
+    status, page = http_get(page_url)
+    assert status == 200, page[:500]
+    html = page.decode()
+    assert f'<h3 id="{anchor}">{ALERT}</h3>' in html
+    assert "<strong>Meaning</strong> (critical)" in html
+
+
+def _check_slack_message(
+    tmp_path: Path, payload: dict[str, Any], link: str, example: str, runbook: str
+) -> None:
     """The Slack template renders the real notification with the three links."""
     payload = {k: v for k, v in payload.items() if k != "path"}
     amtool = require_tool("amtool")
@@ -256,4 +272,4 @@ def _check_slack_message(tmp_path: Path, payload: dict[str, Any], link: str, exa
     assert done.returncode == 0, done.stderr
     assert f"<{link}|open in tracepass>" in done.stdout.replace("&amp;", "&"), done.stdout
     assert f"Example trace: `{example}`" in done.stdout
-    assert "Runbook: <docs/operations.md#tracepasspasspowkbelowtarget" in done.stdout
+    assert f"Runbook: <{runbook}|" in done.stdout

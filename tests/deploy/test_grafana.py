@@ -240,7 +240,7 @@ def test_alert_provisioning(tmp_path: Path) -> None:
                 else:
                     assert q["datasourceUid"] == ds_uid
                     exprs.append(q["model"]["expr"])
-            assert rule["annotations"]["runbook_url"].startswith("docs/operations.md#")
+            assert "/runbook#" in rule["annotations"]["runbook_url"]
             assert rule["labels"]["severity"]
     assert exprs
     promtool_check_exprs(exprs, tmp_path)
@@ -295,7 +295,10 @@ def test_pass_pow_k_alert_links_to_the_failing_conversations() -> None:
     assert rules
     url = rules[0]["annotations"]["ui_url"]
     # The base is ui.external_url, joined in as the label `url` (tracepass_ui_info).
-    assert url.startswith("{{ $labels.url }}/conversations?")
+    base = "{{ if $labels.url }}{{ $labels.url }}{{ else }}/ui{{ end }}"
+    assert url.startswith(f"{base}/conversations?")
+    # The runbook too: absolute on the same URL (the UI serves it at /ui/runbook).
+    assert rules[0]["annotations"]["runbook_url"] == f"{base}/runbook#tracepasspasspowkbelowtarget"
     assert "tracepass_ui_info" in rules[0]["data"][0]["model"]["expr"]
     assert "agent_name={{ $labels.agent_name }}" in url
     assert "agent_version={{ $labels.agent_version }}" in url
@@ -413,3 +416,29 @@ def test_one_headline_k_across_config_rules_and_dashboard() -> None:
     assert k["current"]["value"] == headline
     grafana_alert = (PROVISIONING / "alerting" / "tracepass.yaml").read_text()
     assert f'k="{headline}"' in grafana_alert
+    # ... and the target is the readiness rule's (metrics.pass_pow_k_target's default).
+    from tracepass.evaluator.stats.readiness import TARGET
+
+    (target,) = [
+        r["expr"].strip()
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r.get("record") == "tracepass:pass_pow_k_target"
+    ]
+    assert target == f"vector({TARGET})" == f"vector({MetricsConfig().pass_pow_k_target})"
+    (condition,) = [
+        c
+        for g in yaml.safe_load(grafana_alert)["groups"]
+        for r in g["rules"]
+        for q in r["data"]
+        for c in q["model"].get("conditions", [])
+    ]
+    assert condition["evaluator"] == {"type": "lt", "params": [TARGET]}
+    assert f"< {TARGET})" in grafana_alert
+    # The Kubernetes example config spells the same rule out for operators to edit.
+    kube = list(
+        yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "tracepass-config.yaml").read_text())
+    )
+    serve_config = yaml.safe_load(kube[0]["data"]["tracepass.yaml"])
+    assert serve_config["metrics"]["headline_k"] == int(headline)
+    assert serve_config["metrics"]["pass_pow_k_target"] == TARGET

@@ -78,10 +78,19 @@ def test_every_alert_is_documented(alert: dict[str, Any]) -> None:
     assert {"summary", "description", "runbook_url"} <= set(alert["annotations"])
     assert "for" in alert
     assert "keep_firing_for" in alert
+    # Absolute on ui.external_url (tracepass_ui_info) where the UI serves the runbook,
+    # docs/operations.md rendered with GitHub's anchors (api/ui/runbook.py).
     url = alert["annotations"]["runbook_url"]
-    anchor = f"docs/operations.md#{alert['alert'].lower()}"
-    assert url == anchor
+    base = (
+        '{{ with query "max by (url) (tracepass_ui_info)" }}'
+        '{{ . | first | label "url" }}{{ else }}/ui{{ end }}'
+    )
+    assert url == f"{base}/runbook#{alert['alert'].lower()}"
     headings = re.findall(r"^#+ (.+)$", OPERATIONS.read_text(encoding="utf-8"), re.M)
     assert alert["alert"] in [h.strip().strip("`") for h in headings], (
         f"docs/operations.md has no runbook section for {alert['alert']}"
     )
+    from tracepass.collector.api.ui.runbook import heading_anchor, render_runbook
+
+    assert heading_anchor(alert["alert"]) == alert["alert"].lower()
+    assert f'<h3 id="{alert["alert"].lower()}">{alert["alert"]}</h3>' in render_runbook()

@@ -113,7 +113,7 @@ def test_policy_live_and_offline(tmp_path: Path) -> None:
     # ---- offline: the same spans through `tracepass evaluate`
     res = subprocess.run(
         [TRACEPASS, "evaluate", str(spans), "--references", str(refs), "--format", "json",
-         "--k", "1"],
+         "--k", "1", "--no-readiness-gate"],
         capture_output=True,
         text=True,
         env=clean_env(),

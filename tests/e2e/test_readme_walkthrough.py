@@ -109,7 +109,14 @@ def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
             text=True, timeout=120, check=False,
         )  # fmt: skip
         assert gate.returncode == 0, gate.stderr
-        assert "gate PASS: pass_pow_k@3" in gate.stderr
+        # What the README says it prints: the gate, and the readiness line.
+        assert "gate PASS: pass_pow_k@3 unbiased estimate 1.000 >= required 0.8" in gate.stderr
+        readiness = next(x for x in gate.stdout.splitlines() if x.startswith("readiness: "))
+        assert readiness.startswith(
+            "readiness: inconclusive (pass^3 95% interval [0.65, 1.00] holds the target 0.70;"
+        )
+        readme = " ".join(README.read_text(encoding="utf-8").split())
+        assert readiness.split(";")[0] + "; …)" in readme
     finally:
         server.terminate()
         server.wait(timeout=300)

@@ -25,7 +25,16 @@ def test_serve_record_writes_files_that_evaluate_reads(tmp_path: Path) -> None:
     files = sorted(record.glob("traces-*.binpb"))
     assert len(files) >= 2, "small max_file_bytes must rotate"
     out = subprocess.run(
-        [TRACEPASS, "evaluate", *map(str, files), "-r", str(refs), "--format", "json"],
+        [
+            TRACEPASS,
+            "evaluate",
+            *map(str, files),
+            "-r",
+            str(refs),
+            "--format",
+            "json",
+            "--no-readiness-gate",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -108,6 +108,13 @@ def test_ui_pages_render_filter_and_link(tmp_path: Path) -> None:
         }
         assert ">failing</a>" in row_of["1.1"]
         assert ">failing</a>" not in row_of["1.0"]
+        # Readiness in the one rule's words, its reason as the tooltip (docs/metrics.md).
+        for row in row_of.values():
+            cell = re.search(
+                r'<td class="readiness ([a-z_]+)" title="[^"]*pass\^3[^"]*">([^<]+)</td>', row
+            )
+            assert cell, row
+            assert cell.group(2) == cell.group(1).replace("_", " ")
         # The trend chart spans the content width; the interval bars carry their scale.
         assert re.search(r'<svg class="trend" viewBox="0 0 \d+ \d+" width="100%"', overview)
         bar = re.search(r'<svg class="interval-bar".*?</svg>', overview, re.S)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracepass.evaluator.models import (
     Conversation,
@@ -15,6 +17,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
+from tracepass.evaluator.scoring.argmatch import MATCHERS, ArgumentMatchError, match_arguments
 from tracepass.evaluator.scoring.evaluator import Evaluator
 from tracepass.evaluator.scoring.explain import argument_diffs, failure_reasons, trajectory_rows
 
@@ -108,3 +111,41 @@ def test_reasons_agree_with_a_failing_tool_verdict(
     assert result.turns[0].tool_correctness is not None
     assert not result.turns[0].tool_correctness.correct
     assert failure_reasons(result) == reasons
+
+
+_leaf = st.one_of(
+    st.integers(-3, 3),
+    st.floats(-2, 2, allow_nan=False),
+    st.booleans(),
+    st.sampled_from(["a", "b", "a.*", "1"]),
+    st.none(),
+)
+_value = st.recursive(
+    _leaf,
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from("xy"), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+_arguments = st.dictionaries(st.sampled_from("abc"), _value, max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    mode=st.sampled_from([m for m in MATCHERS if m != "ignore"]),
+    want=_arguments,
+    got=_arguments,
+    tol=st.sampled_from([0.0, 0.5]),
+)
+def test_a_full_match_has_no_argument_diffs(
+    mode: str, want: dict[str, Any], got: dict[str, Any], tol: float
+) -> None:
+    """`trajectory_rows` skips the per-key diff of a pair whose arguments match fully:
+    for every built-in matcher a full match means every key matches."""
+    expected = ExpectedTool(name="t", arguments=want, argument_match=mode, abs_tol=tol)
+    try:
+        score = match_arguments(want, got, mode, abs_tol=tol)
+    except ArgumentMatchError:
+        return
+    if score >= 1.0:
+        assert argument_diffs(expected, ToolCall(name="t", arguments=got)) == ()

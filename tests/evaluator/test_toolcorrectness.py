@@ -377,3 +377,50 @@ def test_expected_agent_is_checked_when_given() -> None:
     assert bad is not None
     assert not bad.correct
     assert bad.selection == pytest.approx(1 / 3)  # the wrong agent's call pairs with nothing
+
+
+def _utilization_collecting_first(answer: str | None, calls: list[ToolCall]) -> float | None:
+    """What `detect_utilization` computed before it looked call by call: every call's
+    values collected (the first `_MAX_LEAVES`), then any of them in the answer."""
+    from tracepass.evaluator.scoring.tool_correctness import _AnswerText, _leaves
+
+    leaves: list[Any] = []
+    for c in calls:
+        if c.error is None:
+            _leaves(c.result, leaves)
+    if not leaves:
+        return None
+    if not answer:
+        return 0.0
+    text = _AnswerText(answer)
+    return 1.0 if any(text.contains(leaf) for leaf in leaves) else 0.0
+
+
+_result_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-50, 50),
+        st.floats(-100, 100, allow_nan=False),
+        st.sampled_from(["shipped", "ok", "Tuesday", " 32.40 ", "1,200", '{"a": "Paris"}', "[7]"]),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("ab"), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    answer=st.one_of(
+        st.none(), st.sampled_from(["", "It has shipped, 32.4 USD", "7 in Paris", "1200 ok"])
+    ),
+    results=st.lists(st.tuples(_result_values, st.booleans()), max_size=5),
+)
+def test_utilization_looked_up_call_by_call_equals_collecting_first(
+    answer: str | None, results: list[tuple[Any, bool]]
+) -> None:
+    calls = [
+        ToolCall(name="t", arguments={}, result=r, error="boom" if failed else None)
+        for r, failed in results
+    ]
+    assert detect_utilization(answer, calls) == _utilization_collecting_first(answer, calls)

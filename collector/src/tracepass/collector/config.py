@@ -22,6 +22,7 @@ from pydantic import (
 
 from tracepass.evaluator.models import ConversationJudgeSpec
 from tracepass.evaluator.pricing import ModelPrice, PriceBook
+from tracepass.evaluator.stats.readiness import HEADLINE_K, TARGET, ReadinessRule
 from tracepass.evaluator.strict_yaml import YamlFileError, locate, locations, parse, read_text
 from tracepass.evaluator.vocabulary import DEFAULT_GRADER, PROFILE_DEFAULT, DefaultGrader, Profile
 
@@ -218,7 +219,11 @@ class MetricsConfig(_Section):
     # The one k every surface headlines (web UI, dashboard default, alert target,
     # readiness): pass^headline_k. One of `ks` when set; when ks lacks the default 3,
     # the UI headlines the largest k.
-    headline_k: int = Field(default=3, ge=1)
+    headline_k: int = Field(default=HEADLINE_K, ge=1)
+    # The pass^headline_k target of the readiness rule: "production ready" when the
+    # credible interval's lower bound is above it, "needs improvement" when its upper
+    # bound is below it (the rules' tracepass:pass_pow_k_target: keep them equal).
+    pass_pow_k_target: float = Field(default=TARGET, gt=0, lt=1)
     credible_level: float = Field(default=0.95, gt=0, lt=1)
     prior: Literal["uniform", "jeffreys"] = "uniform"
     min_conversations: int = Field(default=20, ge=1)
@@ -237,6 +242,12 @@ class MetricsConfig(_Section):
                 f"({', '.join(map(str, self.ks))})"
             )
         return self
+
+    def readiness_rule(self) -> ReadinessRule:
+        """The readiness rule every surface applies (evaluator/stats/readiness.py): pass^k at
+        headline_k (the largest of `ks` when they lack it) against pass_pow_k_target."""
+        k = self.headline_k if self.headline_k in self.ks else max(self.ks)
+        return ReadinessRule(k, self.pass_pow_k_target)
 
 
 class LimitsConfig(_Section):

@@ -417,7 +417,7 @@ class CollectorService:
                 self.pipeline.latest_result,
                 cfg.ui,
                 write=self.triage.write if self.triage is not None else None,
-                headline_k=cfg.metrics.headline_k,
+                readiness=cfg.metrics.readiness_rule(),
                 bind_host=cfg.receiver.host,
                 review=self.review.pages,
             )

@@ -12,7 +12,6 @@ code path as the live `record`, so the windows come back identical.
 from __future__ import annotations
 
 import json
-from collections import Counter as Tally
 from dataclasses import dataclass
 
 from tracepass.collector.export.outcomes import result_success, turn_outcome, violation_tally
@@ -24,7 +23,9 @@ __all__ = [
     "decode_entries",
     "decode_entry",
     "encode_entry",
+    "entry_tag",
     "task_of",
+    "turn_tally",
     "window_entry",
 ]
 
@@ -63,18 +64,45 @@ class WindowEntry:
     tag: str
 
 
-def window_entry(result: ConversationResult, *, tag: str | None = None) -> WindowEntry:
-    """The entry of `result`. `tag`: its tag when the caller already has it (`record`
-    caches tags: few distinct ones exist), else built here."""
+# Tags by (outcome, turn tally, None, rule tally): few distinct ones exist.
+_TAGS: dict[tuple[object, ...], str] = {}
+_TAG_CACHE_LIMIT = 4096  # cleared when full (bounded memory)
+
+
+def entry_tag(outcome: str, turn_tally: dict[str, int], violations: dict[str, int]) -> str:
+    """The window entry's tag: `[outcome, turn tally]` or, with violations,
+    `[outcome, turn tally, rule tally]` as compact JSON (what a later revision reads back
+    to count as superseded, and what the state file keeps). Cached."""
+    cache_key = (outcome, *turn_tally.items(), None, *violations.items())
+    tag = _TAGS.get(cache_key)
     if tag is None:
-        violations = violation_tally(result)
-        tag_parts: list[object] = [
-            result.outcome.value,
-            dict(Tally(turn_outcome(t) for t in result.turns)),
-        ]
+        tag_parts: list[object] = [outcome, turn_tally]
         if violations:
             tag_parts.append(violations)
         tag = _TAG(tag_parts)
+        if len(_TAGS) >= _TAG_CACHE_LIMIT:
+            _TAGS.clear()
+        _TAGS[cache_key] = tag
+    return tag
+
+
+def turn_tally(outcomes: list[str]) -> dict[str, int]:
+    """outcome → turns, in first-seen order (what `collections.Counter` gave)."""
+    tally: dict[str, int] = {}
+    for outcome in outcomes:
+        tally[outcome] = tally.get(outcome, 0) + 1
+    return tally
+
+
+def window_entry(result: ConversationResult, *, tag: str | None = None) -> WindowEntry:
+    """The entry of `result`. `tag`: its tag when the caller already has it, else
+    built here (`entry_tag`)."""
+    if tag is None:
+        tag = entry_tag(
+            result.outcome.value,
+            turn_tally([turn_outcome(t) for t in result.turns]),
+            violation_tally(result),
+        )
     return WindowEntry(
         result.conversation_id,
         result.agent_name,

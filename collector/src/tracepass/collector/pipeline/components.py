@@ -17,6 +17,12 @@ added later: judges, failure modes) is a `ResultComponent`:
 
 A component that raises in `on_result` is logged and skipped: the others still get the
 result (one broken consumer must not cost the metrics or the stored result).
+
+Batches: the pipeline hands the conversations one loop iteration completed down the
+chain together (`run_batch`): every result visits a link before any visits the next. A
+link with an `on_results(results, infos)` method takes the whole batch in one call (the
+results store: one writer operation for all of them) and returns the infos for the next
+links (None: unchanged); the others get `on_result` once per result.
 """
 
 from __future__ import annotations
@@ -112,18 +118,36 @@ class ResultChain:
             except Exception:
                 log.exception("shutting down %s failed", component.name)
 
-    async def __call__(self, result: ConversationResult, info: ResultInfo) -> None:
+    async def run_batch(self, pairs: Sequence[tuple[ConversationResult, ResultInfo]]) -> None:
+        """Hand several results down the chain, link by link (see the module docstring)."""
+        results = [result for result, _ in pairs]
+        infos: list[ResultInfo] = [info for _, info in pairs]
         for component in self.components:
-            try:
-                step = component.on_result(result, info)
-                if inspect.isawaitable(step):
-                    step = await step
-            except Exception:
-                log.exception(
-                    "result component %s failed for conversation %s",
-                    component.name,
-                    result.conversation_id,
-                )
+            batch = getattr(component, "on_results", None)
+            if batch is not None:
+                try:
+                    steps = batch(results, infos)
+                    if inspect.isawaitable(steps):
+                        steps = await steps
+                except Exception:
+                    log.exception("result component %s failed for a batch", component.name)
+                    continue
+                infos = [new or old for new, old in zip(steps, infos, strict=True)]
                 continue
-            if step is not None:
-                info = step
+            for n, result in enumerate(results):
+                try:
+                    step = component.on_result(result, infos[n])
+                    if inspect.isawaitable(step):
+                        step = await step
+                except Exception:
+                    log.exception(
+                        "result component %s failed for conversation %s",
+                        component.name,
+                        result.conversation_id,
+                    )
+                    continue
+                if step is not None:
+                    infos[n] = step
+
+    async def __call__(self, result: ConversationResult, info: ResultInfo) -> None:
+        await self.run_batch([(result, info)])

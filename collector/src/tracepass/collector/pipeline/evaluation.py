@@ -27,10 +27,11 @@ from tracepass.collector.pipeline.scheduling import (
     Finish,
     ResultInfo,
     ResultListener,
+    Scored,
 )
 from tracepass.collector.records import RecordKind
 from tracepass.collector.state import StateStore
-from tracepass.evaluator.models import Conversation, ConversationResult
+from tracepass.evaluator.models import Conversation
 from tracepass.evaluator.pricing import PriceBook
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -69,7 +70,7 @@ class EvaluationStage:
             description="Completed conversations whose evaluation raised (not scored)",
         )
         self.chains = EvaluationChains(
-            self._evaluate, concurrency=concurrency, on_error=self._count_error
+            self._evaluate, concurrency=concurrency, on_error=self._count_error, batch=self
         )
         self._log = RateLimitedLog(log)
 
@@ -87,8 +88,7 @@ class EvaluationStage:
             # All queued at once: the writer commits them in a few batches (one await
             # each took a commit apiece: 9,000 orphan buffers given up held this 45 s).
             await asyncio.gather(*(self.store.discard(key) for key in given_up))
-        for item in completed:
-            self.chains.schedule(item)
+        self.chains.schedule_batch(completed)
         if wait:
             await self.chains.drain()
         return len(completed)
@@ -117,8 +117,13 @@ class EvaluationStage:
         )
 
     async def _evaluate(self, item: Completed) -> Finish:
-        """Score one conversation; returns the rest (`_finish`: the result chain, whose
+        """Score one conversation; returns the rest (`deliver`: the result chain, whose
         first link stores it) for the chain to await outside the concurrency limit."""
+        scored = await self.prepare(item)
+        return None if scored is None else self.deliver([scored])
+
+    async def prepare(self, item: Completed) -> Scored | None:
+        """Build, match, sample and score one conversation (None: nothing to hand on)."""
         if all(r.kind is RecordKind.EVENT for r in item.records):
             # Only GenAI log events (an evicted buffer whose spans never came): nothing to
             # evaluate; the assembler counted them, and no restart may restore them.
@@ -156,19 +161,6 @@ class EvaluationStage:
         now = self.clock()
         last_end = max((r.end_ns for r in item.records), default=0)
         lag = max(0.0, now - last_end / 1e9) if last_end else 0.0
-        return self._finish(item, result, conversation, now, lag, set_name, match)
-
-    async def _finish(
-        self,
-        item: Completed,
-        result: ConversationResult,
-        conversation: Conversation,
-        now: float,
-        lag: float,
-        set_name: str | None,
-        match: Match | None,
-    ) -> None:
-        """Hand the result down the chain (the results store first: its group commit)."""
         info = ResultInfo(
             revision=item.revision,
             reason=item.reason,
@@ -181,9 +173,22 @@ class EvaluationStage:
             closed_at=item.closed_at,
             n_spans=len(item.records),
         )
-        try:
-            ret = self.listener(result, info)
-            if inspect.isawaitable(ret):
-                await ret
-        except Exception:
-            log.exception("result listener failed for conversation %s", item.key)
+        return result, info
+
+    async def deliver(self, scored: list[Scored]) -> None:
+        """Hand scored conversations down the result chain (the results store first: its
+        group commit), all at once when the listener takes batches (`ResultChain`)."""
+        run_batch = getattr(self.listener, "run_batch", None)
+        if run_batch is not None and len(scored) > 1:
+            try:
+                await run_batch(scored)
+            except Exception:
+                log.exception("result listener failed for %d conversations", len(scored))
+            return
+        for result, info in scored:
+            try:
+                ret = self.listener(result, info)
+                if inspect.isawaitable(ret):
+                    await ret
+            except Exception:
+                log.exception("result listener failed for conversation %s", info.conversation.id)

@@ -16,11 +16,17 @@ import asyncio
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from tracepass.collector.pipeline.components import ResultComponent
 from tracepass.collector.pipeline.scheduling import ResultInfo
-from tracepass.collector.state import ResultsStore, StateError, StateStore, StoredResult
+from tracepass.collector.state import (
+    ResultsStore,
+    ResultWrite,
+    StateError,
+    StateStore,
+    StoredResult,
+)
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -75,14 +81,67 @@ class ResultsWriter(ResultComponent):
             await asyncio.gather(*self._retries, return_exceptions=True)
 
     async def on_result(self, result: ConversationResult, info: ResultInfo) -> ResultInfo | None:
-        key = info.conversation.id
-        stored = StoredResult(info.conversation, result, info.revision)
-        self.remember(key, stored)
+        return (await self.on_results([result], [info]))[0]
+
+    async def on_results(
+        self, results: Sequence[ConversationResult], infos: Sequence[ResultInfo]
+    ) -> list[ResultInfo | None]:
+        """`on_result` for a batch (`ResultChain.run_batch`): ONE write of all of them
+        (`StateStore.put_results`: one writer operation, one wake-up). If it fails
+        (disk full, or one result the database refuses), each is stored on its own as
+        `on_result` does, so one bad result costs no other its row."""
+        stored = [
+            StoredResult(info.conversation, result, info.revision)
+            for result, info in zip(results, infos, strict=True)
+        ]
+        for s, info in zip(stored, infos, strict=True):
+            self.remember(info.conversation.id, s)
         if self.store is None:
-            return None
-        write = self._writer(key, stored, info)
+            return [None] * len(stored)
+        writes = [self._write_of(s, info) for s, info in zip(stored, infos, strict=True)]
+        if len(writes) == 1:
+            return [await self._store_one(writes[0], infos[0])]
         try:
-            seq = await write()
+            seqs = await self.store.put_results(writes)
+        except Exception as exc:
+            log.debug("batch of %d results not stored at once (%s): one by one", len(writes), exc)
+            done = await asyncio.gather(
+                *(self._store_one(w, i) for w, i in zip(writes, infos, strict=True)),
+                return_exceptions=True,
+            )
+            out: list[ResultInfo | None] = []
+            for write, step in zip(writes, done, strict=True):
+                if isinstance(step, BaseException):
+                    log.error("result of conversation %s not stored: %r", write.key, step)
+                    step = None
+                out.append(step)
+            return out
+        return [dataclasses.replace(i, journal_seq=q) for i, q in zip(infos, seqs, strict=True)]
+
+    def _write_of(self, stored: StoredResult, info: ResultInfo) -> ResultWrite:
+        assert stored.result is not None
+        return ResultWrite(
+            info.conversation.id,
+            info.revision,
+            info.closed_at,
+            info.n_spans,
+            stored,
+            info.now,
+            None if self.journal_entry is None else self.journal_entry(stored.result),
+        )
+
+    async def _store_one(self, write: ResultWrite, info: ResultInfo) -> ResultInfo | None:
+        """Store one result; on a `StateError` keep it findable and retry it in the
+        background. Returns the info with its journal sequence number (None: not
+        stored yet)."""
+        store = self.store
+        assert store is not None
+
+        async def put() -> int:
+            return (await store.put_results([write]))[0]
+
+        try:
+            seq = await put()
         except StateError as exc:
             # Disk full or I/O trouble: the evaluation still reaches the windows and the
             # API now, and its storage is retried in the background until the disk has
@@ -90,34 +149,13 @@ class ResultsWriter(ResultComponent):
             self._log.error(
                 "put_result",
                 "result of conversation %s not stored, retrying in the background: %s",
-                key,
+                write.key,
                 exc,
             )
-            self._unstored[key] = stored
-            self._retry_in_background(key, write)
+            self._unstored[write.key] = write.stored
+            self._retry_in_background(write.key, put)
             return None
         return dataclasses.replace(info, journal_seq=seq)
-
-    def _writer(
-        self, key: str, stored: StoredResult, info: ResultInfo
-    ) -> Callable[[], Awaitable[int]]:
-        store = self.store
-        assert store is not None
-        assert stored.result is not None
-        journal = None if self.journal_entry is None else self.journal_entry(stored.result)
-
-        def write() -> Awaitable[int]:
-            return store.put_result(
-                key,
-                revision=info.revision,
-                closed_at=info.closed_at,
-                n_spans=info.n_spans,
-                stored=stored,
-                evaluated_at=info.now,
-                journal=journal,
-            )
-
-        return write
 
     def _retry_in_background(self, key: str, write: Callable[[], Awaitable[int]]) -> None:
         async def retry() -> None:

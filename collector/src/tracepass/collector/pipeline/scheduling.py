@@ -10,14 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from tracepass.collector.assembly import Completed
 from tracepass.evaluator.models import Conversation, ConversationResult, Policy, Reference
 
-__all__ = ["ConversationEvaluator", "EvaluationChains", "Finish", "ResultInfo", "ResultListener"]
+__all__ = [
+    "BatchSteps",
+    "ConversationEvaluator",
+    "EvaluationChains",
+    "Finish",
+    "ResultInfo",
+    "ResultListener",
+    "Scored",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +78,18 @@ ResultListener = Callable[[ConversationResult, ResultInfo], Awaitable[None] | No
 # What `evaluate` may hand back: the rest of the evaluation (persisting the result,
 # then the listener), awaited outside the concurrency limit.
 Finish = Awaitable[None] | None
+# A scored conversation on its way to the result chain (`EvaluationStage.prepare`).
+Scored = tuple[ConversationResult, ResultInfo]
+
+
+class BatchSteps(Protocol):
+    """The two halves of an evaluation, for batches (`EvaluationChains.schedule_batch`):
+    `prepare` scores one conversation (None: nothing to hand on), `deliver` hands the
+    scored ones down the result chain together."""
+
+    async def prepare(self, item: Completed) -> Scored | None: ...
+
+    async def deliver(self, scored: list[Scored]) -> None: ...
 
 
 class EvaluationChains:
@@ -89,12 +109,84 @@ class EvaluationChains:
         *,
         concurrency: int,
         on_error: Callable[[], None],
+        batch: BatchSteps | None = None,
     ) -> None:
         self._evaluate = evaluate
         self._on_error = on_error
+        self._batch = batch
         self._sem = asyncio.Semaphore(concurrency)
         self._chains: dict[str, asyncio.Task[None]] = {}
         self.inflight = 0
+
+    def schedule_batch(self, items: Sequence[Completed]) -> None:
+        """Schedule the conversations completed together (one loop iteration's) as ONE
+        task: scored one after the other in one concurrency slot, then handed down the
+        result chain together (one store operation for all). Why: a task, a slot and a
+        store operation per conversation cost more than scoring a small one. A
+        conversation whose previous revision is still being evaluated is scheduled
+        after it as usual; and as soon as one evaluation of the batch waits on the loop
+        (a judge, an awaiting grader), the rest of the batch goes on as one task each,
+        so slow evaluations still run `concurrency` at a time."""
+        if self._batch is None or len(items) < 2:
+            for item in items:
+                self.schedule(item)
+            return
+        free: list[Completed] = []
+        rest: list[Completed] = []
+        taken: set[str] = set()
+        for item in items:
+            if item.key in self._chains or item.key in taken:
+                rest.append(item)  # after its previous revision (a second one: the batch)
+            else:
+                free.append(item)
+                taken.add(item.key)
+        if free:
+            self.inflight += len(free)
+            task = asyncio.create_task(self._run_batch(free, self._batch))
+            for item in free:
+                self._chains[item.key] = task
+            keys = [item.key for item in free]
+
+            def done(t: asyncio.Task[None]) -> None:
+                self.inflight -= len(keys)
+                for key in keys:
+                    if self._chains.get(key) is t:
+                        del self._chains[key]
+
+            task.add_done_callback(done)
+        for item in rest:
+            self.schedule(item)
+
+    async def _run_batch(self, items: list[Completed], steps: BatchSteps) -> None:
+        scored: list[Scored] = []
+        spilled: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        async with self._sem:
+            for n, item in enumerate(items):
+                # Did this evaluation wait on the loop? A callback scheduled now runs
+                # only if it did.
+                waited = [False]
+                probe = loop.call_soon(waited.__setitem__, 0, True)
+                try:
+                    one = await steps.prepare(item)
+                except Exception:
+                    one = None
+                    self._on_error()
+                    log.exception("evaluation of conversation %s failed", item.key)
+                probe.cancel()
+                if one is not None:
+                    scored.append(one)
+                if waited[0] and n + 1 < len(items):
+                    spilled = [asyncio.create_task(self._after(None, it)) for it in items[n + 1 :]]
+                    break
+        if scored:
+            try:
+                await steps.deliver(scored)
+            except Exception:
+                self._on_error()
+                log.exception("handing on %d evaluated conversations failed", len(scored))
+        if spilled:
+            await asyncio.gather(*spilled, return_exceptions=True)
 
     def schedule(self, item: Completed) -> None:
         previous = self._chains.get(item.key)

@@ -12,6 +12,7 @@ from tracepass.collector.state.index import ResultFilter, ResultRow, decode_curs
 from tracepass.collector.state.outbox import Outbox
 from tracepass.collector.state.results import ResultsStore
 from tracepass.collector.state.review_labels import ReadOnlyFile, ReviewLabel, ReviewLabels
+from tracepass.collector.state.sqlite_results import ResultWrite
 from tracepass.collector.state.store import (
     JOURNAL_RESULT,
     JOURNAL_WINDOW,
@@ -31,6 +32,7 @@ __all__ = [
     "ReadOnlyFile",
     "ResultFilter",
     "ResultRow",
+    "ResultWrite",
     "ResultsStore",
     "ReviewLabel",
     "ReviewLabels",

@@ -68,6 +68,9 @@ CREATE TABLE IF NOT EXISTS result_failure_modes (
 # row as the table itself. A key's rows are found from its results row (`PRIOR`: its
 # closed_at and the signatures in its summary), scopes from the counters.
 PRIOR = "SELECT closed_at, summary FROM results WHERE conv_key=?"
+# The same for a batch of keys (one statement instead of one per stored result).
+_PRIORS = "SELECT conv_key, closed_at, summary FROM results WHERE conv_key IN ({})"
+_PRIORS_CHUNK = 500  # keys per statement (well under SQLite's variable limit)
 # The table is clustered by (signature, closed_at, conv_key): the `failure_mode=` list
 # filter pages through it in completion order without an index of its own. A key's
 # rows are deleted before new ones are written, so (signature, conv_key) stays unique.
@@ -326,6 +329,41 @@ class FailureModeIndex:
         `prior`: the (closed_at, summary) of its results row before this write (`PRIOR`;
         None: it had none). Returns (rows removed, rows added) for `counters` once the
         commit succeeded."""
+        inserts: list[tuple[Any, ...]] = []
+        change = self.replace_rows(conn, key, stored, signatures, closed_at, prior, inserts)
+        self.insert(conn, inserts)
+        return change
+
+    @staticmethod
+    def insert(conn: sqlite3.Connection, inserts: Sequence[tuple[Any, ...]]) -> None:
+        """Insert the rows `replace_rows` collected (one statement for a batch)."""
+        if inserts:
+            conn.executemany(_INSERT, inserts)
+
+    @staticmethod
+    def priors(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[Any, Any]]:
+        """`PRIOR` of several keys at once: key → (closed_at, summary) of the keys that
+        have a results row."""
+        found: dict[str, tuple[Any, Any]] = {}
+        for i in range(0, len(keys), _PRIORS_CHUNK):
+            chunk = keys[i : i + _PRIORS_CHUNK]
+            sql = _PRIORS.format(",".join("?" * len(chunk)))
+            for key, closed_at, summary in conn.execute(sql, chunk):
+                found[key] = (closed_at, summary)
+        return found
+
+    def replace_rows(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        stored: StoredResult,
+        signatures: Sequence[str],
+        closed_at: float,
+        prior: Sequence[Any] | None,
+        inserts: list[tuple[Any, ...]],
+    ) -> tuple[list[Row], list[Row]]:
+        """`write` with the new rows appended to `inserts` instead of inserted (`insert`
+        them: a batch's rows with one statement)."""
         removed: list[Row] = []
         if prior is not None:
             removed = self._remove(conn, key, prior)
@@ -351,8 +389,7 @@ class FailureModeIndex:
                 kept.add(signature)
                 added.append((signature, closed_at, agent, version, rset))
         outcome = result.outcome.value
-        rows = [(r[0], key, closed_at, agent, version, rset, outcome) for r in added[1:]]
-        conn.executemany(_INSERT, rows)
+        inserts.extend((r[0], key, closed_at, agent, version, rset, outcome) for r in added[1:])
         return removed, added
 
     @staticmethod
@@ -400,6 +437,25 @@ class FailureModeIndex:
             self.counters.add(removed, -1)
         if added:
             self.counters.add(added)
+
+    def applied_many(
+        self,
+        items: Iterable[tuple[tuple[list[Row], list[Row]], str | None, str | None, float]],
+    ) -> None:
+        """`applied` of a committed batch: (change, agent, version, closed_at) each; the
+        versions are noted once per (agent, version), with their earliest closed_at."""
+        firsts: dict[tuple[str | None, str | None], float] = {}
+        for (removed, added), agent, version, closed_at in items:
+            if removed:
+                self.counters.add(removed, -1)
+            if added:
+                self.counters.add(added)
+            version_key = (agent, version)
+            first = firsts.get(version_key)
+            if first is None or closed_at < first:
+                firsts[version_key] = closed_at
+        for (agent, version), closed_at in firsts.items():
+            self.counters.note_version(agent, version, closed_at)
 
     def delete(self, conn: sqlite3.Connection, where_sql: str, args: Sequence[Any]) -> list[Row]:
         """Delete the rows of the results `where_sql` selects (a WHERE clause over

@@ -101,15 +101,18 @@ _encode_summary = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).en
 _ALL_OUTCOMES = ("pass", "fail", "error", "incomplete", "unscored", None)
 
 
-def index_values(stored: StoredResult) -> tuple[Any, ...]:
-    """The INDEX_COLUMNS values of one stored evaluation, in column order."""
+def index_values(stored: StoredResult, signatures: Sequence[str] = ()) -> tuple[Any, ...]:
+    """The INDEX_COLUMNS values of one stored evaluation, in column order;
+    `signatures`: its failure signatures if the caller has them already."""
     result = stored.result
     conv = stored.conversation
     summary: dict[str, Any] = {
         "reasons": [] if result is None else _reasons(result, conv.complete),
         "trace_ids": list(conv.trace_ids),
     }
-    if result is not None and is_failing(result):
+    if signatures:
+        summary["modes"] = list(signatures)
+    elif result is not None and is_failing(result):
         # Where this result's failure-mode rows are (`failure_index.py`): a later
         # revision deletes them by primary key, without an index on conv_key.
         summary["modes"] = list(failure_analysis(result, conv.complete).signatures)
@@ -157,13 +160,20 @@ def _reasons(result: ConversationResult, complete: bool) -> list[str]:
 
 
 def write_violations(
-    conn: sqlite3.Connection, key: str, stored: StoredResult, closed_at: float
+    conn: sqlite3.Connection,
+    key: str,
+    stored: StoredResult,
+    closed_at: float,
+    *,
+    replacing: bool = True,
 ) -> None:
     """Replace the violation rows of `key` by those of `stored` (inside the writer's
     transaction, right after the result row). The row's `closed_at` and outcome are
     copied, so a violation filter (with or without outcomes) pages through this table's
-    own indexes in completion order."""
-    conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
+    own indexes in completion order. `replacing=False`: the key had no results row
+    before this write, so it has no violation rows to delete (they go with it)."""
+    if replacing:
+        conn.execute("DELETE FROM result_violations WHERE conv_key=?", (key,))
     rows = violation_rows(stored)
     if rows:
         conn.executemany(

@@ -9,6 +9,8 @@ buffer's record of which conversations were evaluated (revision, close time, spa
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result, encode_result
@@ -28,7 +30,7 @@ from tracepass.collector.state.results import AgentCountRow
 from tracepass.collector.state.window_journal import append_entry
 from tracepass.collector.state.writer import SqliteFile
 
-__all__ = ["SqliteResults"]
+__all__ = ["ResultWrite", "SqliteResults"]
 
 _INDEXED = ", ".join(name for name, _ in INDEX_COLUMNS)
 _PUT_RESULT = (
@@ -40,6 +42,30 @@ _PUT_RESULT = (
     + ", ".join(f"{name}=excluded.{name}" for name, _ in INDEX_COLUMNS)
     + " WHERE excluded.revision >= results.revision"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ResultWrite:
+    """One evaluation to store (`put_result`'s arguments)."""
+
+    key: str
+    revision: int
+    closed_at: float
+    n_spans: int
+    stored: StoredResult
+    evaluated_at: float
+    journal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A `ResultWrite` with what the loop derives from it before the writer runs."""
+
+    write: ResultWrite
+    text: str
+    indexed: tuple[Any, ...]
+    violations: list[tuple[str, str | None]] | None
+    signatures: tuple[str, ...]
 
 
 class SqliteResults:
@@ -99,49 +125,100 @@ class SqliteResults:
         snapshotted only every few seconds, and the journal is what puts the evaluations
         since the last snapshot back into them after a crash. Returns the journal sequence
         number (0: no `journal` given, nothing journalled)."""
-        text = encode_result(stored)
+        write = ResultWrite(key, revision, closed_at, n_spans, stored, evaluated_at, journal)
+        return (await self.put_results([write]))[0]
+
+    async def put_results(self, writes: Sequence[ResultWrite]) -> list[int]:
+        """`put_result` of several evaluations as ONE writer operation (one op, one
+        wake-up; what the pipeline does with the conversations one loop iteration
+        completed). All or nothing: if it fails, nothing of it is stored (the caller may
+        store them one by one to isolate a bad one). Returns their journal sequence
+        numbers, in order."""
         # Derived here, on the event loop's side: cheap (no I/O) and keeps the writer
         # thread's transactions short.
-        indexed = index_values(stored)
+        prepared = [self._prepare(w) for w in writes]
+        # The failure-mode rows each op run replaced: counted once the commit succeeded
+        # (an op may run twice, so it only records them).
+        modes: list[Any] = [((), ())] * len(prepared)
 
-        violations = violation_rows(stored) if self.forward else None
-        signatures = stored_signatures(stored)
-        # The failure-mode rows the op replaced: counted once the commit succeeded (an
-        # op may run twice, so it only records them).
-        modes: list[Any] = [((), ())]
+        keys = [p.write.key for p in prepared]
+        # The prior rows of a batch in one query (a key twice in it: one query each, so
+        # the second sees the first's row).
+        batched = len(prepared) > 1 and not self.forward and len(set(keys)) == len(keys)
 
-        def op(conn: sqlite3.Connection) -> int:
-            # The result and its window-journal entry commit together or not at all: an
+        def op(conn: sqlite3.Connection) -> list[int]:
+            # A result and its window-journal entry commit together or not at all: an
             # op is all or nothing (`_apply`).
-            if violations is not None:
-                put_outbox(
-                    conn,
-                    key,
-                    revision=revision,
-                    closed_at=closed_at,
-                    evaluated_at=evaluated_at,
-                    n_spans=n_spans,
-                    view=text,
-                    indexed=indexed,
-                    violations=violations,
-                )
-            else:
-                prior = conn.execute(PRIOR, (key,)).fetchone()
-                changed = conn.execute(
-                    _PUT_RESULT, (key, revision, closed_at, evaluated_at, n_spans, text, *indexed)
-                ).rowcount
-                if changed:
-                    write_violations(conn, key, stored, closed_at)
-                    modes[0] = self.failure_modes.write(
-                        conn, key, stored, signatures, closed_at, prior
-                    )
-            if journal is None:
-                return 0
-            return append_entry(conn, key, revision, evaluated_at, journal)
+            priors = self.failure_modes.priors(conn, keys) if batched else None
+            inserts: list[tuple[Any, ...]] = []
+            seqs = []
+            for i, p in enumerate(prepared):
+                seqs.append(self._write(conn, p, modes, i, priors, inserts))
+                if priors is None:  # the next one may be this key again: rows in now
+                    self.failure_modes.insert(conn, inserts)
+                    inserts.clear()
+            self.failure_modes.insert(conn, inserts)
+            return seqs
 
-        seq = await self.db.run(op)
-        self.failure_modes.applied(modes[0], indexed[0], indexed[1], closed_at)
-        return seq
+        seqs = await self.db.run(op)
+        self.failure_modes.applied_many(
+            (change, p.indexed[0], p.indexed[1], p.write.closed_at)
+            for p, change in zip(prepared, modes, strict=True)
+        )
+        return seqs
+
+    def _prepare(self, write: ResultWrite) -> _Prepared:
+        stored = write.stored
+        signatures = stored_signatures(stored)
+        return _Prepared(
+            write,
+            encode_result(stored),
+            index_values(stored, signatures),
+            violation_rows(stored) if self.forward else None,
+            signatures,
+        )
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        p: _Prepared,
+        modes: list[Any],
+        i: int,
+        priors: dict[str, tuple[Any, Any]] | None,
+        inserts: list[tuple[Any, ...]],
+    ) -> int:
+        """One prepared result's rows (inside the writer's transaction); its failure-mode
+        rows are appended to `inserts`; `priors`: the batch's prior rows (None: look
+        this one up)."""
+        w = p.write
+        key = w.key
+        if p.violations is not None:
+            put_outbox(
+                conn,
+                key,
+                revision=w.revision,
+                closed_at=w.closed_at,
+                evaluated_at=w.evaluated_at,
+                n_spans=w.n_spans,
+                view=p.text,
+                indexed=p.indexed,
+                violations=p.violations,
+            )
+        else:
+            prior = conn.execute(PRIOR, (key,)).fetchone() if priors is None else priors.get(key)
+            changed = conn.execute(
+                _PUT_RESULT,
+                (key, w.revision, w.closed_at, w.evaluated_at, w.n_spans, p.text, *p.indexed),
+            ).rowcount
+            if changed:
+                write_violations(conn, key, w.stored, w.closed_at, replacing=prior is not None)
+            if changed and (p.signatures or prior is not None):
+                modes[i] = self.failure_modes.replace_rows(
+                    conn, key, w.stored, p.signatures, w.closed_at, prior, inserts
+                )
+        if w.journal is None:
+            return 0
+        return append_entry(conn, key, w.revision, w.evaluated_at, w.journal)
 
     def get_result(self, key: str) -> StoredResult | None:
         """The latest stored evaluation of `key`, in either stored format."""

@@ -39,7 +39,7 @@ from tracepass.collector.state.span_buffer import (
     SpanBuffer,
     StoredConversation,
 )
-from tracepass.collector.state.sqlite_results import _PUT_RESULT, SqliteResults
+from tracepass.collector.state.sqlite_results import _PUT_RESULT, ResultWrite, SqliteResults
 from tracepass.collector.state.window_journal import JournalEntry, WindowJournal
 from tracepass.collector.state.writer import Durability, SqliteFile
 
@@ -159,6 +159,10 @@ class StateStore(SqliteFile):
             evaluated_at=evaluated_at,
             journal=journal,
         )
+
+    async def put_results(self, writes: Sequence[ResultWrite]) -> list[int]:
+        """Several `put_result`s as one writer operation (`SqliteResults.put_results`)."""
+        return await self.results.put_results(writes)
 
     async def purge_results(self, evaluated_before: float) -> int:
         return await self.results.purge_results(evaluated_before)

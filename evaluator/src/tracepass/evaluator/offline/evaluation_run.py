@@ -31,7 +31,6 @@ from pydantic_core import to_jsonable_python
 
 from tracepass.evaluator.models import Conversation, ConversationResult, TurnResult
 from tracepass.evaluator.offline.estimates import passk_blocks, proportion
-from tracepass.evaluator.offline.gates import point_estimate
 from tracepass.evaluator.offline.judges_report import judge_summary, judgement_rows
 from tracepass.evaluator.references.matching import ReferenceCatalog
 from tracepass.evaluator.scoring.evaluator import Evaluator, PendingEvaluation
@@ -185,30 +184,22 @@ def _answer_block(conversations: Sequence[Mapping[str, Any]], level: float) -> d
     return proportion(len(verdicts), sum(verdicts), level)
 
 
-def readiness_verdict(groups: Sequence[tuple[int, int]], level: float = 0.95) -> dict[str, Any]:
-    """Readiness tier from pass@1 and pass^3 (tiers of `tracepass.evaluator.stats.readiness`),
-    on the same point estimate the gates use (``tier``) and on the lower credible bounds
-    (``confident_tier``: the tier the agent reaches with 1 - (1 - level)/2 certainty)."""
-    at, pw, _used = passk_blocks(groups, (1, 3), level)
-    p1, _ = point_estimate(at["1"])
-    p3, _ = point_estimate(pw["3"])
-    return {
-        "tier": str(readiness.classify(p1, p3)),
-        "confident_tier": str(readiness.classify(at["1"]["lower"], pw["3"]["lower"])),
-        "pass_at_1": p1,
-        "pass_pow_3": p3,
-        "pass_at_1_lower": at["1"]["lower"],
-        "pass_pow_3_lower": pw["3"]["lower"],
-    }
+def readiness_verdict(
+    groups: Sequence[tuple[int, int]],
+    level: float = 0.95,
+    rule: readiness.ReadinessRule | None = None,
+) -> dict[str, Any]:
+    """The readiness rule (`tracepass.evaluator.stats.readiness`, default k 3, target 0.7)
+    on the pooled credible interval of pass^k: the `readiness` object of the summary."""
+    rule = rule or readiness.ReadinessRule()
+    _at, pw, _used = passk_blocks(groups, (rule.k,), level)
+    block = pw[str(rule.k)]
+    return rule.verdict(block["lower"], block["upper"], level).as_json()
 
 
 def readiness_line(verdict: Mapping[str, Any]) -> str:
-    """The one readiness sentence of every command (`evaluate`, `probe`): the tier the
-    *lower* credible bounds reach, so "production ready" is said only when the
-    intervals clear the thresholds, never on a point estimate with a wide interval."""
-    return readiness.verdict_sentence(
-        verdict["confident_tier"], verdict.get("pass_at_1_lower"), verdict.get("pass_pow_3_lower")
-    )
+    """The one readiness sentence of every command (`evaluate`, `probe`)."""
+    return readiness.Verdict.from_json(dict(verdict)).sentence()
 
 
 def summarize(
@@ -217,8 +208,10 @@ def summarize(
     *,
     unmatched: int = 0,
     level: float = 0.95,
+    rule: readiness.ReadinessRule | None = None,
 ) -> dict[str, Any]:
-    """The ``summary`` object from the matched conversations' JSON entries."""
+    """The ``summary`` object from the matched conversations' JSON entries; `rule`: the
+    readiness rule (`metrics.headline_k` and `metrics.pass_pow_k_target`)."""
     groups = task_groups(conversations)
     at, pw, used = passk_blocks(list(groups.values()), ks, level)
     trials = sum(n for n, _ in groups.values())
@@ -235,7 +228,7 @@ def summarize(
         "unmatched": unmatched,
         "pass_at_k": at,
         "pass_pow_k": pw,
-        "readiness": readiness_verdict(list(groups.values()), level),
+        "readiness": readiness_verdict(list(groups.values()), level, rule),
         "ks": list(ks),
         "level": level,
         "tasks": len(groups),
@@ -258,6 +251,7 @@ def build_document(
     metadata: Mapping[str, Any] | None = None,
     unscored: Sequence[ConversationResult] = (),
     as_models: bool = False,
+    rule: readiness.ReadinessRule | None = None,
 ) -> dict[str, Any]:
     """The whole `evaluate --format json` document. `unscored`: the reference-free
     results of the unmatched conversations, whose learned-check violations are counted
@@ -265,7 +259,7 @@ def build_document(
     themselves, for an encoder that writes them through `report_default`
     (`evaluate --format json`), instead of their `conversation_json` entries."""
     summary = summarize(
-        [r.__dict__ for r in results], ks, unmatched=len(unmatched_ids), level=level
+        [r.__dict__ for r in results], ks, unmatched=len(unmatched_ids), level=level, rule=rule
     )
     summary["violations"] = violation_counts([*results, *unscored])
     document: dict[str, Any] = {

@@ -12,6 +12,15 @@ agree on what "the point estimate" of pass@k means:
   lower credible bound of its Beta posterior.
 
 A gate whose metric has no data fails: "no evidence" must never pass a CI gate.
+
+Without any `--fail-under`, the run is gated by the readiness rule
+(`tracepass.evaluator.stats.readiness`, pass^headline_k against its target on the credible
+interval): it fails when the verdict is "needs improvement", even the upper bound below
+the target, which is exactly when the alert fires; "production ready", "inconclusive"
+(too few trials to tell either way) and "insufficient data" pass it, as they do not
+fire the alert. Require more with explicit gates: `--fail-under pass_pow_k@3=0.7
+--gate-on lower` asks "production ready" at the defaults (a lower bound exactly at the
+target passes that gate, which compares with >=, but is not production ready).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tracepass.evaluator.stats.readiness import Readiness, Verdict
 from tracepass.evaluator.vocabulary import K_METRICS
 
 #: Proportion metrics: summary key of a block with ``rate``/``lower``/``upper``.
@@ -57,10 +67,14 @@ class GateOutcome:
     value: float | None
     estimator: str
     passed: bool
+    # The default gate's readiness sentence (estimator READINESS).
+    readiness_sentence: str = ""
 
     def describe(self) -> str:
         """What was required and what was found, read as a sentence:
         `pass_pow_k@3 lower bound 0.196 < required 0.8`."""
+        if self.estimator == READINESS:
+            return self.readiness_sentence
         what = _ESTIMATOR_WORDS.get(self.estimator, self.estimator)
         if self.value is None:
             return f"{self.gate.label}: no value (too few conversations?), required {self.gate.floor:g}"
@@ -76,6 +90,11 @@ class GateOutcome:
             "passed": self.passed,
         }
 
+
+#: The estimator of the default gate: the readiness rule's verdict.
+READINESS = "readiness"
+#: The readiness tiers the default gate fails.
+FAILING_TIERS = frozenset({Readiness.NEEDS_IMPROVEMENT})
 
 _ESTIMATOR_WORDS = {
     "lower": "lower bound",
@@ -154,3 +173,26 @@ def check_gates(
         passed = value is not None and value >= gate.floor - 1e-12
         outcomes.append(GateOutcome(gate, value, estimator, passed))
     return outcomes
+
+
+def readiness_gate(summary: Mapping[str, Any]) -> GateOutcome:
+    """The gate of a run given no `--fail-under`: the summary's readiness verdict
+    (pass^k at the rule's k, floor its target) fails on FAILING_TIERS."""
+    verdict = Verdict.from_json(dict(summary["readiness"]))
+    gate = Gate("pass_pow_k", verdict.k, verdict.target)
+    passed = verdict.tier not in FAILING_TIERS
+    return GateOutcome(gate, verdict.upper, READINESS, passed, verdict.sentence())
+
+
+def gate_run(
+    summary: Mapping[str, Any],
+    gates: Sequence[Gate],
+    on: GateOn = GateOn.POINT,
+    *,
+    readiness_default: bool = True,
+) -> list[GateOutcome]:
+    """The outcomes a run exits on: its `--fail-under` gates, else the readiness gate
+    (unless `--no-readiness-gate`)."""
+    if gates:
+        return check_gates(summary, gates, on)
+    return [readiness_gate(summary)] if readiness_default else []

@@ -118,8 +118,14 @@ def argument_diffs(expected: ExpectedTool, actual: ToolCall) -> tuple[ArgumentDi
     return tuple(out)
 
 
-def _pair(calls: Sequence[ToolCall], expected: Sequence[ExpectedTool]) -> dict[int, int]:
-    """expected index → actual index: same name, in order, a full argument match first."""
+def _pair(
+    calls: Sequence[ToolCall],
+    expected: Sequence[ExpectedTool],
+    scores: dict[tuple[int, int], float] | None = None,
+) -> dict[int, int]:
+    """expected index → actual index: same name, in order, a full argument match first.
+    `scores` (if given) receives every (expected, actual) score computed on the way, so
+    the caller does not match those arguments again."""
     used: set[int] = set()
     pairs: dict[int, int] = {}
     for full_only in (True, False):
@@ -129,8 +135,12 @@ def _pair(calls: Sequence[ToolCall], expected: Sequence[ExpectedTool]) -> dict[i
             for i, call in enumerate(calls):
                 if i in used or call.name != exp.name:
                     continue
-                if full_only and _score(exp, call) < 1.0:
-                    continue
+                if full_only:
+                    score = _score(exp, call)
+                    if scores is not None:
+                        scores[(j, i)] = score
+                    if score < 1.0:
+                        continue
                 pairs[j] = i
                 used.add(i)
                 break
@@ -165,7 +175,8 @@ def trajectory_rows(
     checked): every call is shown as-is, with status "match"."""
     if expected is None:
         return [CallRow("match", None, c) for c in calls]
-    pairs = _pair(calls, expected)
+    scores: dict[tuple[int, int], float] = {}
+    pairs = _pair(calls, expected, scores)
     late = _out_of_order(pairs)
     by_actual = {i: j for j, i in pairs.items()}
     rows: list[CallRow] = []
@@ -181,8 +192,13 @@ def trajectory_rows(
             rows.append(CallRow("extra", None, call))
             continue
         flush_missing(j)
-        diffs = argument_diffs(expected[j], call)
-        score = _score(expected[j], call)
+        score = scores.get((j, i))
+        if score is None:
+            score = _score(expected[j], call)
+        # A full match of a built-in matcher is a match of every key (tested): no
+        # per-key diffs to look for. (Each match compiles the matcher: the analysis of a
+        # failing turn matched every paired call three times before.)
+        diffs = () if score >= 1.0 else argument_diffs(expected[j], call)
         status: CallStatus = "match" if score >= 1.0 and not diffs else "arguments"
         rows.append(CallRow(status, expected[j], call, out_of_order=j in late, diffs=diffs))
     flush_missing(None)

@@ -344,37 +344,56 @@ def detect_utilization(answer: str | None, calls: Sequence[ToolCall]) -> float |
 
     Strings (≥ 3 characters) match case-insensitively as substrings; numbers match any
     number written in the answer, allowing for the answer's rounding (32.4 matches
-    "$32.40", 3.14159 matches "3.14") and thousands separators."""
+    "$32.40", 3.14159 matches "3.14") and thousands separators.
+
+    The values are looked for call by call (the same first `_MAX_LEAVES` values as
+    collecting them all first), so an answer that uses the first call's result costs
+    one call's values, not every call's."""
     leaves: list[Any] = []
+    looked = 0
+    seen = _AnswerText(answer) if answer else None
     for c in calls:
-        if c.error is None:
-            r = c.result
-            if type(r) is str and len(leaves) < _MAX_LEAVES:  # the usual result: inline
-                s = r.strip()
-                if s[:1] not in ("{", "["):
-                    number = _numeric_text(s)
-                    if number is not None:
-                        leaves.append(number)
-                    elif len(s) >= 3:
-                        leaves.append(s)
-                    continue
+        if c.error is not None:
+            continue
+        r = c.result
+        s = r.strip() if type(r) is str else None
+        if s is not None and len(leaves) < _MAX_LEAVES and s[:1] not in ("{", "["):
+            number = _numeric_text(s)  # the usual result: inline
+            if number is not None:
+                leaves.append(number)
+            elif len(s) >= 3:
+                leaves.append(s)
+        else:
             _leaves(r, leaves)
+        if seen is not None and len(leaves) > looked:
+            if any(seen.contains(leaf) for leaf in leaves[looked:]):
+                return 1.0
+            looked = len(leaves)
     if not leaves:
         return None
-    if not answer:
-        return 0.0
-    folded: str | None = None
-    numbers: list[tuple[float, int]] | None = None
-    for leaf in leaves:
+    return 0.0
+
+
+class _AnswerText:
+    """An answer as `detect_utilization` searches it: case-folded and its numbers
+    parsed, each once and only when first needed."""
+
+    __slots__ = ("_answer", "_folded", "_numbers")
+
+    def __init__(self, answer: str) -> None:
+        self._answer = answer
+        self._folded: str | None = None
+        self._numbers: list[tuple[float, int]] | None = None
+
+    def contains(self, leaf: Any) -> bool:
         if isinstance(leaf, str):
-            if folded is None:
-                folded = answer.casefold()
-            if leaf.casefold() in folded:
-                return 1.0
-            continue
+            if self._folded is None:
+                self._folded = self._answer.casefold()
+            return leaf.casefold() in self._folded
+        numbers = self._numbers
         if numbers is None:
-            numbers = []
-            for m in _NUMBER.finditer(answer):
+            numbers = self._numbers = []
+            for m in _NUMBER.finditer(self._answer):
                 text = m.group().replace(",", "")
                 decimals = len(text) - text.index(".") - 1 if "." in text else 0
                 numbers.append((float(text), decimals))
@@ -382,8 +401,8 @@ def detect_utilization(answer: str | None, calls: Sequence[ToolCall]) -> float |
             if math.isclose(leaf, x, rel_tol=1e-9, abs_tol=1e-12) or (
                 decimals >= 1 and abs(leaf) >= 10.0 ** (-decimals) and round(leaf, decimals) == x
             ):
-                return 1.0
-    return 0.0
+                return True
+        return False
 
 
 def _utilization(

@@ -1,95 +1,137 @@
-"""Deployment readiness tier from (pass@1, pass^3), after Fair Forge's classification.
+"""Readiness: one rule, in the same words on every surface.
 
-The Fair Forge paper ("Agentic Evaluation Metric", Fritz & Fiorenza 2026, table
-"Agent reliability classification by pass@1 and pass^3") reads:
+Every surface that says whether an agent is ready (`tracepass evaluate` and `probe`'s
+readiness line and default gate, the web UI's overview, the `tracepass_readiness`
+gauge, the dashboard, the alert rules) asks this module, with the same k (the
+collector's `metrics.headline_k`) and target (`metrics.pass_pow_k_target`, the rules'
+`tracepass:pass_pow_k_target`), of the same credible interval of pass^k:
 
-    pass@1 > 0.90 and pass^3 > 0.70       -> production ready
-    pass@1 > 0.90 and pass^3 0.30 - 0.70  -> functional but inconsistent
-    pass@1 0.70 - 0.90 (any pass^3)       -> needs improvement
-    pass@1 < 0.70 (any pass^3)            -> not ready
+    lower bound > target  -> production ready
+    upper bound < target  -> needs improvement   (what the alert fires on)
+    otherwise             -> inconclusive        (the interval holds the target)
+    no interval           -> insufficient data
 
-The table in the paper leaves two corners undefined, so we close them (documented in
-docs/statistics.md): pass^3 < 0.30 with pass@1 > 0.90 is also "functional but
-inconsistent" (it is only reachable with small-n unbiased or lower-bound inputs, since
-p > 0.9 implies p^3 > 0.729), and boundaries go to the *lower* tier (exactly 0.90 is
-"needs improvement", exactly 0.70 pass^3 is "functional but inconsistent"), so a tier
-is only granted when the threshold is strictly exceeded, as the paper's ">" says.
-Missing inputs give INSUFFICIENT_DATA rather than a guess.
+So "production ready" is never said on a point estimate with a wide interval: 5 of 5
+trials give pass^3 in [0.16, 0.99], which is inconclusive. Fair Forge's table (pass@1 >
+0.90 and pass^3 > 0.70 on point estimates) is how peers say it; docs/statistics.md §3
+compares the two.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, Final
 
-from tracepass.evaluator.stats.passk import PassKPair
+__all__ = [
+    "HEADLINE_K",
+    "TARGET",
+    "Readiness",
+    "ReadinessRule",
+    "Verdict",
+    "words",
+]
 
-__all__ = ["Readiness", "classify", "classify_estimates", "verdict_sentence"]
+# The defaults of `metrics.headline_k` and `metrics.pass_pow_k_target` (and of the
+# shipped rules' `tracepass:pass_pow_k_target{k="3"} 0.7`, which a test compares).
+HEADLINE_K: Final = 3
+TARGET: Final = 0.7
 
 
 class Readiness(StrEnum):
     PRODUCTION_READY = "production_ready"
-    FUNCTIONAL_BUT_INCONSISTENT = "functional_but_inconsistent"
+    INCONCLUSIVE = "inconclusive"
     NEEDS_IMPROVEMENT = "needs_improvement"
-    NOT_READY = "not_ready"
     INSUFFICIENT_DATA = "insufficient_data"
 
 
-def _check(name: str, value: float) -> float:
-    if not (isinstance(value, int | float) and 0.0 <= float(value) <= 1.0):
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
+def words(tier: str) -> str:
+    """The tier as people read it: `production ready`, `needs improvement`, …"""
+    return str(tier).replace("_", " ")
 
 
-def classify(pass_at_1: float | None, pass_pow_3: float | None) -> Readiness:
-    if pass_at_1 is None:
-        return Readiness.INSUFFICIENT_DATA
-    p1 = _check("pass@1", pass_at_1)
-    if p1 < 0.70:
-        return Readiness.NOT_READY
-    if p1 <= 0.90:
-        return Readiness.NEEDS_IMPROVEMENT
-    if pass_pow_3 is None:
-        return Readiness.INSUFFICIENT_DATA
-    p3 = _check("pass^3", pass_pow_3)
-    if p3 > 0.70:
-        return Readiness.PRODUCTION_READY
-    return Readiness.FUNCTIONAL_BUT_INCONSISTENT
+@dataclass(frozen=True)
+class Verdict:
+    """The rule applied to one interval: the tier and what it was decided from."""
+
+    tier: Readiness
+    k: int
+    target: float
+    level: float
+    lower: float | None
+    upper: float | None
+
+    def label(self) -> str:
+        """The tier in words: what the UI's readiness column and the report show."""
+        return words(self.tier)
+
+    def sentence(self) -> str:
+        """`readiness: inconclusive (pass^3 95% interval [0.16, 0.99] holds the target
+        0.70; production ready needs its lower bound above it)`: the one sentence of the
+        CLI (the UI and the HTML report show the same words and `reason`)."""
+        return f"readiness: {self.label()} ({self.reason()})"
+
+    def reason(self) -> str:
+        """What the tier was decided from, in words (the sentence's parenthesis)."""
+        name, target = f"pass^{self.k}", f"{self.target:.2f}"
+        if self.lower is None or self.upper is None:
+            why = f"no {name} interval yet; production ready needs its lower bound above {target}"
+        else:
+            interval = f"{name} {self.level:.0%} interval [{self.lower:.2f}, {self.upper:.2f}]"
+            why = {
+                Readiness.PRODUCTION_READY: f"{interval}: its lower bound clears the target {target}",
+                Readiness.NEEDS_IMPROVEMENT: f"{interval}: even its upper bound is below the target {target}",
+            }.get(
+                self.tier,
+                f"{interval} holds the target {target}; production ready needs its lower bound above it",
+            )
+        return why
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "tier": str(self.tier),
+            "k": self.k,
+            "target": self.target,
+            "level": self.level,
+            "lower": self.lower,
+            "upper": self.upper,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Verdict:
+        return cls(
+            Readiness(doc["tier"]),
+            int(doc["k"]),
+            float(doc["target"]),
+            float(doc["level"]),
+            doc.get("lower"),
+            doc.get("upper"),
+        )
 
 
-def classify_estimates(
-    k1: PassKPair, k3: PassKPair, *, use: str = "point", estimator: str = "plugin"
-) -> Readiness:
-    """Classify from estimates. `use="lower"` classifies on the lower credible/Wilson
-    bounds: the tier the agent *confidently* reaches. `estimator` picks the point value
-    (plugin | unbiased | mean) when `use="point"`."""
-    if k1.k != 1 or k3.k != 3:
-        raise ValueError(f"need the k=1 and k=3 estimates, got k={k1.k} and k={k3.k}")
-    if use == "lower":
-        return classify(k1.pass_at_k.lower, k3.pass_pow_k.lower)
-    if use != "point":
-        raise ValueError(f"use must be 'point' or 'lower', got {use!r}")
-    if estimator not in ("plugin", "unbiased", "mean"):
-        raise ValueError(f"estimator must be plugin, unbiased or mean, got {estimator!r}")
-    return classify(getattr(k1.pass_at_k, estimator), getattr(k3.pass_pow_k, estimator))
+@dataclass(frozen=True)
+class ReadinessRule:
+    """pass^k at `k` against `target`, judged on the credible interval's bounds."""
 
+    k: int = HEADLINE_K
+    target: float = TARGET
 
-# The thresholds of PRODUCTION_READY, as the sentence names them.
-READY_PASS_AT_1 = 0.90
-READY_PASS_POW_3 = 0.70
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"readiness k must be an integer >= 1, got {self.k!r}")
+        if not 0.0 < float(self.target) < 1.0:
+            raise ValueError(f"readiness target must be within (0, 1), got {self.target!r}")
 
+    def classify(self, lower: float | None, upper: float | None) -> Readiness:
+        if lower is None or upper is None:
+            return Readiness.INSUFFICIENT_DATA
+        if not 0.0 <= lower <= upper <= 1.0:
+            raise ValueError(f"not a credible interval of a probability: [{lower}, {upper}]")
+        if lower > self.target:
+            return Readiness.PRODUCTION_READY
+        if upper < self.target:
+            return Readiness.NEEDS_IMPROVEMENT
+        return Readiness.INCONCLUSIVE
 
-def _bound(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
-def verdict_sentence(
-    tier: str, pass_at_1_lower: float | None, pass_pow_3_lower: float | None
-) -> str:
-    """`readiness: <tier> (lower bounds pass@1 0.93, pass^3 0.62; production ready needs
-    them above 0.90 and 0.70)`: the same words wherever a readiness verdict is printed."""
-    words = str(tier).replace("_", " ")
-    return (
-        f"readiness: {words} (lower bounds pass@1 {_bound(pass_at_1_lower)}, "
-        f"pass^3 {_bound(pass_pow_3_lower)}; production ready needs them above "
-        f"{READY_PASS_AT_1:.2f} and {READY_PASS_POW_3:.2f})"
-    )
+    def verdict(self, lower: float | None, upper: float | None, level: float) -> Verdict:
+        return Verdict(self.classify(lower, upper), self.k, self.target, level, lower, upper)

@@ -24,6 +24,7 @@ from aiohttp import web
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
 from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui.runbook import render_runbook
 from tracepass.collector.api.ui.security import (
     allowed_hosts,
     conversation_path,
@@ -45,6 +46,7 @@ from tracepass.evaluator.scoring.explain import (
     natural_key,
     trajectory_rows,
 )
+from tracepass.evaluator.stats.readiness import ReadinessRule
 
 __all__ = ["FAILING", "UI_PREFIX", "ui_routes"]
 
@@ -234,14 +236,15 @@ class UiPages:
         model: ReadModel,
         results: ResultLookup,
         config: UIConfig,
-        headline_k: int = 3,
+        readiness: ReadinessRule | None = None,
         write: WriteAccess | None = None,
         review: ReviewPanel | None = None,
     ) -> None:
         self.model = model
         self.results = results
         self.config = config
-        self.headline_k = headline_k
+        # metrics.headline_k and pass_pow_k_target: the rule every surface says.
+        self.readiness = readiness or ReadinessRule()
         self.env = _env()
         # Write access (docs/api.md): without it the "make this a reference" button is
         # not rendered.
@@ -288,7 +291,10 @@ class UiPages:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
         data = self.model.agents()
         # metrics.headline_k: the k the dashboard, the alert and readiness speak of.
-        k_pow = self.headline_k if self.headline_k in data["ks"] else max(data["ks"])
+        rule = self.readiness
+        if rule.k not in data["ks"]:
+            rule = ReadinessRule(max(data["ks"]), rule.target)
+        k_pow = rule.k
         versions: dict[str, list[str]] = {}
         rows = []
         for a in data["agents"]:
@@ -306,6 +312,9 @@ class UiPages:
                     "sufficient": w.get("sufficient", False),
                     "pass_at_1": at1,
                     "pass_pow_k": powk,
+                    "readiness": rule.verdict(
+                        (powk or {}).get("lower"), (powk or {}).get("upper"), data["level"]
+                    ),
                     "bar": None
                     if powk is None
                     else interval_bar(powk["lower"], powk["mean"], powk["upper"]),
@@ -350,11 +359,16 @@ class UiPages:
             window=window,
             windows=windows,
             k_pow=k_pow,
+            target=rule.target,
             level=data["level"],
             min_conversations=data["min_conversations"],
             chart=chart,
             agreement=self.review.agreement_rows() if self.review is not None else None,
         )
+
+    async def runbook(self, request: web.Request) -> web.StreamResponse:
+        """docs/operations.md, where every alert's `runbook_url` points (`runbook.py`)."""
+        return self._page("runbook.html.j2", title="runbook", body=render_runbook())
 
     def _version_costs(self, window: str) -> dict[tuple[Any, Any], dict[str, Any]]:
         """(agent, version) → cost per conversation and latency p95 in the window (the
@@ -580,16 +594,16 @@ def ui_routes(
     results: ResultLookup,
     config: UIConfig,
     *,
-    headline_k: int = 3,
+    readiness: ReadinessRule | None = None,
     write: WriteAccess | None = None,
     bind_host: str = "127.0.0.1",
     review: ReviewPanel | None = None,
 ) -> list[GetRoute]:
     """The UI's GET routes (mounted behind the receiver's bearer-token check), each
-    behind the Host check and with the security headers (`security.py`); `headline_k`
-    is `metrics.headline_k`; `write`: the write access the "make this a reference"
+    behind the Host check and with the security headers (`security.py`); `readiness`
+    is `metrics.readiness_rule()` (headline_k and its target); `write`: the write access the "make this a reference"
     button needs (none: no button)."""
-    pages = UiPages(model, results, config, headline_k, write, review)
+    pages = UiPages(model, results, config, readiness, write, review)
     hosts = allowed_hosts(config.allowed_hosts, bind_host)
 
     async def root(request: web.Request) -> web.StreamResponse:
@@ -603,5 +617,6 @@ def ui_routes(
         # ?id= (ids like `..`, ui/security.py)
         (f"{UI_PREFIX}/conversation", pages.limited(pages.conversation)),
         (f"{UI_PREFIX}/regressions", pages.limited(pages.regressions)),
+        (f"{UI_PREFIX}/runbook", pages.limited(pages.runbook)),
     ]
     return [(path, secured(handler, hosts)) for path, handler in routes]

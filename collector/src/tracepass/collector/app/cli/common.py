@@ -47,6 +47,15 @@ GateOnOption = Annotated[
     GateOn,
     typer.Option("--gate-on", help="Judge gates on the point estimate or the lower bound."),
 ]
+ReadinessGateOption = Annotated[
+    bool,
+    typer.Option(
+        "--readiness-gate/--no-readiness-gate",
+        help="Without --fail-under, exit 1 when the readiness verdict at "
+        "metrics.headline_k is 'needs improvement' (the alert's condition; "
+        "--no-readiness-gate: report only).",
+    ),
+]
 ConversationIdKeyOption = Annotated[
     list[str] | None,
     typer.Option(

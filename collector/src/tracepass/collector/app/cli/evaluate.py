@@ -22,6 +22,7 @@ from tracepass.collector.app.cli.common import (
     LevelOption,
     MultiValueCommand,
     OutputOption,
+    ReadinessGateOption,
     dump_json_bytes,
     emit_json_or_table,
     fail,
@@ -64,7 +65,8 @@ Examples:
 
   tracepass evaluate traces.jsonl --references refs/ --fail-under pass_pow_k@3=0.8 --fail-under tool_correctness=0.9 --gate-on lower
 
-Exit codes: 0 ok, 1 a --fail-under gate failed, 2 usage or input error.
+Exit codes: 0 ok, 1 a --fail-under gate failed (without one: readiness "needs
+improvement"), 2 usage or input error.
 """
 
 
@@ -139,7 +141,8 @@ def evaluate(
         typer.Option(
             "--config",
             help="A `tracepass serve` config file: its evaluation.conversation_judges judge "
-            "every conversation, with its evaluation.judge model unless --judge is given.",
+            "every conversation, with its evaluation.judge model unless --judge is given; "
+            "readiness uses its metrics.headline_k and metrics.pass_pow_k_target.",
             show_default=False,
         ),
     ] = None,
@@ -157,6 +160,7 @@ def evaluate(
     output: OutputOption = None,
     fail_under: FailUnderOption = None,
     gate_on: GateOnOption = gates.GateOn.POINT,
+    readiness_gate: ReadinessGateOption = True,
     level: LevelOption = 0.95,
     conversation_id_key: ConversationIdKeyOption = None,
     concurrency: Annotated[
@@ -233,13 +237,16 @@ def evaluate(
         if not references:
             fail("--references PATH is required with trace FILEs")
     conversation_judges: list[Any] = []
+    rule = None
     if config_file is not None:
         from tracepass.collector.config import ConfigError, load_config
 
         try:
-            settings = load_config(config_file).evaluation
+            loaded = load_config(config_file)
         except ConfigError as exc:
             fail(str(exc))
+        settings = loaded.evaluation
+        rule = loaded.metrics.readiness_rule()  # the serve config's headline_k and target
         conversation_judges = list(settings.conversation_judges)
         if judge is None:
             judge = settings.judge
@@ -331,12 +338,15 @@ def evaluate(
         },
         unscored=unscored,
         as_models=True,
+        rule=rule,
     )
     from tracepass.evaluator.offline.cost_report import cost_latency_by_version
 
     document["cost_latency"] = cost_latency_by_version(conversations)
-    outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
-    if gate_list:
+    outcomes = gates.gate_run(
+        document["summary"], gate_list, gate_on, readiness_default=readiness_gate
+    )
+    if outcomes:
         document["gates"] = [o.as_json() for o in outcomes]
 
     if output_format is EvalFormat.JSON:
@@ -410,7 +420,7 @@ def print_summary(document: dict[str, Any]) -> None:
         )
     from tracepass.evaluator.offline.evaluation_run import readiness_line
 
-    console.print(readiness_line(s["readiness"]), highlight=False)
+    console.print(readiness_line(s["readiness"]), highlight=False, soft_wrap=True)
     failed = [c for c in document["conversations"] if not c["correct"]]
     if failed:
         table = Table(title=f"Failed conversations ({len(failed)})")

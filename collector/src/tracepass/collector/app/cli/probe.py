@@ -26,6 +26,7 @@ from tracepass.collector.app.cli.common import (
     MultiValueCommand,
     OutputFormat,
     OutputOption,
+    ReadinessGateOption,
     dump_json,
     fail,
     fmt_num,
@@ -58,7 +59,8 @@ conversation(reference_id=...)), an HTTP endpoint (POST {query, conversation_id,
 reference_id} -> {answer}), or cmd:COMMAND (one JSON request per stdin line, one JSON
 reply per stdout line). HTTP and cmd agents trace themselves; cmd agents get
 OTEL_EXPORTER_OTLP_ENDPOINT pointing at the collector.
-Exit codes: 0 done, 1 a --fail-under gate failed, 2 usage or input error,
+Exit codes: 0 done, 1 a --fail-under gate failed (without one: readiness "needs
+improvement"), 2 usage or input error,
 130 interrupted (resume with --resume).
 """
 
@@ -161,6 +163,7 @@ def probe(
     level: LevelOption = 0.95,
     fail_under: FailUnderOption = None,
     gate_on: GateOnOption = gates.GateOn.POINT,
+    readiness_gate: ReadinessGateOption = True,
     allow_command_graders: Annotated[
         bool,
         typer.Option(
@@ -257,8 +260,10 @@ def probe(
         },
         level=level,
     )
-    outcomes = gates.check_gates(document["summary"], gate_list, gate_on)
-    if gate_list:
+    outcomes = gates.gate_run(
+        document["summary"], gate_list, gate_on, readiness_default=readiness_gate
+    )
+    if outcomes:
         document["gates"] = [o.as_json() for o in outcomes]
     if output_format is OutputFormat.JSON:
         write_text(dump_json(document), output)
@@ -464,7 +469,7 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
         buf = StringIO()
         console = Console(file=buf, width=160)
         console.print(table, suite)
-        console.print(verdict, highlight=False)
+        console.print(verdict, highlight=False, soft_wrap=True)
         write_text(buf.getvalue(), output)
         return
     console = stdout_console()
@@ -475,7 +480,7 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
     console.print(
         f"trials counted {s['trials']} of {s['trials'] + s['not_counted']}", highlight=False
     )
-    console.print(verdict, highlight=False)
+    console.print(verdict, highlight=False, soft_wrap=True)
 
 
 __all__ = ["EXIT_INPUT", "probe", "register"]

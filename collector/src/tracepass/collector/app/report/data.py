@@ -19,6 +19,7 @@ from tracepass.evaluator.offline.evaluation_run import (
 )
 from tracepass.evaluator.scoring.explain import natural_key, trajectory_rows
 from tracepass.evaluator.stats import passk
+from tracepass.evaluator.stats.readiness import HEADLINE_K, TARGET, ReadinessRule
 
 # The trajectory metrics compare tool *names*; "arguments" (the tool-correctness
 # parameters score) is on the radar too, or a version that calls the right tools with
@@ -42,11 +43,15 @@ def by_version(doc: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
 def readiness_by_version(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The readiness verdict of each agent version on its own: pooling versions hid a
     production-ready 1.0 behind a regressed 1.1 ("needs improvement" for both)."""
-    level = float((doc.get("summary") or {}).get("level") or 0.95)
+    summary = doc.get("summary") or {}
+    level = float(summary.get("level") or 0.95)
+    ruled = summary.get("readiness") or {}
+    rule = ReadinessRule(int(ruled.get("k", HEADLINE_K)), float(ruled.get("target", TARGET)))
     out = {}
     for label, convs in by_version(doc).items():
         groups = list(task_groups(convs).values())
-        out[label] = readiness_verdict(groups, level) | {"trials": sum(n for n, _ in groups)}
+        verdict = readiness_verdict(groups, level, rule)
+        out[label] = verdict | {"trials": sum(n for n, _ in groups)}
     return out
 
 

@@ -12,6 +12,7 @@ import jinja2
 
 from tracepass.collector.app.report import charts, data
 from tracepass.evaluator.offline.evaluation_run import TOOL_DIMENSIONS
+from tracepass.evaluator.stats.readiness import Readiness, Verdict, words
 from tracepass.evaluator.vocabulary import K_METRIC_SYMBOLS
 
 _MAX_REFERENCE_ROWS = 40
@@ -35,24 +36,24 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-_TIERS = {
-    "production_ready": ("production ready", "ok"),
-    "functional_but_inconsistent": ("functional but inconsistent", "warn"),
-    "needs_improvement": ("needs improvement", "warn"),
-    "not_ready": ("not ready", "bad"),
-    "insufficient_data": ("insufficient data", "none"),
+_TIER_CSS = {
+    Readiness.PRODUCTION_READY: "ok",
+    Readiness.INCONCLUSIVE: "warn",
+    Readiness.NEEDS_IMPROVEMENT: "bad",
+    Readiness.INSUFFICIENT_DATA: "none",
 }
 
 
 def _readiness(verdict: Mapping[str, Any]) -> dict[str, str]:
-    tier = str(verdict.get("tier") or "insufficient_data")
-    label, css = _TIERS.get(tier, (tier.replace("_", " "), "none"))
-    confident = str(verdict.get("confident_tier") or "insufficient_data")
-    detail = (
-        f"pass@1 = {fmt(verdict.get('pass_at_1'))}, pass^3 = {fmt(verdict.get('pass_pow_3'))}; "
-        f"on the lower credible bounds: {_TIERS.get(confident, (confident, ''))[0]}."
-    )
-    return {"label": label, "css": css, "detail": detail}
+    """The readiness rule's words and sentence (`tracepass.evaluator.stats.readiness`)."""
+    if not verdict:
+        return {"label": words(Readiness.INSUFFICIENT_DATA), "css": "none", "detail": ""}
+    ruled = Verdict.from_json(dict(verdict))
+    return {
+        "label": ruled.label(),
+        "css": _TIER_CSS[ruled.tier],
+        "detail": ruled.reason(),
+    }
 
 
 def _passk_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
