@@ -7,13 +7,15 @@ leaves at k / rate), matching a 54-task reference set (every 5th conversation fa
 The server's config sets only what a benchmark must (loopback ports, the reference set,
 the state file): assembly limits, `retention_s` (1 h), durability (`batch`) and every
 other setting are the defaults. So evaluated conversations accumulate in the retention
-window for the whole run, up to `assembly.max_buffered_spans` (1M).
+window for the whole run: with `batch` their records stay in the state file and a
+retained conversation costs ≈ 170 bytes of memory (assembly/retention.py); the rolling
+windows add an entry per conversation for 24 h.
 
 Printed, every `--every` seconds: the server's RSS (VmRSS, /proc) and, from /metrics,
 conversations evaluated and the gauges `tracepass_buffered_spans`,
 `tracepass_retained_spans` and `tracepass_window_entries` (those that exist). The
 same-run baseline is the RSS right after start-up; flatness is max/min - 1 of the RSS
-samples over the last third of the run.
+samples over the last third of the run, and how far they stray from their mean.
 
     .venv/bin/python bench/bench_soak.py [--minutes 3] [--rate 150] [--every 10]
     .venv/bin/python bench/bench_soak.py --minutes 15     # the run
@@ -233,7 +235,8 @@ def main() -> None:
     print(
         f"RSS at the end {samples[-1][1] / 1e6:,.0f} MB ({samples[-1][1] / rss0:.2f}x start); "
         f"last third of the run: {min(tail) / 1e6:,.0f} .. {max(tail) / 1e6:,.0f} MB "
-        f"(max/min - 1 = {max(tail) / min(tail) - 1:.1%})"
+        f"(max/min - 1 = {max(tail) / min(tail) - 1:.1%}; every sample within "
+        f"±{max(abs(r / (sum(tail) / len(tail)) - 1) for r in tail):.1%} of their mean)"
     )
     print(
         "target (15 min at 150 conversations/s): RSS <= 400 MB, flat within 10 % over the last 5 min"

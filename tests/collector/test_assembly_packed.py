@@ -3,9 +3,11 @@ whole: late-span revisions, views, duplicates and the retention gauges."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 
-from _pipeline_support import TOOL, TURN, Clock, Metrics, end_marker, rec, turn_records
+import pytest
+from _pipeline_support import TOOL, TURN, Clock, Metrics, end_marker, rec, sid, turn_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,9 +81,15 @@ def test_pack_round_trip_is_equal_and_keeps_deferred_values_raw(
     assert [(a, r) for a, r, _ in _raw(back)] == [(a, r) for a, r, _ in _raw(records)]
 
 
-def _make(**cfg: float) -> tuple[Assembler, Clock, Metrics]:
+def _make(records_on_disk: bool = False, **cfg: float) -> tuple[Assembler, Clock, Metrics]:
     clock, m = Clock(), Metrics()
-    asm = Assembler(AssemblyConfig(**cfg), m.instruments, clock=clock, end_grace_s=5.0)  # type: ignore[arg-type]
+    asm = Assembler(
+        AssemblyConfig(**cfg),  # type: ignore[arg-type]
+        m.instruments,
+        clock=clock,
+        end_grace_s=5.0,
+        records_on_disk=records_on_disk,
+    )
     return asm, clock, m
 
 
@@ -93,15 +101,48 @@ def _conversation() -> list[SpanRecord]:
     ]
 
 
+def _untracked_rows(asm: Assembler) -> None:
+    """No retained conversation is an object of its own: the store's index holds only
+    strings and ints (a dict the GC does not track), its packed records are bytes."""
+    store = asm.retention
+    gc.collect()
+    assert not gc.is_tracked(store.index)
+    assert all(p is None or not gc.is_tracked(p) for p in store.packed)
+    assert "c1" not in asm._convs  # no buffer in memory for it
+
+
+def _many(asm: Assembler, start: int, n: int) -> None:
+    for i in range(start, start + n):
+        key = f"m{i}"
+        asm.add(
+            [
+                *turn_records(10_000 + i, 100, key, "q", "a", ["t"], t0=0),
+                end_marker(20_000 + i, 999, key, turns=1),
+            ]
+        )
+        asm.poll()
+
+
+@pytest.mark.parametrize("records_on_disk", [False, True])
+def test_retained_conversations_add_no_object_for_the_gc_to_scan(records_on_disk: bool) -> None:
+    """What a full collection scans does not grow with the conversations retained
+    (`retention.py`: columns, not objects): 2,000 more retained, a handful more objects."""
+    asm, _clock, _m = _make(records_on_disk=records_on_disk, retention_s=3600)
+    _many(asm, 0, 500)
+    gc.collect()
+    before = len(gc.get_objects())
+    _many(asm, 500, 2000)
+    gc.collect()
+    assert asm.retention.spans == 2500 * 3  # turn, tool, end marker
+    assert len(gc.get_objects()) - before < 100
+
+
 def test_retained_conversation_is_packed_and_untracked_then_reopens_whole() -> None:
     asm, clock, m = _make(retention_s=100, idle_timeout_s=60)
     recs = _conversation()
     asm.add(recs)
     (first,) = asm.poll()
-    conv = asm._convs["c1"]  # the packed form is what this test checks
-    assert conv.packed is not None
-    assert conv.records == {}
-    assert not gc.is_tracked(conv.packed)
+    _untracked_rows(asm)
     assert asm.held_spans == len(recs) == asm.retained_spans
     m.collect()
     assert m.value("tracepass_retained_spans") == len(recs)
@@ -113,11 +154,12 @@ def test_retained_conversation_is_packed_and_untracked_then_reopens_whole() -> N
     # A retry of an evaluated span is a duplicate: still retained, packed again.
     out = asm.add(recs[:2])
     assert out.duplicates == 2
-    assert conv.packed is not None
+    asm.poll()
+    _untracked_rows(asm)
+    assert asm.retained_spans == len(recs)
     clock.advance(10)
     late = rec(2, 299, 200, TOOL, start=6_000, conv="c1", tool_name="late")
     asm.add([late])
-    assert conv.packed is None
     m.collect()
     assert m.value("tracepass_retained_spans") == 0
     assert m.value("tracepass_buffered_spans") == len(recs) + 1
@@ -133,6 +175,77 @@ def test_retained_conversation_is_packed_and_untracked_then_reopens_whole() -> N
     assert m.value("tracepass_retained_spans") == 0
 
 
+def test_records_on_disk_keep_nothing_in_memory_and_revise_from_what_is_read_back() -> None:
+    """`batch` durability: a retained conversation holds no records in memory (the span
+    buffer has them); a late span revises it from the records read back."""
+    asm, clock, m = _make(records_on_disk=True, retention_s=100, idle_timeout_s=60)
+    recs = _conversation()
+    asm.add(recs)
+    (first,) = asm.poll()
+    _untracked_rows(asm)
+    assert asm.retained_spans == len(recs)
+    assert asm.held_spans == 0  # nothing in memory counts against max_buffered_spans
+    m.collect()
+    assert m.value("tracepass_retained_spans") == len(recs)
+    assert asm.snapshot("c1") == ((), 0, False)
+    clock.advance(10)
+    late = rec(2, 299, 200, TOOL, start=6_000, conv="c1", tool_name="late")
+    assert asm.keys_to_read_back([late]) == ["c1"]
+    assert asm.read_back("c1", list(first.records))
+    assert asm.keys_to_read_back([late]) == []  # in memory now
+    asm.add([late])
+    clock.advance(5.1)
+    (second,) = asm.poll()
+    assert (second.revision, second.reason) == (1, Reason.LATE_SPANS)
+    assert list(second.records) == [*first.records, late]
+    _untracked_rows(asm)
+    # A retry only: read back, found a duplicate, dropped from memory at the next poll.
+    assert asm.read_back("c1", list(second.records))
+    assert asm.add([late]).duplicates == 1
+    asm.poll()
+    _untracked_rows(asm)
+    clock.advance(101)
+    asm.poll()
+    assert asm.retained_spans == 0
+    assert not asm.read_back("c1", [late])  # past retention: a tombstone
+    out = asm.add([late])
+    assert out.dropped == 1
+    assert m.value("tracepass_spans_dropped", reason="after_retention") == 1
+
+
+def test_a_span_without_conversation_id_finds_its_retained_conversation_by_trace() -> None:
+    """A retained conversation keeps the trace links a late span may need (compact):
+    those of traces whose root has not arrived (the server span above the agent, which
+    ends last); a trace whose root came and whose spans all named the conversation keeps
+    none (its late spans name it too)."""
+    asm, clock, _m = _make(records_on_disk=True, retention_s=100, idle_timeout_s=60)
+    recs = _conversation()
+    recs[0] = dataclasses.replace(recs[0], parent_span_id=sid(50))  # under a server span
+    asm.add(recs)
+    clock.advance(5.1)  # the end marker's grace: trace 1 has no root
+    (first,) = asm.poll()
+    server = rec(1, 50, None, start=900, conv=None, name="http")
+    assert asm.route(server) == "c1"
+    stray = rec(2, 250, 200, start=5_500, conv=None, name="stray")
+    assert asm.route(stray) == stray.trace_id  # trace 2 is rooted: no link kept
+    assert len(asm.links) == 1
+    assert asm.keys_to_read_back([server]) == ["c1"]
+    asm.read_back("c1", list(first.records))
+    asm.add([server])
+    clock.advance(5.1)
+    (second,) = asm.poll()
+    assert second.revision == 1
+    assert len(second.records) == len(recs) + 1
+    assert asm.route(server) == "c1"
+    clock.advance(200)
+    asm.poll()
+    assert asm.route(server) == "c1"  # the tombstone keeps the links: dropped, no fragment
+    clock.advance(1000)
+    asm.poll()
+    assert asm.route(server) == server.trace_id  # forgotten with the tombstone
+    assert len(asm.links) == 0
+
+
 def test_memory_cap_sheds_packed_conversations_by_their_span_count() -> None:
     asm, _clock, m = _make(max_buffered_spans=10)
     asm.add(_conversation())
@@ -140,3 +253,20 @@ def test_memory_cap_sheds_packed_conversations_by_their_span_count() -> None:
     asm.add(turn_records(5, 500, "c2", "q", "a", ["x", "y", "z", "w"], t0=0))
     assert asm.held_spans == 5
     assert m.value("tracepass_spans_dropped", reason="retention_evicted") == 6
+
+
+def test_nothing_on_disk_to_read_back_buries_the_conversation() -> None:
+    """Discarded after evaluation (sampled out): nothing to revise, so a late span is
+    dropped (counted), not evaluated as a fragment of the conversation."""
+    asm, clock, m = _make(records_on_disk=True, retention_s=100, idle_timeout_s=60)
+    asm.add(_conversation())
+    asm.poll()
+    clock.advance(90)
+    late = rec(2, 299, 200, TOOL, start=6_000, conv="c1", tool_name="late")
+    assert not asm.read_back("c1", [])
+    assert asm.retained_spans == 0
+    clock.advance(59)  # the tombstone lasts idle_timeout_s from now, not from closing
+    asm.poll()
+    assert asm.add([late]).dropped == 1
+    assert asm.poll() == []
+    assert m.value("tracepass_spans_dropped", reason="after_retention") == 1

@@ -327,8 +327,12 @@ async def test_request_log_keeps_rows_needed_by_another_conversation(tmp_path: P
     await p2.start(background=False)
     snap = p2.assembler.snapshot("b")
     assert snap is not None
-    assert len(snap[0]) == 3  # root + t2 from the shared request + the late span
+    assert snap[1:] == (1, False)  # retained after its revision, records on disk only
+    assert p2.store is not None
+    found = await p2.store.spans.read_back(["a", "b"], p2.intake.normalize)
+    assert len(found["b"]) == 3  # root + t2 from the shared request + the late span
     assert p2.assembler.snapshot("a") is None  # purged: not resurrected from that row
+    assert found["a"] == []
     await p2.stop()
 
 

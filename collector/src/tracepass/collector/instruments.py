@@ -106,8 +106,8 @@ class CollectorInstruments:
             ),
             retained_spans=m.create_up_down_counter(
                 "tracepass_retained_spans",
-                description="Spans of evaluated conversations kept (packed) for late spans "
-                "until retention_s",
+                description="Spans of evaluated conversations kept for late spans until "
+                "retention_s (in the state file with batch durability, packed with none)",
             ),
             ingest_seconds=m.create_histogram(
                 "tracepass_ingest_duration",

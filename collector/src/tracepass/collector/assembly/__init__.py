@@ -6,18 +6,10 @@ from tracepass.collector.assembly.mapping_suggestion import suggest_mapping, sug
 from tracepass.collector.assembly.span_shapes import SpanShapes
 from tracepass.collector.assembly.timeline import DEFAULT_PRICES
 
-from .assembler import (
-    END_TURNS_ATTRIBUTE,
-    AddOutcome,
-    Assembler,
-    Clock,
-    Completed,
-    Reason,
-    TurnTarget,
-    complete_all,
-    unjoined_events,
-)
+from .assembler import Assembler, complete_all
+from .buffer import unjoined_events
 from .build import build_conversation
+from .handover import END_TURNS_ATTRIBUTE, AddOutcome, Clock, Completed, Reason, TurnTarget
 
 __all__ = [
     "DEFAULT_PRICES",

@@ -91,6 +91,7 @@ class IngestStage:
         self._unready_reason = unready_reason
         self._normalizer = normalizer
         self._logs_normalizer: LogsNormalizer | None = None
+        self._read_back_with: tuple[Normalizer, LogsNormalizer] | None = None
         # Filled by the default normalizers (a custom one reports nothing), drained per
         # request into tracepass_spans_read / tracepass_fields_unreadable.
         self.read_tally = ReadTally()
@@ -245,6 +246,8 @@ class IngestStage:
         if len(records) > _LARGE_BATCH:
             outcome = await self._add_in_slices(records)
         else:
+            if self.assembler.keys_to_read_back(records):
+                await self._read_back(records)
             outcome = self.assembler.add(records)
         if self.assembler.ready_count:
             self._wake()
@@ -269,6 +272,28 @@ class IngestStage:
             message = f"{len(rejections)} {items} rejected; first: {first.message}"
         return IngestResult(accepted=len(records), rejected=len(rejections), message=message)
 
+    async def _read_back(self, records: list[SpanRecord]) -> None:
+        """Late spans for evaluated conversations whose records are on disk only
+        (`batch` durability, `assembly/retention.py`): read those conversations back from
+        the span buffer first, so the revision holds everything the first evaluation
+        saw. Re-checked after the read: a conversation may have expired meanwhile (its
+        late span is then dropped like any after retention)."""
+        assert self.store is not None
+        normalize, normalize_logs = self._read_back_normalizers()
+        keys = self.assembler.keys_to_read_back(records)
+        found = await self.store.spans.read_back(keys, normalize, normalize_logs)
+        for key in keys:
+            self.assembler.read_back(key, found.get(key, ()))
+
+    def _read_back_normalizers(self) -> tuple[Normalizer, LogsNormalizer]:
+        """The normalizers that produced the stored records, minus the read tally (the
+        spans were counted as read when they arrived)."""
+        if self._read_back_with is None:
+            keys = self.assembly_config.conversation_id_keys
+            normalize = self._normalizer or default_normalizer(keys, None, self.conventions_config)
+            self._read_back_with = (normalize, default_logs_normalizer(keys, None))
+        return self._read_back_with
+
     async def _add_in_slices(self, records: list[SpanRecord]) -> AddOutcome:
         """`assembler.add` in slices of `_LARGE_BATCH` records, yielding to the event loop
         between them (assembly must stay on the loop; 500,000 spans in one go held it for
@@ -279,7 +304,10 @@ class IngestStage:
         duplicate_at: list[int] = []
         duplicates = late = dropped = 0
         for start in range(0, len(records), _LARGE_BATCH):
-            part = self.assembler.add(records[start : start + _LARGE_BATCH])
+            part_records = records[start : start + _LARGE_BATCH]
+            if self.assembler.keys_to_read_back(part_records):
+                await self._read_back(part_records)
+            part = self.assembler.add(part_records)
             keys.extend(part.keys)
             merged.extend(part.merged)
             duplicate_at.extend(start + i for i in part.duplicate_at)

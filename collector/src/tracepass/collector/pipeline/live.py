@@ -105,13 +105,6 @@ class Pipeline:
             meter=meter,
             allow_command_graders=allow_command_graders,
         )
-        self.assembler = Assembler(
-            self.assembly_config,
-            self.instruments,
-            clock=clock,
-            end_grace_s=end_grace_s,
-            turn_target=lambda ref, query: self.references.catalog.turn_target(ref, query),
-        )
         # The span buffer: given (the service owns its lifecycle), or built from `state`
         # and opened/closed by this pipeline.
         self._owns_store = store is None and state is not None
@@ -122,6 +115,16 @@ class Pipeline:
                 batch_max_delay_ms=state.batch_max_delay_ms,
             )
         self.store = store
+        self.assembler = Assembler(
+            self.assembly_config,
+            self.instruments,
+            clock=clock,
+            end_grace_s=end_grace_s,
+            turn_target=lambda ref, query: self.references.catalog.turn_target(ref, query),
+            # `batch`: what was acknowledged stays in the span buffer for `retention_s`
+            # after evaluation, so late spans read it back from there (ingest.py).
+            records_on_disk=store is not None and store.durability == "batch",
+        )
         # Every result goes down one chain (`components.py`): the results store first,
         # then whatever the caller listens with. `listener` may be the whole chain built
         # by the service (holding `results` already).

@@ -27,7 +27,9 @@ def restore_conversations(
 ) -> tuple[int, int, int]:
     """Restore `stored` into `assembler`; returns (opened, re-opened, retained)."""
     reopened = retained = opened = 0
-    for sc in stored:
+    # Retained conversations in the order they closed: retention expires them oldest
+    # first (`assembly/retention.py`).
+    for sc in sorted(stored, key=lambda sc: sc.closed_at or 0.0):
         if sc.closed_at is None or sc.revision is None:
             assembler.restore(sc.key, sc.records, last_seen=sc.last_seen)
             opened += 1

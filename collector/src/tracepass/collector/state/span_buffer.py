@@ -211,27 +211,15 @@ class SpanBuffer:
 
         live = set(self.db.reader.execute("SELECT conv_key, req_id FROM request_keys"))
         bad = 0
-        index: Any = None
         for req_id, received_at, data, routing, signal in self.db.reader.execute(
             "SELECT id, received_at, data, routing, signal FROM requests ORDER BY id"
         ):
             try:
-                keys, index, _ = json.loads(routing)
-                if signal == "logs":
-                    if normalize_logs is None:
-                        raise ValueError("a logs request, and no logs normalizer to read it")
-                    records, _rejected = normalize_logs(ExportLogsServiceRequest.FromString(data))
-                elif signal == "traces":
-                    records, _rejected = normalize(ExportTraceServiceRequest.FromString(data))
-                else:
-                    raise ValueError(f"unknown signal {signal!r}")
-                if len(records) != len(index):
-                    raise ValueError(
-                        f"{len(records)} records normalized, {len(index)} routed "
-                        "(normalizer changed since the request was stored?)"
-                    )
+                records, keys, index = _normalize_stored(
+                    data, routing, signal, normalize, normalize_logs
+                )
             except Exception as exc:  # a bad row must not stop recovery of the others
-                bad += len(index) if isinstance(index, list) else 1
+                bad += _routed_count(routing)
                 _rate_limited.error(
                     "bad_request", "%s: stored request %d skipped: %s", self.db.path, req_id, exc
                 )
@@ -247,6 +235,54 @@ class SpanBuffer:
                 if received_at > last.get(key, 0.0):
                     last[key] = float(received_at)
         return bad
+
+    async def read_back(
+        self,
+        keys: Collection[str],
+        normalize: Normalize,
+        normalize_logs: NormalizeLogs | None = None,
+    ) -> dict[str, list[SpanRecord]]:
+        """The records held for the conversations `keys` (evaluated ones are kept until
+        `retention_s` after evaluation, `purge`): what `load` would restore for them,
+        read when a late span arrives for one (`assembly/retention.py`). Read through the
+        writer, so requests acknowledged before this call are seen even if their commit
+        is still pending; decoded and normalized by the caller's thread."""
+        wanted = list(keys)
+
+        def op(conn: sqlite3.Connection) -> list[tuple[str, set[str], list[Any], list[Any]]]:
+            return [(key, *_stored_rows(conn, key)) for key in wanted]
+
+        out: dict[str, list[SpanRecord]] = {}
+        for key, aliases, spans, requests in await self.db.run(op):
+            found: dict[tuple[str, str], SpanRecord] = {}
+            for (data,) in spans:
+                try:
+                    rec = decode_record(data)
+                except (ValueError, TypeError, IndexError) as exc:
+                    _rate_limited.error(
+                        "bad_row", "%s: undecodable span row in %s: %s", self.db.path, key, exc
+                    )
+                    continue
+                found.setdefault((rec.trace_id, rec.span_id), rec)
+            for req_id, data, routing, signal in requests:
+                try:
+                    records, routed, index = _normalize_stored(
+                        data, routing, signal, normalize, normalize_logs
+                    )
+                except Exception as exc:  # one bad row must not lose the others
+                    _rate_limited.error(
+                        "bad_request",
+                        "%s: stored request %d skipped: %s",
+                        self.db.path,
+                        req_id,
+                        exc,
+                    )
+                    continue
+                for rec, i in zip(records, index, strict=True):
+                    if i >= 0 and routed[i] in aliases:
+                        found.setdefault((rec.trace_id, rec.span_id), rec)
+            out[key] = list(found.values())
+        return out
 
     def request_count(self) -> int:
         return int(self.db.reader.execute("SELECT count(*) FROM requests").fetchone()[0])
@@ -300,3 +336,59 @@ def _delete_conversation(conn: sqlite3.Connection, key: str) -> int:
         [(r, r) for r in req_ids],
     )
     return n
+
+
+def _stored_rows(conn: sqlite3.Connection, key: str) -> tuple[set[str], list[Any], list[Any]]:
+    """What the file holds for conversation `key`: the keys merged into it (its
+    records may be routed under those in a request stored before the merge), its span
+    rows and the requests it needs, in arrival order."""
+    aliases = {key}
+    frontier = [key]
+    while frontier and len(aliases) < 10_000:  # merge chains are short; never hang
+        new = frontier.pop()
+        for (old,) in conn.execute("SELECT old_key FROM merges WHERE new_key=?", (new,)):
+            if old not in aliases:
+                aliases.add(old)
+                frontier.append(old)
+    spans = conn.execute("SELECT data FROM spans WHERE conv_key=?", (key,)).fetchall()
+    requests = conn.execute(
+        "SELECT r.id, r.data, r.routing, r.signal FROM request_keys k "
+        "JOIN requests r ON r.id = k.req_id WHERE k.conv_key=? ORDER BY r.id",
+        (key,),
+    ).fetchall()
+    return aliases, spans, requests
+
+
+def _normalize_stored(
+    data: bytes,
+    routing: str,
+    signal: str,
+    normalize: Normalize,
+    normalize_logs: NormalizeLogs | None,
+) -> tuple[list[SpanRecord], list[str], list[int]]:
+    """A stored request's records and routing: (records, conversation keys, per record
+    the index of its key or -1). Raises ValueError when it cannot be read back."""
+    keys, index, _ = json.loads(routing)
+    if signal == "logs":
+        if normalize_logs is None:
+            raise ValueError("a logs request, and no logs normalizer to read it")
+        records, _rejected = normalize_logs(ExportLogsServiceRequest.FromString(data))
+    elif signal == "traces":
+        records, _rejected = normalize(ExportTraceServiceRequest.FromString(data))
+    else:
+        raise ValueError(f"unknown signal {signal!r}")
+    if len(records) != len(index):
+        raise ValueError(
+            f"{len(records)} records normalized, {len(index)} routed "
+            "(normalizer changed since the request was stored?)"
+        )
+    return records, keys, index
+
+
+def _routed_count(routing: str) -> int:
+    """How many records a stored request routed (what a bad row loses), 1 if unknown."""
+    try:
+        index = json.loads(routing)[1]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return 1
+    return len(index) if isinstance(index, list) else 1
