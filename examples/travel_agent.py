@@ -394,7 +394,8 @@ def _serve_http(args: argparse.Namespace) -> None:
     async def main() -> None:
         app = web.Application()
         app.router.add_post("/chat", chat)
-        runner = web.AppRunner(app, access_log=None)
+        # Ctrl-C waits at most 5 s for open keep-alive connections (aiohttp waits 60).
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         await runner.setup()
         site = web.TCPSite(runner, args.host, args.port)
         await site.start()

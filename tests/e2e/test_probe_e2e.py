@@ -91,7 +91,12 @@ def test_probe_http_target_with_running_collector(tmp_path: Path) -> None:
             doc = probe("--agent", url, "--trials", "2", "--collector", s.http)
         finally:
             agent.send_signal(signal.SIGINT)
-            agent.wait(timeout=120)
+            try:
+                agent.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                # Not what this test checks; killing it lets probe's own error surface.
+                agent.kill()
+                agent.wait(timeout=60)
         assert s.terminate() == 0
     assert len(doc["trials"]) == N_REFS * 2
     assert all(t["outcome"] == "pass" for t in doc["trials"]), [
