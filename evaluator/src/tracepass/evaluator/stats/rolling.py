@@ -319,7 +319,8 @@ class RollingAggregator:
                 st.cusum.update(bool(ok))
                 fed = _FED
         if conversation_id is not None:
-            self._convs[conversation_id] = (_place(idx, st.number) << 1) | fed
+            # `_place(idx, st.number) << 1 | fed`, inlined: this runs per evaluation.
+            self._convs[conversation_id] = (((idx << _STREAM_BITS) | st.number) << 1) | fed
         if not replaced:
             return _ACCEPTED
         return AddResult(
