@@ -15,6 +15,8 @@ change run the same script in the same run, interleaved round by round:
   `from_state` (a restart reading it back).
 
     .venv/bin/python bench/bench_window_memory.py --before /tmp/base68-soak [--entries 200000]
+
+Without `--before` (as `make bench` runs it) only this tree is measured: no ratio.
 """
 
 from __future__ import annotations
@@ -128,9 +130,9 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.entries)))
         return
-    if args.before is None:
-        parser.error("--before TREE is required (e.g. a `git worktree add` of the base)")
-    trees = {"before": args.before.resolve(), "after": ROOT}
+    trees = {"after": ROOT}
+    if args.before is not None:
+        trees = {"before": args.before.resolve(), **trees}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for _ in range(args.rounds):
         for name, tree in trees.items():
@@ -147,12 +149,15 @@ def main() -> None:
         ("to_state_ms", "to_state (persist), ms CPU", ".1f"),
         ("from_state_ms", "from_state (restart), ms CPU", ".1f"),
     )
-    print(f"{'':45} {'before':>10} {'after':>10} {'after/before':>13}")
+    if "before" not in runs:
+        print("this tree only (no --before tree given: no ratio)")
+    print(f"{'':45} " + " ".join(f"{name:>10}" for name in runs) + f" {'after/before':>13}")
     for key, label, fmt in fields:
-        b = statistics.median(r[key] for r in runs["before"])
-        a = statistics.median(r[key] for r in runs["after"])
+        values = {name: statistics.median(r[key] for r in rs) for name, rs in runs.items()}
+        b, a = values.get("before"), values["after"]
         ratio = f"{a / b:.2f}x" if b else "-"
-        print(f"{label:45} {format(b, fmt):>10} {format(a, fmt):>10} {ratio:>13}")
+        cells = " ".join(f"{format(v, fmt):>10}" for v in values.values())
+        print(f"{label:45} {cells} {ratio:>13}")
     print(f"entries held: {runs['after'][0]['held']:,} (alive and superseded)")
 
 
