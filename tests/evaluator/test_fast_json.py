@@ -126,7 +126,8 @@ def json_object(draw: st.DrawFn, values: st.SearchStrategy[str]) -> str:
     """An object written from (key, value) pairs: keys may repeat, as raw or escaped
     spellings of the same string."""
     pairs = draw(st.lists(st.tuples(_KEYS, values), max_size=5))
-    if pairs and draw(st.booleans()):
+    repeat = draw(st.booleans())
+    if pairs and repeat:
         key = draw(st.sampled_from([k for k, _ in pairs]))
         pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(values)))
     if draw(st.booleans()):  # the same key spelled another way: "a" and "\u0061"
