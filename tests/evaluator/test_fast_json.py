@@ -212,6 +212,14 @@ def test_what_orjson_reads_differently_takes_the_precise_path(text: str) -> None
     assert precise(text)[0] == "ok"
 
 
+@pytest.mark.parametrize("depth", [1, 100, 254, 255, 300, 990, 1024, 1100, 5000])
+def test_deep_nesting_decides_as_the_precise_reader(depth: int) -> None:
+    """orjson re-encodes at most 254 levels and parses at most 1,024; `json` stops near
+    the interpreter's recursion limit. Each depth gets the precise reader's answer."""
+    for text in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
+        check(text)
+
+
 def test_a_duplicate_is_still_reported_with_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "refs.json"
     text = '{\n  "references": [\n    {"id": "a",\n     "id": "b"}\n  ]\n}\n'

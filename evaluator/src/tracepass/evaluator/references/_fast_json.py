@@ -16,8 +16,8 @@ answer is used only when it provably equals the precise reader's:
   escapes, numbers that overflow to infinity) also does, because a refusal is never
   reported from here.
 
-Anything else (a refusal, a possible duplicate) returns `None` and the caller runs the
-precise reader, which accepts or reports the error with its file and line as before.
+Anything else (a refusal, a possible duplicate, nesting deeper than orjson re-encodes)
+returns `MAY_DIFFER` and the caller runs the precise reader, which accepts or reports the error with its file and line as before.
 Tested with hypothesis against the precise reader (tests/evaluator/test_fast_json.py).
 """
 
@@ -47,6 +47,10 @@ def fast_loads(text: str) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return MAY_DIFFER
-    if orjson.dumps(value).count(b":") != data.count(b":"):
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes (254 levels)
+        return MAY_DIFFER
+    if encoded.count(b":") != data.count(b":"):
         return MAY_DIFFER  # an entry was dropped: a repeated key
     return value
