@@ -18,6 +18,7 @@ import yaml
 
 from tracepass.evaluator.graders.permissions import command_graders_allowed
 from tracepass.evaluator.models import ReferenceSet
+from tracepass.evaluator.references._fast_json import MAY_DIFFER, fast_loads
 from tracepass.evaluator.references.adk import import_adk, looks_like_adk
 from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
@@ -105,6 +106,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _parse_text(path: Path, text: str) -> Any:
     name = str(path)
     if path.suffix.lower() == ".json":
+        value = fast_loads(text)  # orjson, when it provably reads what `json` would
+        if value is not MAY_DIFFER:
+            return value
         try:
             return json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as exc:
@@ -232,27 +236,30 @@ def _load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
         rs = ds.reference_set
         if not rs.references and ds.skipped:
             continue
-        for ref in rs.references:
-            if ref.id in owner:
-                errors.append(
-                    ReferenceLoadError(
-                        f"duplicate reference id {ref.id!r} (also in {owner[ref.id]})",
-                        file=str(f),
-                    )
-                )
-            owner.setdefault(ref.id, str(f))
-        for policy in rs.policies:
-            if policy.id in policy_owner:
-                errors.append(
-                    ReferenceLoadError(
-                        f"duplicate policy id {policy.id!r} (also in {policy_owner[policy.id]})",
-                        file=str(f),
-                    )
-                )
-            policy_owner.setdefault(policy.id, str(f))
+        _claim_ids("reference", (ref.id for ref in rs.references), str(f), owner, errors)
+        _claim_ids("policy", (p.id for p in rs.policies), str(f), policy_owner, errors)
         sets.append(rs)
     raise_collected(errors)
     return sets
+
+
+def _claim_ids(
+    kind: str,
+    ids: Iterable[str],
+    file: str,
+    owner: dict[str, str],
+    errors: list[ReferenceLoadError],
+) -> None:
+    """Record `file` as the owner of each id; an id another file already owns is an
+    error naming both files (the first file keeps it)."""
+    for item_id in ids:
+        if item_id in owner:
+            errors.append(
+                ReferenceLoadError(
+                    f"duplicate {kind} id {item_id!r} (also in {owner[item_id]})", file=file
+                )
+            )
+        owner.setdefault(item_id, file)
 
 
 # --------------------------------------------------------------------------- dumping
