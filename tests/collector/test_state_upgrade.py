@@ -13,7 +13,7 @@ from _pipeline_support import TWO_TURN_VIEWS
 
 from tracepass.collector.api.views import stored_view_json
 from tracepass.collector.state import StateStore, StoredResult
-from tracepass.collector.state.codec import RESULT_FORMAT, decode_result, encode_result
+from tracepass.collector.state.codec import SELF_CONTAINED_FORMAT, decode_result, encode_result
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -99,7 +99,7 @@ def test_new_rows_are_versioned_data_and_round_trip(tmp_path: Path) -> None:
     legacy = decode_result(_old_row(tmp_path / "state.sqlite"))
     text = encode_result(legacy)
     data = json.loads(text)
-    assert data["v"] == RESULT_FORMAT
+    assert data["v"] == SELF_CONTAINED_FORMAT
     assert "evaluation" not in data  # the API's shape is not the file's
     again = decode_result(text)
     assert again == legacy
@@ -139,7 +139,7 @@ def test_results_are_stored_without_the_copy_of_the_conversation_turns() -> None
         assert stored.result is not None
         text = encode_result(stored)
         data = json.loads(text)
-        assert data["v"] == RESULT_FORMAT == 3
+        assert data["v"] == SELF_CONTAINED_FORMAT == 3
         assert data["turn_io"] == 1
         for turn in data["result"]["turns"]:
             assert not {"query", "answer", "tool_calls"} & set(turn)
@@ -168,4 +168,4 @@ def test_a_result_whose_turns_differ_from_its_conversation_is_stored_in_full() -
     assert data["result"]["turns"][0]["answer"] == "something else"
     assert decode_result(encode_result(odd)) == odd
     with pytest.raises(ValueError, match="newer than this collector"):
-        decode_result('{"v":4,"revision":0,"conversation":{"id":"c"},"result":null}')
+        decode_result('{"v":5,"revision":0,"conversation":{"id":"c"},"result":null}')
