@@ -1,8 +1,9 @@
 """Result row format 4: each reference's expected tools are stored once, in the
-`reference_tools` table, not in every result row (SQLite and PostgreSQL alike).
+`reference_tools` table, not in every result row (SQLite and PostgreSQL alike), and
+the conversation is written without its None values (not compared with defaults).
 
 What must hold: the API reads the same JSON from a format-4 row as from the format-3
-row the branch before wrote for the same result (conversation view and list, both
+row the code before wrote for the same result (conversation view and list, both
 stores, read back cold by a fresh process-side cache); format-3 rows in a file or
 database keep reading; files and databases of the schema before are upgraded; a row
 naming a list the store lacks is an error, never a result without its tools."""
@@ -12,23 +13,20 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import typing
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from pydantic import BaseModel
 
 from tracepass.collector.api.pooled import pooled_snapshots
 from tracepass.collector.api.read_model import ReadModel
 from tracepass.collector.api.views import stored_view_json
 from tracepass.collector.pipeline.forwarding import ResultsForwarder
 from tracepass.collector.state import ResultWrite, StateStore, StoredResult
-from tracepass.collector.state.codec import (
-    RESULT_FORMAT,
-    SELF_CONTAINED_FORMAT,
-    decode_result,
-    encode_result,
-)
+from tracepass.collector.state.codec import RESULT_FORMAT, decode_result, encode_result
 from tracepass.collector.state.postgres import PG_SCHEMA_VERSION, PostgresResults
 from tracepass.collector.state.reference_tools import ReferenceTools, ToolsLookup
 from tracepass.collector.state.store import SCHEMA_VERSION
@@ -95,11 +93,29 @@ def _result(i: int) -> StoredResult:
 RESULTS = [_result(i) for i in range(N)]
 
 
-def _self_contained(store: StateStore) -> StateStore:
-    """`store` writing format 3, as the branch before this format did (the same bytes:
-    without a `reference_tools` row `encode_result` writes format 3)."""
-    store.results.reference_tools.of = lambda result: None  # type: ignore[method-assign]
-    return store
+_WITHOUT_TURN_IO = {"turns": {"__all__": {"query", "answer", "tool_calls"}}}
+
+
+def _format_3(stored: StoredResult) -> str:
+    """The row the code before format 4 wrote (its `encode_result`, verbatim in effect:
+    the results here share their conversation's turns and have no non-finite floats)."""
+    assert stored.result is not None
+    conversation = stored.conversation.model_dump_json(exclude_defaults=True)
+    body = stored.result.model_dump_json(exclude=_WITHOUT_TURN_IO, exclude_defaults=True)
+    return (
+        f'{{"v":3,"revision":{stored.revision},"turn_io":1,'
+        f'"conversation":{conversation},"result":{body}}}'
+    )
+
+
+def _rewrite_as_format_3(execute: Any, placeholder: str = "?") -> None:
+    """Every stored row replaced by the format-3 row of the same result (as if the
+    code before had stored them; the index columns are the same)."""
+    for s in RESULTS:
+        execute(
+            f"UPDATE results SET view={placeholder} WHERE conv_key={placeholder}",
+            (_format_3(s), s.conversation.id),
+        )
 
 
 async def _put(store: StateStore, results: list[StoredResult]) -> None:
@@ -148,9 +164,12 @@ def test_format_4_names_the_tools_and_decodes_to_the_same_result() -> None:
         assert again == stored
         assert again.result is not None
         assert again.result.model_dump_json() == stored.result.model_dump_json()
-        # Smaller than the self-contained row by the tools it leaves out.
-        assert len(text) < len(encode_result(stored))
-        assert json.loads(encode_result(stored))["v"] == SELF_CONTAINED_FORMAT
+        # Without a table the row carries the tools itself; both read back the same.
+        inline = encode_result(stored)
+        assert "tools" not in json.loads(inline)
+        assert decode_result(inline) == stored
+        assert decode_result(_format_3(stored)) == stored
+        assert len(text) < len(inline)
         with pytest.raises(ValueError, match="no table given"):
             decode_result(text)
         with pytest.raises(ValueError, match="not stored"):
@@ -163,29 +182,59 @@ def test_format_4_names_the_tools_and_decodes_to_the_same_result() -> None:
     assert {other.of(s.result).digest for s in RESULTS if s.result is not None} == digests  # type: ignore[union-attr]
 
 
-def test_a_result_checking_no_tools_stays_format_3() -> None:
+def test_a_result_checking_no_tools_names_no_row() -> None:
     conversation = Conversation(id="free", turns=(Turn(query="hi", answer="hello"),))
     result = Evaluator().evaluate(conversation, None)
     assert ReferenceTools().of(result) is None
-    text = encode_result(StoredResult(conversation, result, 0))
-    assert json.loads(text)["v"] == SELF_CONTAINED_FORMAT
+    stored = StoredResult(conversation, result, 0)
+    assert decode_result(encode_result(stored)) == stored
+
+
+def _none_is_the_only_default(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
+    if model in seen:
+        return
+    seen.add(model)
+    for name, field in model.model_fields.items():
+        allowed = type(None) in typing.get_args(field.annotation)
+        if allowed and not field.exclude:
+            default = field.get_default(call_default_factory=True)
+            assert default is None, f"{model.__name__}.{name}: None allowed, default {default!r}"
+        stack = [field.annotation]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                _none_is_the_only_default(t, seen)
+            stack.extend(typing.get_args(t))
+
+
+def test_leaving_out_nones_keeps_every_conversation_field() -> None:
+    """Format 4 writes the conversation with `exclude_none`: that keeps the data only
+    while no field of its models allows None with another default (or with none:
+    required). A model change that breaks this must change the encoding too."""
+    seen: set[type[BaseModel]] = set()
+    _none_is_the_only_default(Conversation, seen)
+    assert {"Turn", "ToolCall", "TimelineSpan", "Usage", "Latency"} <= {m.__name__ for m in seen}
+    # None inside tool arguments and results (untyped values) is kept.
+    call = ToolCall(name="t", arguments={"a": None, "b": {"c": None}}, result=[None, {"d": None}])
+    conversation = Conversation(id="n", turns=(Turn(query=None, tool_calls=(call,)),))
+    stored = StoredResult(conversation, None, 0)
+    assert decode_result(encode_result(stored)) == stored
 
 
 def test_sqlite_api_reads_format_4_rows_as_it_read_format_3(tmp_path: Path) -> None:
-    before = _self_contained(StateStore(tmp_path / "before.sqlite"))
+    before = StateStore(tmp_path / "before.sqlite")
     after = StateStore(tmp_path / "after.sqlite")
     for store in (before, after):
         store.open()
         asyncio.run(_put(store, RESULTS))
+    before.submit(lambda conn: _rewrite_as_format_3(conn.execute)).result()
     try:
         old_rows = before.reader.execute("SELECT view FROM results").fetchall()
         new_rows = after.reader.execute("SELECT view FROM results").fetchall()
         assert _formats(old_rows) == [3]
         assert _formats(new_rows) == [4]
-        assert sum(len(t) for (t,) in new_rows) < sum(len(t) for (t,) in old_rows)
         (tables,) = after.reader.execute("SELECT count(*) FROM reference_tools").fetchone()
         assert tables == 9  # each list once, however many rows name it
-        assert before.reader.execute("SELECT count(*) FROM reference_tools").fetchone() == (0,)
         want = _views(before.results)
         assert _views(after.results) == want
         assert _listed(after.results) == _listed(before.results)
@@ -204,11 +253,16 @@ def test_sqlite_api_reads_format_4_rows_as_it_read_format_3(tmp_path: Path) -> N
 def test_a_file_of_schema_5_is_upgraded_and_its_format_3_rows_still_read(
     tmp_path: Path,
 ) -> None:
+    reference = StateStore(tmp_path / "reference.sqlite")
+    reference.open()
+    asyncio.run(_put(reference, RESULTS))
+    want = _views(reference.results)
+    reference.close()
     path = tmp_path / "state.sqlite"
-    old = _self_contained(StateStore(path))
+    old = StateStore(path)
     old.open()
     asyncio.run(_put(old, RESULTS[:12]))
-    want = _views_of(old, RESULTS[:12])
+    old.submit(lambda conn: _rewrite_as_format_3(conn.execute)).result()
     old.close()
     with sqlite3.connect(path) as conn:  # what schema version 5 had
         conn.execute("DROP TABLE reference_tools")
@@ -217,35 +271,13 @@ def test_a_file_of_schema_5_is_upgraded_and_its_format_3_rows_still_read(
     store = StateStore(path)
     store.open()
     try:
-        assert store.reader.execute(
-            "SELECT value FROM meta WHERE key='schema_version'"
-        ).fetchone() == (str(SCHEMA_VERSION),)
-        assert _views_of(store, RESULTS[:12]) == want
+        version = store.reader.execute("SELECT value FROM meta WHERE key='schema_version'")
+        assert version.fetchone() == (str(SCHEMA_VERSION),) == ("6",)
         # New results in the same file: format 4 beside the format 3 rows.
         asyncio.run(_put(store, RESULTS[12:]))
         rows = store.reader.execute("SELECT view FROM results").fetchall()
         assert _formats(rows) == [3, 4]
-        assert _views(store.results) == _views_of_fresh(tmp_path)
-    finally:
-        store.close()
-
-
-def _views_of(store: StateStore, results: list[StoredResult]) -> dict[str, str]:
-    out = {}
-    for s in results:
-        got = store.results.get_result(s.conversation.id)
-        assert got is not None
-        out[s.conversation.id] = json.dumps(stored_view_json(got), ensure_ascii=False)
-    return out
-
-
-def _views_of_fresh(tmp_path: Path) -> dict[str, str]:
-    """Every result stored in format 3 in a file of its own (the reference answer)."""
-    store = _self_contained(StateStore(tmp_path / "reference.sqlite"))
-    store.open()
-    try:
-        asyncio.run(_put(store, RESULTS))
-        return _views(store.results)
+        assert _views(store.results) == want
     finally:
         store.close()
 
@@ -269,21 +301,29 @@ def _forwarding(path: Path) -> StateStore:
     return store
 
 
+def _pg_rewrite_as_format_3(url: str) -> None:
+    with psycopg.connect(url) as conn, conn.transaction():
+        _rewrite_as_format_3(conn.execute, "%s")
+
+
 @pytest.mark.system
 @pytest.mark.xdist_group("postgres")
 @pytest.mark.timeout(600)
 def test_postgres_api_reads_format_4_rows_as_it_read_format_3(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    before_file = _self_contained(_forwarding(tmp_path / "before.sqlite"))
+    before_file = _forwarding(tmp_path / "before.sqlite")
     after_file = _forwarding(tmp_path / "after.sqlite")
+    local = _forwarding(tmp_path / "local.sqlite")
     pg = PostgresResults(postgres_url)
     try:
-        # The branch before: format 3 rows, forwarded through the outbox.
+        # As the code before stored them: format 3 rows.
         asyncio.run(_forward(before_file, pg))
+        _pg_rewrite_as_format_3(postgres_url)
         pg.open()
         want, listed = _views(pg), _listed(pg)
-        assert want == _views_of_fresh(tmp_path)
+        asyncio.run(_put(local, RESULTS))
+        assert want == _views(local.results)  # and as the state file answers
         # The same results again (same revisions: they replace the rows) in format 4.
         asyncio.run(_forward(after_file, pg))
         with psycopg.connect(postgres_url) as conn:
@@ -301,6 +341,7 @@ def test_postgres_api_reads_format_4_rows_as_it_read_format_3(
         pg.close()
         before_file.close()
         after_file.close()
+        local.close()
 
 
 @pytest.mark.system
@@ -309,10 +350,11 @@ def test_postgres_api_reads_format_4_rows_as_it_read_format_3(
 def test_a_version_2_database_is_upgraded_and_its_rows_still_read(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    old_file = _self_contained(_forwarding(tmp_path / "old.sqlite"))
+    old_file = _forwarding(tmp_path / "old.sqlite")
     pg = PostgresResults(postgres_url)
     try:
         asyncio.run(_forward(old_file, pg))
+        _pg_rewrite_as_format_3(postgres_url)
         pg.open()
         want = _views(pg)
     finally:

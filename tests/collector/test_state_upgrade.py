@@ -13,7 +13,7 @@ from _pipeline_support import TWO_TURN_VIEWS
 
 from tracepass.collector.api.views import stored_view_json
 from tracepass.collector.state import StateStore, StoredResult
-from tracepass.collector.state.codec import SELF_CONTAINED_FORMAT, decode_result, encode_result
+from tracepass.collector.state.codec import RESULT_FORMAT, decode_result, encode_result
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -99,7 +99,7 @@ def test_new_rows_are_versioned_data_and_round_trip(tmp_path: Path) -> None:
     legacy = decode_result(_old_row(tmp_path / "state.sqlite"))
     text = encode_result(legacy)
     data = json.loads(text)
-    assert data["v"] == SELF_CONTAINED_FORMAT
+    assert data["v"] == RESULT_FORMAT
     assert "evaluation" not in data  # the API's shape is not the file's
     again = decode_result(text)
     assert again == legacy
@@ -139,7 +139,7 @@ def test_results_are_stored_without_the_copy_of_the_conversation_turns() -> None
         assert stored.result is not None
         text = encode_result(stored)
         data = json.loads(text)
-        assert data["v"] == SELF_CONTAINED_FORMAT == 3
+        assert data["v"] == RESULT_FORMAT == 4
         assert data["turn_io"] == 1
         for turn in data["result"]["turns"]:
             assert not {"query", "answer", "tool_calls"} & set(turn)
