@@ -2,8 +2,9 @@
 
 A scored turn carries its reference turn's expected tools (`TurnResult.expected_tools`,
 the very tuple of the loaded reference: the evaluator hands it on). Written into every
-result row they were about a quarter of a result's bytes, and encoding them a third of
-the result's encoding time, for data that only changes when the reference set does.
+result row they were about a third of the result's bytes (≈ 740 of ≈ 2,200 B for the
+e2e bench's 3-turn, 12-call conversations) and of its encoding time (≈ 10 of ≈ 28 µs),
+for data that only changes when the reference set does.
 
 Since format 4 a result row names them by digest instead (`"tools":"<digest>"`, see
 `codec.py`) and the table `reference_tools` (SQLite and PostgreSQL alike) holds the
