@@ -12,6 +12,12 @@ sample alone (9 turns) gives the fixed cost of one invocation (building the clic
 command, option parsing, the event loop; not imports: a warm-up run pays those), and
 (whole - fixed) / (turns - 9) the marginal cost per turn.
 
+`--processes R` (default 3) also runs each command as a user does, a fresh interpreter
+per run (imports included: numpy and scipy, pydantic, typer; median of R), on the
+9-turn sample and on the whole file: `tracepass evaluate` (the entry point) and Fair
+Forge's own scoring script (`_fairforge_scoring.py FILE 1`: its imports, one load +
+score). CPU of the child process (`RUSAGE_CHILDREN`: user + system).
+
 Fair Forge (`alquimia-fair-forge`) is not a tracepass dependency: when a bench-only
 environment has it (`--fairforge-python`, default /work/fwenv/fairforge/bin/python), its
 own tool scoring (`Agentic._evaluate_tool_correctness` per turn, judge bypassed) runs on
@@ -26,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -81,6 +89,38 @@ def load_and_score_cpu(path: Path) -> float:
         return time.process_time() - c0
 
 
+def child_cpu(argv: list[str]) -> float:
+    """CPU seconds (user + system) of one child process running `argv`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def tracepass_process_argv(path: Path, report: Path) -> list[str]:
+    entry = "from tracepass.collector.app.cli.main import main; main()"
+    command = ["evaluate", "--dataset", str(path), "--output", str(report)]
+    options = ["--profile", "fair-forge", "--format", "json", "--no-readiness-gate"]
+    return [sys.executable, "-c", entry, *command, *options]
+
+
+def process_figures(
+    files: dict[str, Path], report: Path, repeats: int, fairforge_python: str | None
+) -> None:
+    """Whole processes, as a user runs them: imports included (see the docstring)."""
+    print(f"whole processes (fresh interpreter each, imports included; median of {repeats}):")
+    for label, path in files.items():
+        ours = statistics.median(
+            child_cpu(tracepass_process_argv(path, report)) for _ in range(repeats)
+        )
+        line = f"  {label:<22}: tracepass evaluate {ours:6.2f} CPU-s"
+        if fairforge_python is not None:
+            argv = [fairforge_python, str(HERE / "_fairforge_scoring.py"), str(path), "1"]
+            theirs = statistics.median(child_cpu(argv) for _ in range(repeats))
+            line += f"; Fair Forge load + tool scoring {theirs:6.2f} CPU-s ({ours / theirs:.2f}x)"
+        print(line)
+
+
 def json_load_cpu(path: Path) -> float:
     c0 = time.process_time()
     json.loads(path.read_bytes())
@@ -92,7 +132,9 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fairforge-python", default="/work/fwenv/fairforge/bin/python")
+    parser.add_argument("--processes", type=int, default=3, help="0: in process only")
     args = parser.parse_args()
+    fairforge = args.fairforge_python if Path(args.fairforge_python).exists() else None
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "dataset.json"
         turns = write_dataset(data, args.copies)
@@ -105,8 +147,11 @@ def main() -> None:
         )
         base = [json_load_cpu(data) / turns for _ in range(args.repeats)]
         core = [load_and_score_cpu(data) / turns for _ in range(args.repeats)]
+        if args.processes > 0:
+            files = {f"{small_turns}-turn sample": small, f"{turns:,} turns": data}
+            process_figures(files, Path(tmp) / "p.json", args.processes, fairforge)
         ff: list[dict[str, float]] | None = None
-        if Path(args.fairforge_python).exists():
+        if fairforge is not None:
             out = subprocess.run(
                 [
                     args.fairforge_python,

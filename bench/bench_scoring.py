@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import random
 import statistics
@@ -43,6 +44,7 @@ from tracepass.evaluator.models import (
     TrajectoryScores,
     Turn,
     TurnResult,
+    Violation,
 )
 from tracepass.evaluator.scoring.answers import AnswerResult
 from tracepass.evaluator.scoring.evaluator import Evaluator
@@ -259,8 +261,25 @@ def _naive_trajectory(names: list[str], exp: list[str]) -> TrajectoryScores:
     )
 
 
+def _naive_repeats(i: int, calls: Sequence[ToolCall], limit: int = 2) -> list[Violation]:
+    """The learned `repeated_call` check, plainly: the call that makes a (name, same
+    arguments) pair reach limit + 1 within the turn is a violation (the generated
+    conversations declare no tools or schemas and no call fails, so the other learned
+    checks find nothing)."""
+    out: list[Violation] = []
+    seen: dict[tuple[str, str], int] = {}
+    for k, c in enumerate(calls):
+        key = (c.name, json.dumps(c.arguments, sort_keys=True, separators=(",", ":"), default=str))
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == limit + 1:
+            message = f"{c.name} called {seen[key]} times with the same arguments (limit {limit})"
+            out.append(Violation(rule="repeated_call", turn=i, tool_call=k, message=message))
+    return out
+
+
 async def _naive(conv: Conversation, ref: Reference) -> ConversationResult:
     results = []
+    violations: list[Violation] = []
     ok = True
     all_names: list[str] = []
     all_exp: list[str] = []
@@ -273,6 +292,8 @@ async def _naive(conv: Conversation, ref: Reference) -> ConversationResult:
         all_exp += exp
         correct = bool(ans.correct) and (tc is None or tc.correct)
         ok = ok and correct
+        repeats = _naive_repeats(i, turn.tool_calls)
+        violations += repeats
         results.append(
             TurnResult(
                 index=i,
@@ -287,6 +308,7 @@ async def _naive(conv: Conversation, ref: Reference) -> ConversationResult:
                 tool_calls=turn.tool_calls,
                 expected_tools=rt.expected_tools,
                 correct=correct,
+                violations=tuple(repeats),
             )
         )
     return ConversationResult(
@@ -298,6 +320,7 @@ async def _naive(conv: Conversation, ref: Reference) -> ConversationResult:
         outcome=Outcome.PASS if ok else Outcome.FAIL,
         turns=tuple(results),
         trajectory=_naive_trajectory(all_names, all_exp),
+        violations=tuple(violations),
     )
 
 

@@ -26,13 +26,16 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import re2
-from jsonschema import exceptions as jsonschema_errors
-from jsonschema import validators
-from referencing import Registry
-from referencing import exceptions as referencing_errors
+
+# jsonschema and referencing (≈ 0.1 s to import) are imported where a schema is first
+# compiled or validated: most conversations declare none, and every `tracepass` command
+# start-up paid for them.
+if TYPE_CHECKING:
+    from referencing import Registry
 
 __all__ = [
     "INLINE_BUDGET_S",
@@ -239,6 +242,8 @@ def compile_re2(pattern: str) -> Any:
 
 def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
     if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
+        from jsonschema import exceptions as jsonschema_errors
+
         yield jsonschema_errors.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -273,6 +278,8 @@ def _additional_properties(
         for extra in extras:
             yield from validator.descend(instance[extra], allowed, path=extra)
     elif not allowed and extras:
+        from jsonschema import exceptions as jsonschema_errors
+
         listed = ", ".join(repr(e) for e in sorted(extras))
         if "patternProperties" in schema:
             verb = "does" if len(extras) == 1 else "do"
@@ -309,6 +316,8 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
     for item in instance:
         key = _hashable(item)
         if key in seen:
+            from jsonschema import exceptions as jsonschema_errors
+
             yield jsonschema_errors.ValidationError(f"{_short(instance)} has non-unique elements")
             return
         seen.add(key)
@@ -343,6 +352,8 @@ def _guarded_class(base: Any) -> Any:
         for name in _OVERRIDES:
             if name in keywords:
                 keywords[name] = _OVERRIDES[name]
+        from jsonschema import validators
+
         cls = validators.extend(base, {k: _guard(fn) for k, fn in keywords.items()})
         _guarded_classes[base] = cls
     return cls
@@ -350,24 +361,34 @@ def _guarded_class(base: Any) -> Any:
 
 def _retrieve_nothing(uri: str) -> Any:
     """The registry's retrieval: span-declared schemas never cause a fetch."""
+    from referencing import exceptions as referencing_errors
+
     raise referencing_errors.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-# (attrs spells the field `_retrieve`, its init argument `retrieve`)
-_NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+@cache
+def _no_retrieval() -> Registry[Any]:
+    from referencing import Registry
+
+    # (attrs spells the field `_retrieve`, its init argument `retrieve`)
+    return Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
 
 
 def guarded_validator(schema: Mapping[str, Any]) -> Any:
     """A validator of `schema` (already checked by `schema_bound_problem` and
     `check_schema`) that fetches nothing, runs patterns on RE2, hashes `uniqueItems`,
     and honours the `time_limit` deadline."""
+    from jsonschema import validators
+
     base = validators.validator_for(schema)
-    return _guarded_class(base)(schema, registry=_NO_RETRIEVAL)
+    return _guarded_class(base)(schema, registry=_no_retrieval())
 
 
 def run_guarded(call: Any) -> Any:
     """`call()` with the failures a bounded validation may hit turned into
     `SchemaUnknown`."""
+    from referencing import exceptions as referencing_errors
+
     try:
         return call()
     except (

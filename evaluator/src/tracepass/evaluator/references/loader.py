@@ -18,6 +18,7 @@ import yaml
 
 from tracepass.evaluator.graders.permissions import command_graders_allowed
 from tracepass.evaluator.models import ReferenceSet
+from tracepass.evaluator.references._fast_json import MAY_DIFFER, fast_loads
 from tracepass.evaluator.references.adk import import_adk, looks_like_adk
 from tracepass.evaluator.references.dataset import ImportedDataset
 from tracepass.evaluator.references.errors import ReferenceLoadError, flatten, raise_collected
@@ -105,6 +106,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _parse_text(path: Path, text: str) -> Any:
     name = str(path)
     if path.suffix.lower() == ".json":
+        value = fast_loads(text)  # orjson, when it provably reads what `json` would
+        if value is not MAY_DIFFER:
+            return value
         try:
             return json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as exc:

@@ -18,8 +18,6 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rapidfuzz import fuzz, process
-
 from tracepass.evaluator.models import Conversation, Policy, Reference, ReferenceSet
 from tracepass.evaluator.scoring.agent_policies import find_policy
 
@@ -110,6 +108,10 @@ class ReferenceCatalog:
         if hit is not None:
             return Match(hit[0], hit[1], hit[2])
         if self.fuzzy and self._choices:
+            # Imported on the first fuzzy lookup: exact matches, the common case, and
+            # every command start-up do without rapidfuzz.
+            from rapidfuzz import fuzz, process
+
             best = process.extractOne(
                 norm,
                 self._choices,

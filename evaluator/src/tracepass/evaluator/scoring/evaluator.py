@@ -570,6 +570,7 @@ class Evaluator:
                 weights=self._weights,
                 tool_threshold=cfg.tool_threshold,
                 compiled=compiled,
+                names=names,
             )
         else:
             tc, matched = score_turn(
@@ -580,6 +581,7 @@ class Evaluator:
                 self._weights,
                 cfg.tool_threshold,
                 cfg.utilization,
+                names,
             )
         if names is None:
             return tc, trajectory_scores(calls, compiled.expected, match="name_and_arguments")

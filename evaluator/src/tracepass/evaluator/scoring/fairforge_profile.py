@@ -76,39 +76,38 @@ def fair_forge_tool_correctness(
     weights: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25),
     tool_threshold: float = 1.0,
     compiled: CompiledTurn | None = None,
+    names: list[str] | None = None,
 ) -> ToolCorrectness | None:
     """`weights` are used as given (Fair Forge does not normalize them). `compiled`:
     ``compile_turn(turn, fair_forge_matcher)``, when the caller keeps it per reference
-    turn (the evaluator does; compiling it per scored turn was a fifth of the scoring)."""
+    turn (the evaluator does; compiling it per scored turn was a fifth of the scoring).
+    `names`: ``called_names(calls, compiled)`` when the caller has it already."""
     expected = turn.expected_tools
     if expected is None or (not expected and not calls):
         return None
     if expected and not calls:
         s = p = q = u = 0.0
     else:
-        used_names = {c.name for c in calls}
-        exp_names = {t.name for t in expected}
-        union = used_names | exp_names
-        s = len(used_names & exp_names) / len(union) if union else 1.0
-
         if compiled is None:
             compiled = compile_turn(turn, fair_forge_matcher)
         assert compiled is not None  # expected_tools is not None
-        # expected index → (actual index, parameter credit), one-to-one within each name
-        paired = {j: (i, credit) for i, j, credit in assign_calls(calls, compiled)}
-        params: list[float] = []
-        steps: list[float] = []
-        for j in range(len(expected)):
-            hit = paired.get(j)
-            if hit is None:  # unpaired expected call: costs parameters and sequence
-                params.append(0.0)
-                steps.append(0.0)
-                continue
-            i, credit = hit
-            params.append(credit)
-            # step = 1-based position; expected step j + 1, its paired call's step i + 1
-            steps.append(1.0 if i == j else 0.0)
-        p = sum(params) / len(params) if params else 0.0
-        q = (sum(steps) / len(steps) if steps else 0.0) if turn.tool_sequence_matters else 1.0
+        used_names = {c.name for c in calls}
+        exp_names = compiled.by_name.keys()  # the expected names, as a set
+        union = len(used_names | exp_names)
+        s = len(used_names & exp_names) / union if union else 1.0
+
+        # Per expected call, in expected order: its paired call's parameter credit (an
+        # unpaired expected call 0: it costs parameters and sequence) and whether that
+        # call's step (1-based position) equals the expected one. Summing the credits in
+        # expected order keeps the float sum Fair Forge's.
+        n = len(expected)
+        credits = [0.0] * n
+        in_step = 0
+        for i, j, credit in assign_calls(calls, compiled, names):
+            credits[j] = credit
+            if i == j:
+                in_step += 1
+        p = sum(credits) / n if n else 0.0
+        q = (in_step / n if n else 0.0) if turn.tool_sequence_matters else 1.0
         u = 1.0 if declared else 0.0
     return make_tool_correctness(s, p, q, u, weights, tool_threshold)

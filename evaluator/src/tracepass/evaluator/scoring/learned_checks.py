@@ -30,9 +30,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import exceptions as jsonschema_errors
-from jsonschema import validators
-
 from tracepass.evaluator.models import Conversation, PolicyTool, ToolCall, Turn, Violation
 from tracepass.evaluator.schema_guard import (
     SchemaUnknown,
@@ -76,6 +73,10 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     bound = schema_bound_problem(schema)
     if bound is not None:
         return str(bound)
+    # jsonschema is imported where a schema is first checked (schema_guard says why).
+    from jsonschema import exceptions as jsonschema_errors
+    from jsonschema import validators
+
     try:
         validators.validator_for(schema).check_schema(schema)
     except jsonschema_errors.SchemaError as exc:
@@ -91,6 +92,9 @@ def _compile(schema: Mapping[str, Any], key: str) -> Any:
     if bound is not None:
         _log_limited(bound.reason, "tool schema left unchecked (%s): %s", bound, key[:200])
         return bound
+    from jsonschema import exceptions as jsonschema_errors
+    from jsonschema import validators
+
     try:
         validators.validator_for(schema).check_schema(schema)
     except jsonschema_errors.SchemaError as exc:
@@ -147,6 +151,8 @@ def check_arguments(
     instance = dict(arguments)
     if run_guarded(lambda: validator.is_valid(instance)):  # common case, no ranking
         return None
+    from jsonschema import exceptions as jsonschema_errors
+
     error = run_guarded(lambda: jsonschema_errors.best_match(validator.iter_errors(instance)))
     if error is None:
         return None

@@ -218,13 +218,16 @@ def _small_assign(
             yield a_idx[i], e_idx[j], scores[i][j]
 
 
-def assign_calls(calls: Sequence[ToolCall], turn: CompiledTurn) -> list[Pair]:
+def assign_calls(
+    calls: Sequence[ToolCall], turn: CompiledTurn, names: list[str] | None = None
+) -> list[Pair]:
     """Pairs sorted by actual index. Raises `ArgumentMatchError` from custom matchers.
 
     A call pairs with an expected call of its name, or of the name it is the plugin-
     qualified form of (`_alias`); where the expected call names an `agent`, only a call
-    made by that agent pairs with it (`_agents_agree`)."""
-    pairs = _assign(calls, turn, called_names(calls, turn))
+    made by that agent pairs with it (`_agents_agree`). `names`: ``called_names(calls,
+    turn)`` when the caller has it already (the evaluator does, for the trajectory)."""
+    pairs = _assign(calls, turn, called_names(calls, turn) if names is None else names)
     if turn.checks_agent:
         expected = turn.expected
         pairs = [p for p in pairs if _agents_agree(calls[p[0]], expected[p[1]])]
@@ -482,17 +485,19 @@ def score_turn(
     weights: tuple[float, float, float, float],
     tool_threshold: float,
     utilization: UtilizationMode,
+    names: list[str] | None = None,
 ) -> tuple[ToolCorrectness | None, int]:
     """`tool_correctness` plus the number of paired calls, which is also the size of the
     multiset intersection of called and expected names (each name pairs min(m, n)
-    times), i.e. the trajectory's matched count by name; scoring reuses it."""
+    times), i.e. the trajectory's matched count by name; scoring reuses it. `names`:
+    ``called_names(calls, turn)`` when the caller has it (see `assign_calls`)."""
     n_e = len(turn.expected)
     n_a = len(calls)
     if n_e == 0 or n_a == 0:
         if n_e == 0 and n_a == 0:
             return None, 0
         return make_tool_correctness(0.0, 0.0, 0.0, 0.0, weights, tool_threshold), 0
-    pairs = assign_calls(calls, turn)
+    pairs = assign_calls(calls, turn, names)
     p = len(pairs)
     selection = p / (n_a + n_e - p)
     parameters = sum([x[2] for x in pairs]) / n_e

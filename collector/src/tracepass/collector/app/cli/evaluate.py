@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tracepass.collector.app.cli.common import (
     EXIT_GATE,
@@ -300,24 +300,15 @@ def evaluate(
     catalog = ReferenceCatalog(sets)
 
     show = progress if progress is not None else sys.stderr.isatty()
-    with Progress(
-        TextColumn("evaluating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr_console(),
-        disable=not show,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("evaluate", total=len(conversations))
-        unscored: list[Any] = []
+    unscored: list[Any] = []
+    with _progress_bar(show, len(conversations)) as advance:
         results, unmatched = asyncio.run(
             evaluation_run.evaluate_all(
                 conversations,
                 catalog,
                 evaluator,
                 concurrency=concurrency,
-                on_done=lambda: bar.advance(task),
+                on_done=advance,
                 unscored=unscored,
             )
         )
@@ -375,6 +366,38 @@ def evaluate(
     _finish_gates(outcomes)
 
 
+@contextmanager
+def _progress_bar(show: bool, total: int) -> Iterator[Callable[[], None]]:
+    """What to call per evaluated conversation: a transient progress bar on stderr when
+    `show`, else nothing (rich's progress module is then not even imported: it costs
+    every non-interactive run, CI's above all, its start-up)."""
+    if not show:
+        yield _no_progress
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        TextColumn("evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("evaluate", total=total)
+        yield lambda: bar.advance(task)
+
+
+def _no_progress() -> None:
+    return None
+
+
 def _finish_gates(outcomes: list[gates.GateOutcome]) -> None:
     report_gates(outcomes)
     if any(not o.passed for o in outcomes):
@@ -382,6 +405,8 @@ def _finish_gates(outcomes: list[gates.GateOutcome]) -> None:
 
 
 def print_summary(document: dict[str, Any]) -> None:
+    from rich.table import Table
+
     console = stdout_console()
     s = document["summary"]
     console.print(
