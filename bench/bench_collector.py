@@ -303,7 +303,7 @@ def usage_reading(requests: int, repeats: int) -> None:
     convs = list(by_conv.items())
     for _ in range(repeats):
         for label, figures in (
-            ("off", lambda root, members, book: ((), None, None)),
+            ("off", lambda root, members, book: ((), None, None, None)),
             ("on", real_figures),
         ):
             build_mod.turn_figures = figures  # type: ignore[assignment]

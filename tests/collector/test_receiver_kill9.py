@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,34 @@ def _stored(state: Path) -> set[tuple[str, str]]:
         store.close()
 
 
+def _send_until_killed(
+    serve: Serve, send: Callable[[int], tuple[int, set[tuple[str, str]]]]
+) -> set[tuple[str, str]]:
+    """Send request after request (`send(i)`: the answer's status and the ids the request
+    carries) and SIGKILL the collector after the 30th, from another thread so that it
+    lands while requests are in flight; the ids of every request answered 200."""
+    acked: set[tuple[str, str]] = set()
+    killer: threading.Timer | None = None
+    i = 0
+    while True:
+        i += 1
+        try:
+            status, ids = send(i)
+        except OSError:
+            break  # the kill landed during this request: not acknowledged
+        if status != 200:
+            break
+        acked |= ids
+        if i == 30:
+            killer = threading.Timer(0.05, os.kill, (serve.proc.pid, signal.SIGKILL))
+            killer.start()
+        assert i < 10_000, "the collector was never killed"
+    if killer is not None:
+        killer.join()
+    assert serve.proc.wait(timeout=120) == -signal.SIGKILL
+    return acked
+
+
 def test_acknowledged_spans_survive_kill_9_and_open_conversations_resume(
     tmp_path: Path,
 ) -> None:
@@ -163,26 +192,12 @@ def test_acknowledged_spans_survive_kill_9_and_open_conversations_resume(
     try:
         assert serve.export(turn1) == 200
         acked |= {(t.hex(), s.hex()) for t, s in span_ids(turn1)}
-        killer: threading.Timer | None = None
-        i = 0
-        while True:
-            i += 1
+
+        def send(i: int) -> tuple[int, set[tuple[str, str]]]:
             req = encode_spans(make_spans(1, f"bulk-{i}"))
-            try:
-                status = serve.export(req)
-            except OSError:
-                break  # the kill landed during this request: not acknowledged
-            if status != 200:
-                break
-            acked |= {(t.hex(), s.hex()) for t, s in span_ids(req)}
-            if i == 30:
-                # SIGKILL from another thread, so it lands while requests are in flight.
-                killer = threading.Timer(0.05, os.kill, (serve.proc.pid, signal.SIGKILL))
-                killer.start()
-            assert i < 10_000, "the collector was never killed"
-        if killer is not None:
-            killer.join()
-        assert serve.proc.wait(timeout=120) == -signal.SIGKILL
+            return serve.export(req), {(t.hex(), s.hex()) for t, s in span_ids(req)}
+
+        acked |= _send_until_killed(serve, send)
     finally:
         serve.stop()
     assert len(acked) >= 30 * 3
@@ -222,25 +237,12 @@ def test_acknowledged_log_events_survive_kill_9_and_join_their_spans_after_resta
     try:
         assert serve.export_logs(run.logs_request()) == 200
         acked |= _event_ids(run.logs_request())
-        killer: threading.Timer | None = None
-        i = 0
-        while True:
-            i += 1
+
+        def send(i: int) -> tuple[int, set[tuple[str, str]]]:
             req = genai_run(f"bulk-{i}", turns=1).logs_request()
-            try:
-                status = serve.export_logs(req, as_json=i % 2 == 0)
-            except OSError:
-                break  # the kill landed during this request: not acknowledged
-            if status != 200:
-                break
-            acked |= _event_ids(req)
-            if i == 30:
-                killer = threading.Timer(0.05, os.kill, (serve.proc.pid, signal.SIGKILL))
-                killer.start()
-            assert i < 10_000, "the collector was never killed"
-        if killer is not None:
-            killer.join()
-        assert serve.proc.wait(timeout=120) == -signal.SIGKILL
+            return serve.export_logs(req, as_json=i % 2 == 0), _event_ids(req)
+
+        acked |= _send_until_killed(serve, send)
     finally:
         serve.stop()
     assert len(acked) >= 30 * 5
@@ -253,11 +255,11 @@ def test_acknowledged_log_events_survive_kill_9_and_join_their_spans_after_resta
         assert serve.view("events-resume")[0] == 404
         assert serve.export(run.traces_request()) == 200
         deadline = time.monotonic() + 120
-        status, view = serve.view("events-resume")
+        _, view = serve.view("events-resume")
         while view.get("status") != "evaluated":
             assert time.monotonic() < deadline, view
             time.sleep(0.05)
-            status, view = serve.view("events-resume")
+            _, view = serve.view("events-resume")
         turns = view["turns"]
         assert [(t["query"], t["answer"]) for t in turns] == [
             (truth.query, truth.answer) for truth in run.truth

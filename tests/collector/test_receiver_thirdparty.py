@@ -225,5 +225,8 @@ async def test_fresh_capture_sent_by_the_real_exporter(
     m = collector.metrics
     requests = m.value("tracepass_export_requests", protocol=protocol, outcome="ok")
     assert requests > 2  # split across requests (batches of at most 5 spans)
-    assert m.value("tracepass_spans_received", protocol=protocol) >= 5 * (requests - 1)
+    # At most 5 spans per request; a loaded machine may flush smaller batches on the
+    # processor's schedule, so only the bounds hold, not "full but the last".
+    spans = m.value("tracepass_spans_received", protocol=protocol)
+    assert requests <= spans <= 5 * requests
     assert m.value("tracepass_conversations_completed", reason="reference_turns") == 1

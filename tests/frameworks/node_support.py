@@ -193,3 +193,29 @@ def write_corpus(scenario: str, requests: list[dict[str, Any]], meta: harness.Me
     expected = directory / f"{scenario}.expected.json"
     expected.write_text(json.dumps(harness.expected_document(meta), indent=2) + "\n")
     return otlp
+
+
+def generate_corpus(
+    directory: Path,
+    scenario: str,
+    *,
+    framework: str,
+    framework_package: str,
+    instrumentation: str,
+    instrumentation_package: str,
+    settings: dict[str, str],
+    notes: list[str],
+) -> Path:
+    """What every Node stack's `generate` does: run its `scenario.mjs` for `scenario`
+    and write the corpus files, the truth naming the framework and the instrumentation
+    with the installed versions of their npm packages."""
+    requests = run_scenario(directory, "scenario.mjs", scenario)
+    meta = harness.Meta(
+        framework=framework,
+        framework_version=package_version(directory, framework_package),
+        instrumentation=instrumentation,
+        instrumentation_version=package_version(directory, instrumentation_package),
+        settings=settings,
+        notes=notes,
+    )
+    return write_corpus(scenario, requests, meta)

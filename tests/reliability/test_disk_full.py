@@ -9,13 +9,12 @@ import asyncio
 import contextlib
 import errno
 import sqlite3
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _receiver_support import export_with, make_spans
+from _tmpfs import small_filesystem
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -38,26 +37,6 @@ references:
       - {query: question 1, expected_answer: answer 1}
       - {query: question 2, expected_answer: answer 2}
 """
-
-
-@contextlib.contextmanager
-def small_filesystem(mountpoint: Path, size: str = "8m") -> Iterator[Path]:
-    mountpoint.mkdir()
-    try:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs for the disk-full test: {exc}")
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs for the disk-full test: {done.stderr.strip()}")
-    try:
-        yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False, timeout=30)
 
 
 def fill(directory: Path) -> Path:

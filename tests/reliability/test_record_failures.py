@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from _serve import TRACEPASS, Serve, write_config
+from _tmpfs import small_filesystem
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from test_disk_full import small_filesystem
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -5,14 +5,13 @@ and a read-only state directory is reported as such (it was "cannot listen")."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _serve import TRACEPASS, Serve, write_config
+from _tmpfs import tmpfs
 from test_normalize_basics import make_request, make_span
 
 pytestmark = pytest.mark.timeout(300)
@@ -67,29 +66,9 @@ def test_damaged_pages_are_exit_2_with_the_path(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-@contextlib.contextmanager
-def _read_only_mount(mountpoint: Path) -> Iterator[Path]:
-    mountpoint.mkdir()
-    try:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mountpoint)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a read-only tmpfs: {exc}")
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs: {done.stderr.strip()}")
-    try:
-        yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False, timeout=30)
-
-
 @pytest.mark.parametrize("where", ["state.db", "sub/state.db"])
 def test_read_only_state_directory_is_reported_as_such(tmp_path: Path, where: str) -> None:
-    with _read_only_mount(tmp_path / "ro") as ro:
+    with tmpfs(tmp_path / "ro", "ro,size=1m", "a read-only tmpfs") as ro:
         state = ro / where
         done = _run_serve(write_config(tmp_path, state))
     assert done.returncode == 2, done.stderr[-2000:]

@@ -20,7 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import generator_support as support
-import harness
 import node_support
 
 HERE = Path(__file__).resolve().parent
@@ -34,21 +33,19 @@ NOTES = [
 
 
 def generate(scenario: str) -> Path:
-    requests = node_support.run_scenario(HERE, "scenario.mjs", scenario)
-    meta = harness.Meta(
+    return node_support.generate_corpus(
+        HERE,
+        scenario,
         framework="@langchain/langgraph (LangGraph.js)",
-        framework_version=node_support.package_version(HERE, "@langchain/langgraph"),
+        framework_package="@langchain/langgraph",
         instrumentation="@arizeai/openinference-instrumentation-langchain",
-        instrumentation_version=node_support.package_version(
-            HERE, "@arizeai/openinference-instrumentation-langchain"
-        ),
+        instrumentation_package="@arizeai/openinference-instrumentation-langchain",
         settings={
             "instrumentation": "LangChainInstrumentation({tracerProvider})"
             ".manuallyInstrument(CallbackManagerModule)"
         },
         notes=NOTES,
     )
-    return node_support.write_corpus(scenario, requests, meta)
 
 
 SCENARIOS = {"langgraph_js_openinference": generate}

@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import generator_support as support
-import harness
 import node_support
 
 HERE = Path(__file__).resolve().parent
@@ -39,12 +38,13 @@ NOTES = [
 
 
 def generate(scenario: str) -> Path:
-    requests = node_support.run_scenario(HERE, "scenario.mjs", scenario)
-    meta = harness.Meta(
+    return node_support.generate_corpus(
+        HERE,
+        scenario,
         framework="@mastra/core (Mastra)",
-        framework_version=node_support.package_version(HERE, "@mastra/core"),
+        framework_package="@mastra/core",
         instrumentation="@mastra/otel-exporter",
-        instrumentation_version=node_support.package_version(HERE, "@mastra/otel-exporter"),
+        instrumentation_package="@mastra/otel-exporter",
         settings={
             "observability": "new Observability({configs: {otel: {serviceName, exporters: "
             "[new OtelExporter({provider: {custom: {endpoint, protocol: 'http/json'}}, "
@@ -53,7 +53,6 @@ def generate(scenario: str) -> Path:
         },
         notes=NOTES,
     )
-    return node_support.write_corpus(scenario, requests, meta)
 
 
 SCENARIOS = {"mastra_otel": generate}

@@ -62,20 +62,18 @@ def handoff_truth(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def generate(scenario: str) -> Path:
-    requests = node_support.run_scenario(HERE, "scenario.mjs", scenario)
     handoff = scenario.endswith("_handoff")
-    meta = harness.Meta(
+    path = node_support.generate_corpus(
+        HERE,
+        scenario,
         framework="@openai/agents (OpenAI Agents SDK, JS)",
-        framework_version=node_support.package_version(HERE, "@openai/agents"),
+        framework_package="@openai/agents",
         instrumentation="@arizeai/openinference-instrumentation-openai-agents",
-        instrumentation_version=node_support.package_version(
-            HERE, "@arizeai/openinference-instrumentation-openai-agents"
-        ),
+        instrumentation_package="@arizeai/openinference-instrumentation-openai-agents",
         settings={"processor": "OpenAIAgentsInstrumentation({tracerProvider}).manuallyInstrument"},
         notes=NOTES
         + (["two agents: travel-agent hands turn 2 to booking-agent"] if handoff else []),
     )
-    path = node_support.write_corpus(scenario, requests, meta)
     if handoff:
         expected = path.with_name(f"{scenario}.expected.json")
         truth = handoff_truth(json.loads(expected.read_text()))

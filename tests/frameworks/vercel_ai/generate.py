@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import generator_support as support
-import harness
 import node_support
 
 HERE = Path(__file__).resolve().parent
@@ -38,22 +37,22 @@ NOTES = [
 
 
 def generate(scenario: str) -> Path:
-    requests = node_support.run_scenario(HERE, "scenario.mjs", scenario)
     legacy = scenario.endswith("_legacy")
     settings = {
         "registerTelemetry": "LegacyOpenTelemetry()"
         if legacy
         else "OpenTelemetry({agentSpanName: 'functionId', runtimeContext: true})",
     }
-    meta = harness.Meta(
+    return node_support.generate_corpus(
+        HERE,
+        scenario,
         framework=FRAMEWORK,
-        framework_version=node_support.package_version(HERE, "ai"),
+        framework_package="ai",
         instrumentation="@ai-sdk/otel" + (" (legacy)" if legacy else ""),
-        instrumentation_version=node_support.package_version(HERE, "@ai-sdk/otel"),
+        instrumentation_package="@ai-sdk/otel",
         settings=settings,
         notes=NOTES,
     )
-    return node_support.write_corpus(scenario, requests, meta)
 
 
 SCENARIOS = {"vercel_ai_otel": generate, "vercel_ai_otel_legacy": generate}

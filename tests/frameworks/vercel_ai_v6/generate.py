@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import generator_support as support
-import harness
 import node_support
 
 HERE = Path(__file__).resolve().parent
@@ -38,20 +37,20 @@ NOTES = [
 
 
 def generate(scenario: str) -> Path:
-    requests = node_support.run_scenario(HERE, "scenario.mjs", scenario)
     settings = {
         "experimental_telemetry": "{isEnabled: true, functionId: 'travel-agent', "
         "metadata: {conversationId}}"
     }
-    meta = harness.Meta(
+    return node_support.generate_corpus(
+        HERE,
+        scenario,
         framework=FRAMEWORK,
-        framework_version=node_support.package_version(HERE, "ai"),
+        framework_package="ai",
         instrumentation="built in (experimental_telemetry)",
-        instrumentation_version=node_support.package_version(HERE, "ai"),
+        instrumentation_package="ai",
         settings=settings,
         notes=NOTES,
     )
-    return node_support.write_corpus(scenario, requests, meta)
 
 
 SCENARIOS = {"vercel_ai_v6_telemetry": generate}

@@ -25,7 +25,7 @@ Whatever is missing is None in the figure and explained in its `missing` map
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,6 +39,7 @@ __all__ = [
     "KIND_TURN",
     "TOKEN_FIELDS",
     "Latency",
+    "SpanFold",
     "TimelineSpan",
     "Usage",
     "VersionFigures",
@@ -176,123 +177,260 @@ def _count_note(n: int, total: int, what: str) -> str:
     return f"{n} of {total} model calls {what}"
 
 
-def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
-    """Tokens, model calls and cost of the (priced) spans of a turn or conversation."""
-    n = 0
-    sums = [0, 0, 0, 0]
-    carried = [0, 0, 0, 0]
-    bad: list[tuple[int, str] | None] = [None, None, None, None]
-    n_bad = [0, 0, 0, 0]
-    cost = 0.0
-    unpriced = 0
-    unpriced_reason = ""
-    for s in spans:
-        if s.kind != KIND_MODEL:
-            continue
-        n += 1
-        counts = (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.reasoning_tokens)
+class SpanFold:
+    """A turn's usage, latency and wall folded span by span, in one pass and without a
+    model per span: the one place the per-span rules of the module doc are spelled.
+
+    Why a fold: assembly builds these figures from its records once per evaluated
+    conversation (`assembly/timeline.py`), and a `TimelineSpan` per span, then a pass
+    each for usage, latency and wall, was a fifth of the evaluation path. `usage_of`,
+    `latency_of` and `wall_of` feed their `TimelineSpan`s through the same fold.
+
+    `add_span` takes every span (in the turn's order: its own first, the rest by start),
+    `add_model_call` each model call's counts, its `missing` reasons and its price.
+    `own_span_ids`: the turns' own spans, never the slowest step."""
+
+    __slots__ = (
+        "_bad",
+        "_carried",
+        "_cost",
+        "_end",
+        "_model_s",
+        "_n_bad",
+        "_own",
+        "_slowest_kind",
+        "_slowest_name",
+        "_slowest_s",
+        "_spans",
+        "_start",
+        "_sums",
+        "_timed",
+        "_tool_s",
+        "_unpriced",
+        "_unpriced_reason",
+        "_untimed",
+        "_untimed_reason",
+        "calls",
+    )
+
+    # The model-call tallies are set by the first `add_model_call` (most turns of most
+    # agents' spans have some, the e2e benchmark's none): `usage` reads them only then.
+    _sums: list[int]
+    _carried: list[int]
+    _bad: list[str | None]
+    _n_bad: list[int]
+    _cost: float
+    _unpriced: int
+    _unpriced_reason: str
+
+    def __init__(self, own_span_ids: Iterable[str] = ()) -> None:
+        self._own = (
+            own_span_ids if isinstance(own_span_ids, (set, frozenset, tuple)) else set(own_span_ids)
+        )
+        self.calls = 0
+        self._spans = 0
+        self._timed = 0
+        self._start = self._end = 0
+        self._model_s = self._tool_s = 0.0
+        self._slowest_kind = self._slowest_name = ""
+        self._slowest_s = -1.0
+        self._untimed = 0
+        self._untimed_reason = ""
+
+    def add_model_call(
+        self,
+        counts: Sequence[int | None],
+        missing: Mapping[str, str],
+        cost_usd: float | None,
+    ) -> None:
+        """One model call: its four token counts (`TOKEN_FIELDS` order), why any is
+        unusable or the call unpriced (`missing`), its price (None: unpriced)."""
+        if self.calls == 0:
+            self._sums = [0, 0, 0, 0]
+            self._carried = [0, 0, 0, 0]
+            self._bad = [None, None, None, None]
+            self._n_bad = [0, 0, 0, 0]
+            self._cost = 0.0
+            self._unpriced = 0
+            self._unpriced_reason = ""
+        self.calls += 1
+        sums, carried = self._sums, self._carried
         for i in range(4):
             value = counts[i]
             if value is not None:
                 sums[i] += value
                 carried[i] += 1
-        missing_here = s.missing
-        if missing_here:
+        if missing:
+            bad, n_bad = self._bad, self._n_bad
             for i, name in enumerate(TOKEN_FIELDS):
-                why = missing_here.get(name)
+                why = missing.get(name)
                 if why is not None:
                     n_bad[i] += 1
                     if bad[i] is None:
-                        bad[i] = (i, why)
-        if s.cost_usd is None:
-            unpriced += 1
-            if not unpriced_reason:
-                unpriced_reason = (missing_here or {}).get("cost_usd", "not priced")
+                        bad[i] = why
+        if cost_usd is None:
+            self._unpriced += 1
+            if not self._unpriced_reason:
+                self._unpriced_reason = missing.get("cost_usd", "not priced")
         else:
-            cost += s.cost_usd
-    values: dict[str, Any] = {"model_calls": n}
-    missing: dict[str, str] = {}
-    if n == 0:
-        for name in TOKEN_FIELDS:
-            values[name] = None
-        values["cost_usd"] = None
-        values["missing"] = {"cost_usd": "no model-call spans"}
-        return _unchecked(Usage, values)
-    for i, name in enumerate(TOKEN_FIELDS):
-        first_bad = bad[i]
-        if first_bad is not None:
-            values[name] = None
-            missing[name] = f"{_count_note(n_bad[i], n, 'unusable')}: {first_bad[1]}"
-        elif not carried[i]:
-            values[name] = None
-        elif carried[i] < n and name in _REQUIRED_ON_EVERY_CALL:
-            values[name] = None
-            missing[name] = _count_note(n - carried[i], n, "carry no count")
+            self._cost += cost_usd
+
+    def add_span(
+        self,
+        kind: str,
+        span_id: str,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        untimed: str | None = None,
+    ) -> None:
+        """One span of any kind; `untimed`: why its times give no duration (None: they
+        do; the caller decides, see `span_duration_s`)."""
+        self._spans += 1
+        if untimed is not None:
+            self._untimed += 1
+            if self._untimed == 1:
+                self._untimed_reason = untimed
+            return
+        d = (end_ns - start_ns) / _NS
+        if self._timed == 0:
+            self._start, self._end = start_ns, end_ns
         else:
-            values[name] = sums[i]
-    if unpriced:
-        values["cost_usd"] = None
-        missing["cost_usd"] = f"{_count_note(unpriced, n, 'unpriced')}: {unpriced_reason}"
-    else:
-        values["cost_usd"] = cost
-    values["missing"] = missing
-    return _unchecked(Usage, values)
+            if start_ns < self._start:
+                self._start = start_ns
+            if end_ns > self._end:
+                self._end = end_ns
+        self._timed += 1
+        if kind == KIND_MODEL:
+            self._model_s += d
+        elif kind == KIND_TOOL:
+            self._tool_s += d
+        if d > self._slowest_s and span_id not in self._own:
+            self._slowest_kind, self._slowest_name, self._slowest_s = kind, name, d
+
+    def usage(self) -> Usage:
+        """Tokens, model calls and cost of the model calls added."""
+        n = self.calls
+        if n == 0:
+            return _no_model_calls()
+        values: dict[str, Any] = {}
+        missing: dict[str, str] = {}
+        sums, carried, bad = self._sums, self._carried, self._bad
+        for i, name in enumerate(TOKEN_FIELDS):
+            first_bad = bad[i]
+            if first_bad is not None:
+                values[name] = None
+                missing[name] = f"{_count_note(self._n_bad[i], n, 'unusable')}: {first_bad}"
+            elif not carried[i]:
+                values[name] = None
+            elif carried[i] < n and name in _REQUIRED_ON_EVERY_CALL:
+                values[name] = None
+                missing[name] = _count_note(n - carried[i], n, "carry no count")
+            else:
+                values[name] = sums[i]
+        values["model_calls"] = n
+        if self._unpriced:
+            values["cost_usd"] = None
+            missing["cost_usd"] = (
+                f"{_count_note(self._unpriced, n, 'unpriced')}: {self._unpriced_reason}"
+            )
+        else:
+            values["cost_usd"] = self._cost
+        values["missing"] = missing
+        return construct_unchecked(Usage, values)
+
+    def latency(self) -> Latency:
+        """Wall time, model and tool time and the slowest step of the spans added."""
+        timed = self._timed
+        missing: dict[str, str] = {}
+        if self._untimed:
+            missing["duration"] = (
+                f"{self._untimed} of {self._spans} spans left out: {self._untimed_reason}"
+            )
+        if not timed:
+            return construct_unchecked(
+                Latency,
+                {
+                    "duration_s": None,
+                    "model_s": None,
+                    "tool_s": None,
+                    "slowest_step": None,
+                    "slowest_step_s": None,
+                    "missing": missing or {"duration": "no spans with usable times"},
+                },
+            )
+        found = self._slowest_s >= 0.0
+        return construct_unchecked(
+            Latency,
+            {
+                "duration_s": (self._end - self._start) / _NS,
+                "model_s": self._model_s,
+                "tool_s": self._tool_s,
+                "slowest_step": f"{self._slowest_kind}: {self._slowest_name}" if found else None,
+                "slowest_step_s": self._slowest_s if found else None,
+                "missing": missing,
+            },
+        )
+
+    def wall(self) -> tuple[int, int] | None:
+        """(first start, last end) of the spans with usable times; None without any."""
+        return (self._start, self._end) if self._timed else None
+
+
+def _no_model_calls() -> Usage:
+    """The usage of a turn or conversation without model calls (a fresh `missing` dict
+    each: the models are frozen, their dicts are not)."""
+    return construct_unchecked(
+        Usage,
+        {
+            "input_tokens": None,
+            "output_tokens": None,
+            "cached_input_tokens": None,
+            "reasoning_tokens": None,
+            "model_calls": 0,
+            "cost_usd": None,
+            "missing": {"cost_usd": "no model-call spans"},
+        },
+    )
+
+
+def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
+    """Tokens, model calls and cost of the (priced) spans of a turn or conversation."""
+    fold = SpanFold()
+    for s in spans:
+        if s.kind == KIND_MODEL:
+            fold.add_model_call(
+                (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.reasoning_tokens),
+                s.missing,
+                s.cost_usd,
+            )
+    return fold.usage()
+
+
+def _untimed(span: TimelineSpan) -> str | None:
+    """Why `span` has no duration (`span_duration_s` is None), else None."""
+    if span_duration_s(span) is not None:
+        return None
+    return span.missing.get("duration", "unusable start/end times")
 
 
 def latency_of(spans: Sequence[TimelineSpan], own_span_ids: Iterable[str] = ()) -> Latency:
     """Wall time, time in model calls and tools, and the slowest step of `spans`
     (`own_span_ids`: the turns' own spans, not counted as steps)."""
-    own = set(own_span_ids)
-    start = end = 0
-    model_s = tool_s = 0.0
-    slowest: TimelineSpan | None = None
-    slowest_s = -1.0
-    bad: TimelineSpan | None = None
-    n_bad = 0
-    timed = 0
+    fold = SpanFold(own_span_ids)
     for s in spans:
-        d = span_duration_s(s)
-        if d is None:
-            n_bad += 1
-            bad = bad or s
-            continue
-        if timed == 0 or s.start_ns < start:
-            start = s.start_ns
-        if timed == 0 or s.end_ns > end:
-            end = s.end_ns
-        timed += 1
-        kind = s.kind
-        if kind == KIND_MODEL:
-            model_s += d
-        elif kind == KIND_TOOL:
-            tool_s += d
-        if d > slowest_s and s.span_id not in own:
-            slowest, slowest_s = s, d
-    missing: dict[str, str] = {}
-    if bad is not None:
-        reason = bad.missing.get("duration", "unusable start/end times")
-        missing["duration"] = f"{n_bad} of {len(spans)} spans left out: {reason}"
-    if not timed:
-        missing = missing or {"duration": "no spans with usable times"}
-    return _unchecked(
-        Latency,
-        {
-            "duration_s": (end - start) / _NS if timed else None,
-            "model_s": model_s if timed else None,
-            "tool_s": tool_s if timed else None,
-            "slowest_step": None if slowest is None else f"{slowest.kind}: {slowest.name}",
-            "slowest_step_s": None if slowest is None else slowest_s,
-            "missing": missing,
-        },
-    )
+        fold.add_span(s.kind, s.span_id, s.name, s.start_ns, s.end_ns, _untimed(s))
+    return fold.latency()
 
 
 def combine_usage(parts: Sequence[Usage]) -> Usage:
     """A conversation's usage from its turns' (the same rules as over all its spans:
     a count is None when a turn's is unusable or partial; cost None when any is)."""
-    calls = sum(p.model_calls for p in parts)
+    calls = 0
+    for p in parts:
+        calls += p.model_calls
     if calls == 0:
-        return usage_of(())
+        return _no_model_calls()
     values: dict[str, Any] = {"model_calls": calls}
     missing: dict[str, str] = {}
     with_calls = [p for p in parts if p.model_calls]
@@ -315,27 +453,29 @@ def combine_usage(parts: Sequence[Usage]) -> Usage:
 
 def wall_of(spans: Iterable[TimelineSpan]) -> tuple[int, int] | None:
     """(first start, last end) of the spans with usable times; None without any."""
-    start = end = 0
-    timed = False
+    fold = SpanFold()
     for s in spans:
-        if span_duration_s(s) is None:
-            continue
-        if not timed or s.start_ns < start:
-            start = s.start_ns
-        if not timed or s.end_ns > end:
-            end = s.end_ns
-        timed = True
-    return (start, end) if timed else None
+        fold.add_span(s.kind, s.span_id, s.name, s.start_ns, s.end_ns, _untimed(s))
+    return fold.wall()
 
 
 def combine_latency(parts: Sequence[Latency], walls: Sequence[tuple[int, int] | None]) -> Latency:
     """A conversation's latency from its turns' and their walls (`wall_of` each turn's
     spans): first span start to last span end over every turn."""
-    known = [w for w in walls if w is not None]
+    start = end = 0
+    known = False
+    for wall in walls:  # loops, not min()/max() over generators: once per conversation
+        if wall is None:
+            continue
+        if not known:
+            (start, end), known = wall, True
+            continue
+        if wall[0] < start:
+            start = wall[0]
+        if wall[1] > end:
+            end = wall[1]
     if not known:
         return Latency(missing={"duration": "no spans with usable times"})
-    start = min(w[0] for w in known)
-    end = max(w[1] for w in known)
     missing: dict[str, str] = {}
     model_s = tool_s = 0.0
     slowest: Latency | None = None
@@ -348,7 +488,7 @@ def combine_latency(parts: Sequence[Latency], walls: Sequence[tuple[int, int] | 
             slowest is None or p.slowest_step_s > (slowest.slowest_step_s or 0.0)
         ):
             slowest = p
-    return _unchecked(
+    return construct_unchecked(
         Latency,
         {
             "duration_s": (end - start) / _NS,

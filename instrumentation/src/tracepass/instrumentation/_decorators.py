@@ -333,20 +333,28 @@ def _wrap_async(fn: Callable[..., Any], spec: _Spec) -> Callable[..., Any]:
     return wrapper
 
 
+def _create_generator(
+    call: _Call, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Call a (sync or async) generator function under the span's context: the body runs
+    later, one step at a time; a call that raises already fails the span."""
+    try:
+        token = _attach(call.ctx)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _detach(token)
+    except BaseException as exc:
+        _fail(call, exc)
+        raise
+
+
 def _wrap_gen(fn: Callable[..., Any], spec: _Spec) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         call = spec.begin(args, kwargs)
         items: list[Any] | None = [] if call.settings.capture else None
-        try:
-            token = _attach(call.ctx)
-            try:
-                gen = fn(*args, **kwargs)
-            finally:
-                _detach(token)
-        except BaseException as exc:
-            _fail(call, exc)
-            raise
+        gen = _create_generator(call, fn, args, kwargs)
         step: Callable[[Any], Any] = gen.send
         arg: Any = None
         while True:
@@ -392,15 +400,7 @@ def _wrap_async_gen(fn: Callable[..., Any], spec: _Spec) -> Callable[..., Any]:
     async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
         call = spec.begin(args, kwargs)
         items: list[Any] | None = [] if call.settings.capture else None
-        try:
-            token = _attach(call.ctx)
-            try:
-                agen = fn(*args, **kwargs)
-            finally:
-                _detach(token)
-        except BaseException as exc:
-            _fail(call, exc)
-            raise
+        agen = _create_generator(call, fn, args, kwargs)
         step: Callable[[Any], Any] = agen.asend
         arg: Any = None
         while True:

@@ -122,6 +122,8 @@ def _merge_duplicate_tools(tools: list[SpanRecord], members: list[SpanRecord]) -
 def _offered_tools(root: SpanRecord, models: list[SpanRecord]) -> tuple[ToolDefinition, ...] | None:
     """Every tool offered in the turn: declared on its agent span or to its model calls
     (first definition of a name wins); None when no span said."""
+    if not models and (root.tool_definitions is None or root.kind is RecordKind.TOOL):
+        return None  # the usual agent span without model-call spans: nothing offered
     found: dict[str, ToolDefinition] = {}
     known = False
     # A TOOL record's definitions are its own schema, not an offer (see _tool_schemas).
@@ -136,6 +138,11 @@ def _offered_tools(root: SpanRecord, models: list[SpanRecord]) -> tuple[ToolDefi
 
 
 def _tool_schemas(tools: list[SpanRecord]) -> dict[str, dict[str, object]]:
+    for r in tools:  # most tool spans declare no schema: no comprehension to run then
+        if r.tool_definitions:
+            break
+    else:
+        return {}
     return {
         d.name: d.parameters
         for r in tools

@@ -150,6 +150,10 @@ def tool_calls(
     requested: list[tuple[int, ToolCall]] = []  # (model start, request) in model order
     for model in models:
         requested.extend((model.start_ns, call) for call in model.requested_tool_calls)
+    if responses is None:
+        responses = responses_of(models)
+    if not requested and not responses.by_id:
+        return _span_calls(tools, agents)
     matches: dict[int, int] = {}
     # Read once per tool: a record may hold its arguments as text decoded on each read
     # (records.py); a decoded text is a new dict, a stored dict is copied below.
@@ -184,8 +188,6 @@ def tool_calls(
             )
             used[chosen] = True
             matches[t] = chosen
-    if responses is None:
-        responses = responses_of(models)
     named = agents if agents is not None else [None] * len(tools)
     out: list[ToolCall] = []
     for t, rec in enumerate(tools):
@@ -226,6 +228,37 @@ def tool_calls(
                     "start_ns": rec.start_ns,
                     "arguments_source": source,
                     "agent": named[t],
+                },
+            )
+        )
+    return tuple(out)
+
+
+def _span_calls(
+    tools: Sequence[SpanRecord], agents: Sequence[str | None] | None
+) -> tuple[ToolCall, ...]:
+    """`tool_calls` for the usual turn: no model request to match and no response to
+    look up, so each call is its tool record's own, in one pass (no per-turn lists of
+    arguments, matches and agents)."""
+    out: list[ToolCall] = []
+    for t, rec in enumerate(tools):
+        # A decoded text is a new dict; a stored dict is copied (see `tool_calls`).
+        fresh = stored_tool_arguments(rec).__class__ is str
+        args = rec.tool_arguments
+        out.append(
+            construct_unchecked(
+                ToolCall,
+                {
+                    "name": rec.tool_name or rec.name,
+                    "arguments": {} if args is None else args if fresh else dict(args),
+                    "result": rec.tool_result,
+                    "error": rec.error,
+                    "call_id": rec.tool_call_id,
+                    "start_ns": rec.start_ns,
+                    "arguments_source": SOURCE_ATTRIBUTE
+                    if SOURCES_ATTR not in rec.attributes
+                    else source_of(rec, "tool_arguments"),
+                    "agent": None if agents is None else agents[t],
                 },
             )
         )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracepass.collector.normalize import traceloop
-from tracepass.collector.normalize.extract import as_str
+from tracepass.collector.normalize.extract import first_str
 from tracepass.instrumentation import semconv as sc
 
 __all__ = ["CONVERSATION_ID_KEYS", "resolve_conversation_id"]
@@ -31,16 +31,7 @@ def resolve_conversation_id(
 ) -> str | None:
     """The conversation id of one span (see `CONVERSATION_ID_KEYS`); None means the
     collector treats the trace as the conversation."""
-    for key in CONVERSATION_ID_KEYS:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    for key in extra_keys:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    return resource_fallback
+    found = first_str(attrs, CONVERSATION_ID_KEYS)
+    if found is None:
+        found = first_str(attrs, extra_keys)
+    return resource_fallback if found is None else found

@@ -8,6 +8,7 @@ built per span (the hot path makes one object per span: the record).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -21,4 +22,16 @@ def as_str(value: Any) -> str | None:
         return None
     if isinstance(value, int | float):
         return str(value)
+    return None
+
+
+def first_str(attrs: dict[str, Any], keys: Iterable[str]) -> str | None:
+    """The first of `keys` whose value reads as a string (`as_str`): where a convention
+    takes one value from whichever of several names carries it."""
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None:
+            text = as_str(value)
+            if text is not None:
+                return text
     return None

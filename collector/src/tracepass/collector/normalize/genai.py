@@ -154,20 +154,10 @@ def note_tool_responses(rec: SpanRecord, raw_in: Any) -> None:
         rec.attributes[TOOL_RESPONSES_ATTR] = {**known, **responses} if known else responses
 
 
-def fill(operation: Any, rec: SpanRecord, attrs: dict[str, Any]) -> str:
+def fill(rec: SpanRecord, attrs: dict[str, Any], operation: Any, span: Span) -> str:
     """Fill `rec` (built as OTHER by `normalize_request`) per `gen_ai.operation.name`;
-    returns the convention name."""
-    if operation == _EXECUTE_TOOL:
-        fill_tool(rec, attrs)
-    elif operation in (_INVOKE_AGENT, _INVOKE_WORKFLOW):
-        fill_turn(rec, attrs)
-    elif operation.__class__ is str and operation in MODEL_OPERATIONS:
-        fill_model(rec, attrs)
-    return NAME
-
-
-def _fill_operation(rec: SpanRecord, attrs: dict[str, Any], operation: Any, span: Span) -> str:
-    # `fill`, repeated rather than called: the most common spans, one frame less each.
+    returns the convention name. The convention's own `fill` (its signature), so the
+    most common spans reach it with no frame in between."""
     if operation == _EXECUTE_TOOL:
         fill_tool(rec, attrs)
     elif operation in (_INVOKE_AGENT, _INVOKE_WORKFLOW):
@@ -191,7 +181,7 @@ CONVENTIONS = (
     Convention(
         NAME,
         keys=(OPERATION,),
-        fill=_fill_operation,
+        fill=fill,
         doc="`gen_ai.operation.name`: invoke_agent → TURN, execute_tool → TOOL, "
         "chat/text_completion/generate_content → MODEL",
     ),

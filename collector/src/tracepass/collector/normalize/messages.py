@@ -403,13 +403,20 @@ def _state_message_list(state: Any) -> list[Any] | None:
     return None
 
 
-def query_from_state(value: Any) -> str | None:
-    """The user's query in a chain input: JSON state with `messages` (last user message),
-    a dict with an `input`-like key, or plain text."""
+def _chain_state(value: Any) -> Any:
+    """A chain input or output decoded: its JSON value, or the text itself when it is
+    text but not JSON (None when empty)."""
     state = loads(value) if isinstance(value, str) else value
     if state is NOT_JSON:
         return value if isinstance(value, str) and value else None
-    if isinstance(state, str):
+    return state
+
+
+def query_from_state(value: Any) -> str | None:
+    """The user's query in a chain input: JSON state with `messages` (last user message),
+    a dict with an `input`-like key, or plain text."""
+    state = _chain_state(value)
+    if state is None or isinstance(state, str):
         return state
     msgs = _state_message_list(state)
     if msgs:
@@ -436,10 +443,8 @@ def query_from_state(value: Any) -> str | None:
 def answer_from_state(value: Any) -> str | None:
     """The final answer in a chain output: the last assistant message of the state (its
     text, None when it only requested tools), an `output`-like key, or plain text."""
-    state = loads(value) if isinstance(value, str) else value
-    if state is NOT_JSON:
-        return value if isinstance(value, str) and value else None
-    if isinstance(state, str):
+    state = _chain_state(value)
+    if state is None or isinstance(state, str):
         return state
     msgs = _state_message_list(state)
     if msgs:

@@ -26,7 +26,7 @@ from tracepass.collector.normalize.conversation_ids import (
     CONVERSATION_ID_KEYS,
 )
 from tracepass.collector.normalize.custom import CustomConventions
-from tracepass.collector.normalize.extract import as_str
+from tracepass.collector.normalize.extract import as_str, first_str
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
 from tracepass.collector.normalize.registry import (
@@ -184,11 +184,7 @@ def normalize_request(
         resource = attributes_to_dict(resource_spans.resource.attributes)
         service_name = as_str(resource.get("service.name"))
         service_version = as_str(resource.get("service.version"))
-        resource_conversation: str | None = None
-        for key in extra_keys:
-            resource_conversation = as_str(resource.get(key))
-            if resource_conversation is not None:
-                break
+        resource_conversation = first_str(resource, extra_keys)
         for scope_spans in resource_spans.scope_spans:
             adapters = adapters_for_scope(scope_spans.scope.name)
             # The user's mappings that can apply to this scope (None, the common case:

@@ -79,6 +79,11 @@ def _definition_text(item: str) -> ToolDefinition | None:
 @functools.lru_cache(maxsize=256)
 def _definitions_text(raw: str) -> tuple[ToolDefinition, ...] | None:
     """`gen_ai.tool.definitions` / `llm.tools` JSON text (a whole list), cached likewise."""
+    return _definitions(raw)
+
+
+def _definitions(raw: Any) -> tuple[ToolDefinition, ...] | None:
+    """A whole list of definitions (or one definition) as JSON text or decoded."""
     decoded = loads(raw)
     if isinstance(decoded, Mapping):
         decoded = [decoded]
@@ -124,12 +129,7 @@ def genai_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | Non
         return None
     if isinstance(raw, str) and len(raw) <= _CACHED_TEXT_MAX:
         return _definitions_text(raw)
-    decoded = loads(raw)
-    if isinstance(decoded, Mapping):
-        decoded = [decoded]
-    if not isinstance(decoded, list | tuple):
-        return None  # truncated or unreadable: the offer is unknown, not empty
-    return _collect(decoded)
+    return _definitions(raw)
 
 
 def openinference_definitions(attrs: dict[str, Any]) -> tuple[ToolDefinition, ...] | None:

@@ -117,7 +117,7 @@ def fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str:
     else:
         operation = attrs.get(genai.OPERATION)
         if operation is not None and kind != "task":
-            return genai.fill(operation, rec, attrs)
+            return genai.fill(rec, attrs, operation, span)
     return NAME
 
 

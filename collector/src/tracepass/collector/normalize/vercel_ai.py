@@ -28,7 +28,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracepass.collector.normalize.extract import as_str
+from tracepass.collector.normalize.extract import as_str, first_str
 from tracepass.collector.normalize.messages import (
     USER,
     content_text,
@@ -88,13 +88,7 @@ CONVERSATION_KEYS: tuple[str, ...] = tuple(
 
 def conversation_id(attrs: dict[str, Any]) -> str | None:
     """The conversation id an application put in the SDK's metadata or runtime context."""
-    for key in CONVERSATION_KEYS:
-        value = attrs.get(key)
-        if value is not None:
-            text = as_str(value)
-            if text is not None:
-                return text
-    return None
+    return first_str(attrs, CONVERSATION_KEYS)
 
 
 def _prompt_query(raw: Any) -> str | None:

@@ -157,24 +157,18 @@ class JsonSignal:
     scopes: str
     items: str
     read_item: Callable[[Any, Any], None]  # (JSON value, message to fill)
-    # Derived once: the proto field names and the known keys of the two envelope levels.
+    # Derived once: the top array's proto field and the readers of the two envelope
+    # levels (a resource with its scopes, a scope with its items).
     resources_field: str = dataclasses.field(init=False)
-    scopes_field: str = dataclasses.field(init=False)
-    items_field: str = dataclasses.field(init=False)
-    resource_keys: frozenset[str] = dataclasses.field(init=False)
-    scope_keys: frozenset[str] = dataclasses.field(init=False)
     read_resource: Callable[[Any, Any], None] = dataclasses.field(init=False)
     read_scope: Callable[[Any, Any], None] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
+        read_scope = _level_reader("scope", _scope, self.items, self.read_item)
         derived = {
             "resources_field": _snake(self.resources),
-            "scopes_field": _snake(self.scopes),
-            "items_field": _snake(self.items),
-            "resource_keys": frozenset({"resource", self.scopes, "schemaUrl"}),
-            "scope_keys": frozenset({"scope", self.items, "schemaUrl"}),
-            "read_resource": functools.partial(_resource_items, signal=self),
-            "read_scope": functools.partial(_scope_items, signal=self),
+            "read_resource": _level_reader("resource", _resource, self.scopes, read_scope),
+            "read_scope": read_scope,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -213,30 +207,42 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
-def _resource_items(d: Any, msg: Any, signal: JsonSignal) -> None:
-    """One `ResourceSpans` / `ResourceLogs`: the resource and its scopes."""
-    d = _normalized(_obj(d, ""), signal.resource_keys)
-    if (res := d.get("resource")) is not None:
-        _resource(_obj(res, "resource"), msg.resource)
-    if (url := d.get("schemaUrl")) is not None:
-        msg.schema_url = _str(url, "schemaUrl")
-    scopes = d.get(signal.scopes)
-    if scopes is not None:
-        out = getattr(msg, signal.scopes_field)
-        _read_each(_list(scopes, signal.scopes), signal.scopes, out, signal.read_scope)
+def _level_reader(
+    head: str,
+    read_head: Callable[[dict[str, Any], Any], None],
+    children: str,
+    read_child: Callable[[Any, Any], None],
+) -> Callable[[Any, Any], None]:
+    """The reader of one envelope level: `head` (`resource` or `scope`, read by
+    `read_head`), `schemaUrl`, and the array `children` (each read by `read_child`).
+    Its fixed arguments are bound once, positionally, so a call merges no keywords."""
+    keys = frozenset({head, children, "schemaUrl"})
+    return functools.partial(
+        _envelope_level, keys, head, read_head, children, _snake(children), read_child
+    )
 
 
-def _scope_items(d: Any, msg: Any, signal: JsonSignal) -> None:
-    """One `ScopeSpans` / `ScopeLogs`: the scope and its items."""
-    d = _normalized(_obj(d, ""), signal.scope_keys)
-    if (scope := d.get("scope")) is not None:
-        _scope(_obj(scope, "scope"), msg.scope)
+def _envelope_level(
+    keys: frozenset[str],
+    head: str,
+    read_head: Callable[[dict[str, Any], Any], None],
+    children: str,
+    children_field: str,
+    read_child: Callable[[Any, Any], None],
+    d: Any,
+    msg: Any,
+) -> None:
+    """One `ResourceSpans` / `ResourceLogs` (the resource and its scopes) or one
+    `ScopeSpans` / `ScopeLogs` (the scope and its items): the same walk at both levels."""
+    d = _normalized(_obj(d, ""), keys)
+    if (value := d.get(head)) is not None:
+        read_head(_obj(value, head), getattr(msg, head))
     if (url := d.get("schemaUrl")) is not None:
         msg.schema_url = _str(url, "schemaUrl")
-    items = d.get(signal.items)
+    items = d.get(children)
     if items is not None:
-        out = getattr(msg, signal.items_field)
-        _read_each(_list(items, signal.items), signal.items, out, signal.read_item)
+        out = getattr(msg, children_field)
+        _read_each(_list(items, children), children, out, read_child)
 
 
 # --- helpers -------------------------------------------------------------------------

@@ -236,27 +236,30 @@ def _load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
         rs = ds.reference_set
         if not rs.references and ds.skipped:
             continue
-        for ref in rs.references:
-            if ref.id in owner:
-                errors.append(
-                    ReferenceLoadError(
-                        f"duplicate reference id {ref.id!r} (also in {owner[ref.id]})",
-                        file=str(f),
-                    )
-                )
-            owner.setdefault(ref.id, str(f))
-        for policy in rs.policies:
-            if policy.id in policy_owner:
-                errors.append(
-                    ReferenceLoadError(
-                        f"duplicate policy id {policy.id!r} (also in {policy_owner[policy.id]})",
-                        file=str(f),
-                    )
-                )
-            policy_owner.setdefault(policy.id, str(f))
+        _claim_ids("reference", (ref.id for ref in rs.references), str(f), owner, errors)
+        _claim_ids("policy", (p.id for p in rs.policies), str(f), policy_owner, errors)
         sets.append(rs)
     raise_collected(errors)
     return sets
+
+
+def _claim_ids(
+    kind: str,
+    ids: Iterable[str],
+    file: str,
+    owner: dict[str, str],
+    errors: list[ReferenceLoadError],
+) -> None:
+    """Record `file` as the owner of each id; an id another file already owns is an
+    error naming both files (the first file keeps it)."""
+    for item_id in ids:
+        if item_id in owner:
+            errors.append(
+                ReferenceLoadError(
+                    f"duplicate {kind} id {item_id!r} (also in {owner[item_id]})", file=file
+                )
+            )
+        owner.setdefault(item_id, file)
 
 
 # --------------------------------------------------------------------------- dumping

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from tracepass.collector.api.ui.pages import UI_PREFIX, _env
 from tracepass.collector.api.ui.security import conversation_path, secured
-from tracepass.collector.api.ui.write_pages import render_write_page
+from tracepass.collector.api.ui.write_pages import WritePages
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver import GetRoute
 from tracepass.evaluator.offline.human_review import is_judge
@@ -36,7 +36,7 @@ REVIEW_PAGE = f"{UI_PREFIX}/review"
 TURN_FIELD = "turn_"  # form field of turn i: turn_<i>
 
 
-class ReviewPages:
+class ReviewPages(WritePages):
     def __init__(
         self, queue: ReviewQueue, write: WriteAccess, hosts: frozenset[str] | None = None
     ) -> None:
@@ -56,14 +56,6 @@ class ReviewPages:
             return self.queue.agreement_json()
         except LookupError:
             return None
-
-    def _page(
-        self, request: web.Request, name: str, status: int = 200, **context: Any
-    ) -> web.Response:
-        return render_write_page(self.env, self.write, request, name, status, **context)
-
-    def _error(self, request: web.Request, message: str, status: int) -> web.Response:
-        return self._page(request, "error.html.j2", status=status, title="error", message=message)
 
     async def page(
         self, request: web.Request, *, status: int = 200, error: str = ""

@@ -29,7 +29,7 @@ from tracepass.collector.api.failure_modes import failure_modes, failure_version
 from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError
 from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
-from tracepass.collector.api.ui.write_pages import render_write_page
+from tracepass.collector.api.ui.write_pages import WritePages
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver import GetRoute
 from tracepass.collector.state import ResultsStore
@@ -39,7 +39,7 @@ __all__ = ["MAX_VERSIONS", "TriagePages"]
 MAX_VERSIONS = 4  # versions shown on the failure-modes page (newest first)
 
 
-class TriagePages:
+class TriagePages(WritePages):
     def __init__(
         self,
         store: ResultsStore | None,
@@ -54,14 +54,6 @@ class TriagePages:
         self.write = write
         self.clock = clock
         self.env = _env()
-
-    def _page(
-        self, request: web.Request, name: str, status: int = 200, **context: Any
-    ) -> web.Response:
-        return render_write_page(self.env, self.write, request, name, status, **context)
-
-    def _error(self, request: web.Request, message: str, status: int) -> web.Response:
-        return self._page(request, "error.html.j2", status=status, title="error", message=message)
 
     # ------------------------------------------------------------------ failure modes
 

@@ -13,7 +13,7 @@ from aiohttp import web
 from tracepass.collector.api.ui.pages import UI_PREFIX
 from tracepass.collector.api.write_access import CSRF_FIELD, WriteAccess
 
-__all__ = ["render_write_page"]
+__all__ = ["WritePages", "render_write_page"]
 
 
 def render_write_page(
@@ -40,3 +40,20 @@ def render_write_page(
     response = web.Response(status=status, text=html, content_type="text/html", charset="utf-8")
     WriteAccess.set_session(response, session)
     return response
+
+
+class WritePages:
+    """Base of the page sets with write forms (triage, review): their pages and error
+    pages rendered through `render_write_page` with the set's own template environment
+    and write access, which the subclass sets."""
+
+    env: jinja2.Environment
+    write: WriteAccess
+
+    def _page(
+        self, request: web.Request, name: str, status: int = 200, **context: Any
+    ) -> web.Response:
+        return render_write_page(self.env, self.write, request, name, status, **context)
+
+    def _error(self, request: web.Request, message: str, status: int) -> web.Response:
+        return self._page(request, "error.html.j2", status=status, title="error", message=message)
