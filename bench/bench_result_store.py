@@ -11,6 +11,12 @@ values, journal entry, submit, wake-up) + `StateStore.writer_cpu_s` (writer thre
 Same-run baseline: one `model_dump_json()` of each result (what the window journal
 alone used to cost), so the figure reads "storing a result costs N dumps of it".
 
+Also printed: the encoding alone (the row text as the store writes it, with the
+reference-tools row lookup of format 4 when the code has it; CPU, least of the
+repeats), and the bytes a stored row takes in the state file (its `view` text, plus
+the `reference_tools` rows shared by all rows, per row; works on any schema version,
+so the same script measures the code before format 4).
+
 Failure-mode indexing (docs/failure-modes.md; target <= 20 us per stored failing
 conversation) is measured two ways, per failing conversation:
 - its own work, each part timed as a loop over the same results (CPU time, min of the
@@ -32,6 +38,7 @@ import argparse
 import asyncio
 import gc
 import math
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -46,6 +53,7 @@ from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.pipeline.offline import assemble_offline
 from tracepass.collector.state import ResultWrite, StateStore, StoredResult
 from tracepass.collector.state import sqlite_results as store_module
+from tracepass.collector.state.codec import encode_result
 from tracepass.collector.state.failure_index import PRIOR, stored_signatures
 from tracepass.evaluator.references.loader import load_reference_sets
 from tracepass.evaluator.scoring import explain
@@ -215,6 +223,34 @@ async def store_all(
         store.close()
 
 
+def encode_cpu(stored: list[StoredResult], repeats: int) -> float:
+    """CPU seconds to encode every result as the store does (least of `repeats`)."""
+    try:  # format 4 (reference tools stored once); absent in the code before it
+        from tracepass.collector.state.reference_tools import ReferenceTools
+    except ImportError:
+        return _best(lambda: [encode_result(s) for s in stored], repeats)
+    tools = ReferenceTools()
+
+    def encode(s: StoredResult) -> str:
+        row = None if s.result is None else tools.of(s.result)
+        return encode_result(s, None if row is None else row.digest)  # type: ignore[call-arg]
+
+    return _best(lambda: [encode(s) for s in stored], repeats)
+
+
+def stored_bytes(path: Path) -> tuple[float, float]:
+    """(row text bytes, shared reference-tools bytes) per stored result in `path`."""
+    with sqlite3.connect(path) as conn:
+        n, view = conn.execute("SELECT count(*), sum(length(view)) FROM results").fetchone()
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        shared = 0
+        if "reference_tools" in tables:
+            shared = conn.execute(
+                "SELECT coalesce(sum(length(tools) + length(digest)), 0) FROM reference_tools"
+            ).fetchone()[0]
+    return view / n, shared / n
+
+
 def baseline(stored: list[StoredResult]) -> float:
     c0 = time.process_time()
     for s in stored:
@@ -249,6 +285,8 @@ def main() -> None:
             loop_s, writer_s = asyncio.run(store_all(copies, tmp / f"state-{r}.sqlite"))
             rows.append((loop_s / n * 1e6, writer_s / n * 1e6, baseline(stored) / n * 1e6))
             without.append((loop_off + writer_off) / n * 1e6)
+        row_bytes, shared_bytes = stored_bytes(tmp / "state-0.sqlite")
+        encode_us = encode_cpu(stored, max(args.repeats, 5)) / n * 1e6
     loop_us = statistics.median(r[0] for r in rows)
     writer_us = statistics.median(r[1] for r in rows)
     base_us = statistics.median(r[2] for r in rows)
@@ -258,6 +296,14 @@ def main() -> None:
     print(
         f"put_results, batch: loop {loop_us:.1f} + writer {writer_us:.1f} = {total:7.1f} us "
         f"per result ({total / base_us:.1f}x the baseline)"
+    )
+    print(
+        f"encoding alone (row text as stored, least of {max(args.repeats, 5)}): "
+        f"{encode_us:7.1f} us per result ({encode_us / base_us:.2f}x the baseline)"
+    )
+    print(
+        f"stored bytes per result: row {row_bytes:.0f} + shared reference tools "
+        f"{shared_bytes:.0f} = {row_bytes + shared_bytes:.0f}"
     )
     # The difference of two ~200 us figures is a few us per result: the minimum of the
     # repeats (least disturbed by other load) of each, not the medians.

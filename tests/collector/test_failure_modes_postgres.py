@@ -18,7 +18,7 @@ from test_results_postgres import T0, _models, _result
 from tracepass.collector.api.failure_modes import failure_modes, failure_versions
 from tracepass.collector.pipeline.forwarding import ResultsForwarder
 from tracepass.collector.state import StateStore, StoredResult
-from tracepass.collector.state.postgres import PostgresResults
+from tracepass.collector.state.postgres import PG_SCHEMA_VERSION, PostgresResults
 from tracepass.collector.state.review_labels import ReviewLabel
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("postgres"), pytest.mark.timeout(600)]
@@ -186,7 +186,7 @@ def test_a_version_1_database_is_upgraded_with_its_failure_modes(
                 version = conn.execute(
                     "SELECT value FROM tracepass_meta WHERE key='schema_version'"
                 ).fetchone()
-            assert version == ("2",)
+            assert version == (str(PG_SCHEMA_VERSION),)
         finally:
             again.close()
     finally:

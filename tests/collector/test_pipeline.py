@@ -303,9 +303,10 @@ async def test_purge_drops_spans_after_retention_then_results_after_their_horizo
 async def test_a_result_scored_by_the_real_evaluator_reads_back_from_the_state_file(
     tmp_path: Path,
 ) -> None:
-    """The stored result (format 3) leaves out the result turns' copy of the
-    conversation's queries, answers and tool calls: read back from the file, it is the
-    data the pipeline holds in memory."""
+    """The stored result (format 4) leaves out the result turns' copy of the
+    conversation's queries, answers and tool calls, and their reference's expected
+    tools (a `reference_tools` row): read back from the file, it is the data the
+    pipeline holds in memory."""
     from tracepass.collector.state.codec import decode_result
     from tracepass.evaluator.scoring.evaluator import Evaluator
 
@@ -321,7 +322,8 @@ async def test_a_result_scored_by_the_real_evaluator_reads_back_from_the_state_f
     assert in_memory is not None
     assert in_memory.result is not None
     assert [len(t.tool_calls) for t in in_memory.result.turns] == [2, 1]
-    again = decode_result(text)
+    assert '"tools":"' in text
+    again = decode_result(text, p.store.results.tools_lookup())
     # Equal as data (`arguments_source`, provenance for `inspect`, is never stored).
     assert again.conversation.model_dump_json() == in_memory.conversation.model_dump_json()
     assert again.result is not None

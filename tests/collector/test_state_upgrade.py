@@ -139,7 +139,7 @@ def test_results_are_stored_without_the_copy_of_the_conversation_turns() -> None
         assert stored.result is not None
         text = encode_result(stored)
         data = json.loads(text)
-        assert data["v"] == RESULT_FORMAT == 3
+        assert data["v"] == RESULT_FORMAT == 4
         assert data["turn_io"] == 1
         for turn in data["result"]["turns"]:
             assert not {"query", "answer", "tool_calls"} & set(turn)
@@ -168,4 +168,4 @@ def test_a_result_whose_turns_differ_from_its_conversation_is_stored_in_full() -
     assert data["result"]["turns"][0]["answer"] == "something else"
     assert decode_result(encode_result(odd)) == odd
     with pytest.raises(ValueError, match="newer than this collector"):
-        decode_result('{"v":4,"revision":0,"conversation":{"id":"c"},"result":null}')
+        decode_result('{"v":5,"revision":0,"conversation":{"id":"c"},"result":null}')

@@ -105,9 +105,10 @@ class Triage:
             ).fetchall()
         )
         fed = 0
+        tools = store.results.tools_lookup()
         for key, text in reversed(rows):
             try:
-                stored = decode_result(text)
+                stored = decode_result(text, tools)
             except (ValueError, TypeError, KeyError) as exc:
                 log.warning("candidates: stored result of %s not read: %s", key, exc)
                 continue

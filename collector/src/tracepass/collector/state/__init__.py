@@ -10,6 +10,7 @@ from tracepass.collector.state.codec import (
 from tracepass.collector.state.failure_index import ModeScope
 from tracepass.collector.state.index import ResultFilter, ResultRow, decode_cursor, encode_cursor
 from tracepass.collector.state.outbox import Outbox
+from tracepass.collector.state.reference_tools import sqlite_tools
 from tracepass.collector.state.results import ResultsStore
 from tracepass.collector.state.review_labels import (
     ReadOnlyFile,
@@ -52,5 +53,6 @@ __all__ = [
     "encode_cursor",
     "encode_record",
     "encode_request",
+    "sqlite_tools",
     "unusable_state",
 ]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult, decode_result
+from tracepass.collector.state.reference_tools import sqlite_tools
 from tracepass.evaluator.models import ConversationResult, Outcome
 from tracepass.evaluator.scoring.explain import failed_turns, failure_analysis, violation_rules
 from tracepass.evaluator.scoring.failure_signatures import is_failing
@@ -198,9 +199,10 @@ def backfill(conn: sqlite3.Connection, path: object) -> int:
         "SELECT conv_key, view, closed_at FROM results WHERE summary IS NULL"
     ).fetchall()
     assignments = ", ".join(f"{name}=?" for name, _ in INDEX_COLUMNS)
+    tools = sqlite_tools(conn.execute)
     for key, text, closed_at in rows:
         try:
-            stored = decode_result(text)
+            stored = decode_result(text, tools)
         except (ValueError, TypeError, KeyError) as exc:
             log.error("%s: stored result of %s not indexed: %s", path, key, exc)
             continue

@@ -18,6 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from tracepass.collector.state.reference_tools import ToolsRow
 from tracepass.collector.state.writer import SqliteFile
 
 __all__ = ["Outbox", "OutboxRow", "put_outbox"]
@@ -36,6 +37,8 @@ class OutboxRow:
     view: str
     indexed: tuple[Any, ...]  # INDEX_COLUMNS values, in order
     violations: tuple[tuple[str, str | None], ...]  # (rule, outcome)
+    # The `reference_tools` row the view names (format 4), for the database to hold too.
+    tools: ToolsRow | None = None
 
 
 # The local bookkeeping row: no view, no index values (the database has them); an empty
@@ -61,12 +64,15 @@ def put_outbox(
     view: str,
     indexed: tuple[Any, ...],
     violations: list[tuple[str, str | None]],
+    tools: str | None = None,
 ) -> None:
-    """Queue one result for the database (inside the writer's transaction)."""
+    """Queue one result for the database (inside the writer's transaction); `tools`:
+    the digest of the `reference_tools` row its view names (the same transaction
+    stores that row in the state file)."""
     conn.execute(_PUT_LOCAL, (key, revision, closed_at, evaluated_at, n_spans))
     conn.execute(
         "INSERT INTO outbox (conv_key, revision, closed_at, evaluated_at, n_spans, view, "
-        "indexed, violations) VALUES (?,?,?,?,?,?,?,?)",
+        "indexed, violations, tools) VALUES (?,?,?,?,?,?,?,?,?)",
         (
             key,
             revision,
@@ -76,6 +82,7 @@ def put_outbox(
             view,
             _ENCODE(list(indexed)),
             _ENCODE([list(v) for v in violations]),
+            tools,
         ),
     )
 
@@ -102,11 +109,14 @@ class Outbox:
                 view=view,
                 indexed=tuple(json.loads(indexed)),
                 violations=tuple((str(r), o) for r, o in json.loads(violations)),
+                tools=None if digest is None else ToolsRow(digest, tools),
             )
-            for seq, key, rev, closed, evaluated, n, view, indexed, violations in (
+            for seq, key, rev, closed, evaluated, n, view, indexed, violations, digest, tools in (
                 self.db.reader.execute(
-                    "SELECT seq, conv_key, revision, closed_at, evaluated_at, n_spans, view, "
-                    "indexed, violations FROM outbox ORDER BY seq LIMIT ?",
+                    "SELECT o.seq, o.conv_key, o.revision, o.closed_at, o.evaluated_at, "
+                    "o.n_spans, o.view, o.indexed, o.violations, o.tools, t.tools "
+                    "FROM outbox o LEFT JOIN reference_tools t ON t.digest = o.tools "
+                    "ORDER BY o.seq LIMIT ?",
                     (limit,),
                 )
             )

@@ -50,6 +50,7 @@ from tracepass.collector.state.pg_failure_modes import (
     PostgresFailureModes,
 )
 from tracepass.collector.state.pg_review import REVIEW_PG_SCHEMA, PostgresReviewLabels
+from tracepass.collector.state.reference_tools import REFERENCE_TOOLS_SCHEMA, ToolsLookup
 from tracepass.collector.state.results import TrendRow
 from tracepass.collector.state.schema import StateError
 
@@ -67,8 +68,9 @@ logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 # 1: results and violations; 2: the failure-mode index and the review queue
 # (`pg_failure_modes.py`, `pg_review.py`; an upgrade fills the index from the results'
-# summaries).
-PG_SCHEMA_VERSION = 2
+# summaries); 3: `reference_tools`, each reference's expected tools once (result row
+# format 4, `reference_tools.py`; created empty on upgrade: format-3 rows carry theirs).
+PG_SCHEMA_VERSION = 3
 # Any constant: serializes schema creation/upgrade between replicas starting together.
 _SCHEMA_LOCK = 0x7472_6163_6570  # "tracep"
 
@@ -92,6 +94,7 @@ CREATE INDEX IF NOT EXISTS results_evaluated ON results (evaluated_at);
     .replace(" WITHOUT ROWID", "")
     + FAILURE_MODES_PG_SCHEMA
     + REVIEW_PG_SCHEMA
+    + REFERENCE_TOOLS_SCHEMA
 )
 
 _INDEXED = [name for name, _ in INDEX_COLUMNS]
@@ -157,6 +160,8 @@ class PostgresResults:
         # The failure-mode index and the review queue, in the same database.
         self.failure_modes = PostgresFailureModes(self)
         self.review = PostgresReviewLabels(self)
+        # Format-4 rows' expected tools, read once per digest (`reference_tools.py`).
+        self._tools = ToolsLookup(self._fetch_tools)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -293,7 +298,15 @@ class PostgresResults:
         for r in batch:
             args.extend((r.key, r.revision, r.closed_at, r.evaluated_at, r.n_spans, r.view))
             args.extend(r.indexed)
+        tools = {r.tools.digest: r.tools.tools for r in batch if r.tools is not None}
         with self._connection(self.write_timeout_s) as conn, conn.transaction():
+            if tools:  # what the batch's format-4 rows name, before them
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO reference_tools (digest, tools) VALUES (%s,%s) "
+                        "ON CONFLICT DO NOTHING",
+                        list(tools.items()),
+                    )
             changed = [k for (k,) in conn.execute(_UPSERT_HEAD + values + _UPSERT_TAIL, args)]
             keep = set(changed)
             noted = self.failure_modes.write(
@@ -341,7 +354,15 @@ class PostgresResults:
     def get_result(self, key: str) -> StoredResult | None:
         with self.reading() as conn:
             row = conn.execute("SELECT view FROM results WHERE conv_key = %s", (key,)).fetchone()
-        return None if row is None else decode_result(row[0])
+        return None if row is None else decode_result(row[0], self._tools)
+
+    def _fetch_tools(self, digest: str) -> str | None:
+        """A `reference_tools` row's list (JSON text), or None."""
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT tools FROM reference_tools WHERE digest = %s", (digest,)
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def list_results(
         self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None

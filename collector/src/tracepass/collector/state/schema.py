@@ -9,19 +9,22 @@ from pathlib import Path
 
 from tracepass.collector.state.failure_index import FAILURE_INDEX_SCHEMA
 from tracepass.collector.state.index import FILTER_INDEXES, INDEX_COLUMNS, INDEX_SCHEMA, backfill
+from tracepass.collector.state.reference_tools import REFERENCE_TOOLS_SCHEMA
 
 __all__ = ["JOURNAL_RESULT", "JOURNAL_WINDOW", "SCHEMA_VERSION", "StateError", "open_database"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 PAGE_SIZE = 16384  # of new state files
 # Upgraded in place: version 1 files lack the request log tables, which `_SCHEMA`
 # creates; version 2 request logs lack the `signal` column (all their rows are traces);
 # versions 1-3 lack the result index columns, added and filled by `_migrate_results`;
 # versions 1-4 lack the window journal's `format` column (all their entries are whole
-# results, JOURNAL_RESULT: they still replay).
-_UPGRADABLE = {1, 2, 3, 4}
+# results, JOURNAL_RESULT: they still replay); versions 1-5 lack the `reference_tools`
+# table (created by `REFERENCE_TOOLS_SCHEMA`) and the outbox's `tools` column (NULL for
+# the rows queued before: their views are format 3, self-contained).
+_UPGRADABLE = {1, 2, 3, 4, 5}
 # What a window-journal entry's text holds: the whole `ConversationResult` as JSON
 # (schema versions 1-4), or the caller's compact window entry (since version 5: what
 # the rolling windows read of a result, export/window_entry.py).
@@ -79,7 +82,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     n_spans INTEGER NOT NULL,
     view TEXT NOT NULL,
     indexed TEXT NOT NULL,
-    violations TEXT NOT NULL
+    violations TEXT NOT NULL,
+    tools TEXT
 );
 CREATE TABLE IF NOT EXISTS merges (
     seq INTEGER PRIMARY KEY,
@@ -107,6 +111,10 @@ def open_database(connect: Callable[[], sqlite3.Connection], path: Path) -> None
             raise StateError(f"{path}: cannot enable WAL journal mode (got {mode})")
         conn.executescript(_SCHEMA)
         conn.executescript(FAILURE_INDEX_SCHEMA)
+        conn.executescript(REFERENCE_TOOLS_SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(outbox)")}
+        if "tools" not in columns:
+            conn.execute("ALTER TABLE outbox ADD COLUMN tools TEXT")
         columns = {row[1] for row in conn.execute("PRAGMA table_info(requests)")}
         if "signal" not in columns:
             conn.execute("ALTER TABLE requests ADD COLUMN signal TEXT NOT NULL DEFAULT 'traces'")

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracepass.collector.state.aggregates import AgentCountRow, agent_counts, reference_counts
-from tracepass.collector.state.codec import StoredResult, decode_result, encode_result
+from tracepass.collector.state.codec import (
+    StoredResult,
+    ToolsByDigest,
+    decode_result,
+    encode_result,
+)
 from tracepass.collector.state.failure_index import PRIOR, FailureModeIndex, stored_signatures
 from tracepass.collector.state.index import (
     INDEX_COLUMNS,
@@ -27,6 +32,7 @@ from tracepass.collector.state.index import (
     write_violations,
 )
 from tracepass.collector.state.outbox import put_outbox
+from tracepass.collector.state.reference_tools import ReferenceTools, ToolsRow, sqlite_tools
 from tracepass.collector.state.window_journal import append_entry
 from tracepass.collector.state.writer import SqliteFile
 
@@ -66,6 +72,7 @@ class _Prepared:
     indexed: tuple[Any, ...]
     violations: list[tuple[str, str | None]] | None
     signatures: tuple[str, ...]
+    tools: ToolsRow | None  # the `reference_tools` row the text names (format 4)
 
 
 class SqliteResults:
@@ -79,6 +86,11 @@ class SqliteResults:
         # Failure signatures per failing result (`failure_index.py`); its bound
         # (`failure_modes.max_per_version`) may be set before `open()`.
         self.failure_modes = FailureModeIndex()
+        # Each reference's expected tools, stored once (`reference_tools.py`): the
+        # encode side, the digests this file is known to hold, and the read side.
+        self.reference_tools = ReferenceTools()
+        self._tools_stored: set[str] = set()
+        self._tools = sqlite_tools(lambda sql, args: self.db.reader.execute(sql, args))
 
     async def purge_results(self, evaluated_before: float) -> int:
         """Delete stored evaluation results whose spans are already purged and which were
@@ -146,9 +158,20 @@ class SqliteResults:
         # the second sees the first's row).
         batched = len(prepared) > 1 and not self.forward and len(set(keys)) == len(keys)
 
+        tools = {
+            p.tools.digest: p.tools.tools
+            for p in prepared
+            if p.tools is not None and p.tools.digest not in self._tools_stored
+        }
+
         def op(conn: sqlite3.Connection) -> list[int]:
             # A result and its window-journal entry commit together or not at all: an
             # op is all or nothing (`_apply`).
+            if tools:  # before the rows naming them, in the same transaction
+                conn.executemany(
+                    "INSERT OR IGNORE INTO reference_tools (digest, tools) VALUES (?,?)",
+                    tools.items(),
+                )
             priors = self.failure_modes.priors(conn, keys) if batched else None
             inserts: list[tuple[Any, ...]] = []
             seqs = []
@@ -161,6 +184,7 @@ class SqliteResults:
             return seqs
 
         seqs = await self.db.run(op)
+        self._tools_stored.update(tools)
         self.failure_modes.applied_many(
             (change, p.indexed[0], p.indexed[1], p.write.closed_at)
             for p, change in zip(prepared, modes, strict=True)
@@ -170,12 +194,14 @@ class SqliteResults:
     def _prepare(self, write: ResultWrite) -> _Prepared:
         stored = write.stored
         signatures = stored_signatures(stored)
+        tools = None if stored.result is None else self.reference_tools.of(stored.result)
         return _Prepared(
             write,
-            encode_result(stored),
+            encode_result(stored, None if tools is None else tools.digest),
             index_values(stored, signatures),
             violation_rows(stored) if self.forward else None,
             signatures,
+            tools,
         )
 
     def _write(
@@ -203,6 +229,7 @@ class SqliteResults:
                 view=p.text,
                 indexed=p.indexed,
                 violations=p.violations,
+                tools=None if p.tools is None else p.tools.digest,
             )
         else:
             prior = conn.execute(PRIOR, (key,)).fetchone() if priors is None else priors.get(key)
@@ -221,11 +248,15 @@ class SqliteResults:
         return append_entry(conn, key, w.revision, w.evaluated_at, w.journal)
 
     def get_result(self, key: str) -> StoredResult | None:
-        """The latest stored evaluation of `key`, in either stored format."""
+        """The latest stored evaluation of `key`, in any stored format."""
         row = self.db.reader.execute("SELECT view FROM results WHERE conv_key=?", (key,)).fetchone()
         if row is None:
             return None
-        return decode_result(row[0])
+        return decode_result(row[0], self._tools)
+
+    def tools_lookup(self) -> ToolsByDigest:
+        """What resolves format-4 rows' expected tools read from this file."""
+        return self._tools
 
     def list_results(
         self, where: ResultFilter, *, limit: int, cursor: tuple[float, str] | None = None

@@ -65,7 +65,7 @@ def safe(text: object) -> str:
 
 
 def _from_state(path: Path) -> list[tuple[object, object]]:
-    from tracepass.collector.state import decode_result
+    from tracepass.collector.state import decode_result, sqlite_tools
 
     if not path.is_file():
         fail(f"{path}: no such state file (--state)")
@@ -76,17 +76,18 @@ def _from_state(path: Path) -> list[tuple[object, object]]:
                 "SELECT conv_key, view FROM results WHERE reference_id IS NULL "
                 "AND outcome IS NOT NULL ORDER BY closed_at"
             ).fetchall()
+            out: list[tuple[object, object]] = []
+            tools = sqlite_tools(conn.execute)
+            for key, text in rows:
+                try:
+                    stored = decode_result(text, tools)
+                except (ValueError, TypeError, KeyError) as exc:
+                    fail(f"{path}: stored result of {key!r} unreadable: {exc}")
+                out.append((stored.conversation, stored.result))
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         fail(f"{path}: not a tracepass state file: {exc}")
-    out: list[tuple[object, object]] = []
-    for key, text in rows:
-        try:
-            stored = decode_result(text)
-        except (ValueError, TypeError, KeyError) as exc:
-            fail(f"{path}: stored result of {key!r} unreadable: {exc}")
-        out.append((stored.conversation, stored.result))
     return out
 
 

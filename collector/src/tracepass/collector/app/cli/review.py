@@ -127,7 +127,7 @@ def _export_state(state: Path, output: Path) -> None:
     """The review queue's labels of a state file, in the export's columns."""
     import sqlite3
 
-    from tracepass.collector.state import ReadOnlyFile, ReviewLabels, decode_result
+    from tracepass.collector.state import ReadOnlyFile, ReviewLabels, decode_result, sqlite_tools
     from tracepass.evaluator.offline import human_review as review_mod
 
     if not state.is_file():
@@ -141,11 +141,12 @@ def _export_state(state: Path, output: Path) -> None:
             if "results" not in tables:
                 fail(f"{state}: not a tracepass state file (no results table)")
             labels = ReviewLabels(ReadOnlyFile(conn)).labels() if "review_labels" in tables else []
+            tools = sqlite_tools(conn.execute)
             for label in labels:
                 found = conn.execute(
                     "SELECT view FROM results WHERE conv_key=?", (label.conversation_id,)
                 ).fetchone()
-                stored = None if found is None else decode_result(found[0])
+                stored = None if found is None else decode_result(found[0], tools)
                 if stored is None or stored.result is None:
                     missing += 1
                     continue
