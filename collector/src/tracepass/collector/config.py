@@ -37,7 +37,10 @@ class TLSConfig(_Section):
 
 
 class ReceiverConfig(_Section):
-    host: str = "0.0.0.0"
+    # Loopback by default, as the OpenTelemetry Collector's receivers: the API and UI
+    # serve conversation contents, so reaching other machines is an explicit choice
+    # (`0.0.0.0`, set by the compose and Kubernetes manifests).
+    host: str = "127.0.0.1"
     grpc_port: int = Field(default=4317, ge=0, le=65535)
     http_port: int = Field(default=4318, ge=0, le=65535)
     grpc_enabled: bool = True
