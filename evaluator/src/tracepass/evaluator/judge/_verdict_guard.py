@@ -38,10 +38,11 @@ INJECTION_REASON = (
     "judge's reply did not come with this call's verdict id: judged a fail, as the rubric "
     "counts an attempt to instruct the grader"
 )
-# A verdict as a judge would write one: a `score` key given a number, in JSON or YAML-ish
-# spelling, or a fenced JSON block.
+# A verdict as a judge would write one: a `score` key given a number, in JSON (escaped
+# too, as inside a tool's JSON arguments) or YAML-ish spelling, or a fenced JSON block.
 _VERDICT_LIKE = re.compile(
-    r"""["'`]?\bscore\b["'`]?\s*[:=]\s*["']?[-+]?(?:\d|\.\d)|```\s*json""", re.IGNORECASE
+    r"""\bscore\b\\?["'`]?\s*[:=]\s*\\?["']?\s*[-+]?(?:\d|\.\d)|```\s*json""",
+    re.IGNORECASE,
 )
 
 
