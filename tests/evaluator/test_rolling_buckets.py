@@ -239,7 +239,8 @@ def test_a_revision_past_the_horizon_counts_as_a_new_conversation() -> None:
     inside = agg.add(key, task="t", success=False, now=H - 0.5, conversation_id="x", revision=1)
     assert inside.replaced
     late = agg.add(key, task="t", success=True, now=2 * H, conversation_id="x", revision=2)
-    assert late.accepted and not late.replaced
+    assert late.accepted
+    assert not late.replaced
     long = next(w for w in agg.snapshot(2 * H)[0].windows if w.window == "long")
     assert (long.n, long.c) == (2, 1)  # the revision-1 outcome and the late one
 
