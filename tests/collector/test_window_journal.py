@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from tracepass.collector.config import CollectorConfig, MetricsConfig, ReceiverConfig
-from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.export.metrics import EvaluationMetrics
-from tracepass.collector.export.window_entry import (
+from tracepass.collector.export.windows import replay_entry, replay_result
+from tracepass.collector.export.windows.judge_series import journal_entry
+from tracepass.collector.export.windows.window_entry import (
     WindowEntry,
     decode_entry,
     encode_entry,
@@ -117,14 +118,14 @@ def test_replayed_entries_and_replayed_results_rebuild_the_recorded_windows() ->
         now = T0 + i
         live.record(result, revision=revision, now=now)
         text = journal_entry(result)  # what put_result journals
-        from_entries.replay_entry(decode_entry(text), revision=revision, now=now)
-        from_results.replay(result, revision=revision, now=now)  # a pre-5 journal
+        replay_entry(from_entries, decode_entry(text), revision=revision, now=now)
+        replay_result(from_results, result, revision=revision, now=now)  # a pre-5 journal
     assert from_entries.aggregator.to_state() == live.aggregator.to_state()
     assert from_results.aggregator.to_state() == live.aggregator.to_state()
     # Replaying onto a snapshot that already holds the entries changes nothing.
     again = _metrics(RollingAggregator.from_state(live.aggregator.to_state()))
     for i, (result, revision) in enumerate(CASES):
-        assert not again.replay_entry(window_entry(result), revision=revision, now=T0 + i)
+        assert not replay_entry(again, window_entry(result), revision=revision, now=T0 + i)
     assert again.aggregator.to_state() == live.aggregator.to_state()
 
 
