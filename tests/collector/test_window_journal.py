@@ -185,3 +185,26 @@ async def test_a_restart_replays_the_journal_into_the_windows(tmp_path: Path, ol
         formats = {f for (f,) in conn.execute("SELECT format FROM window_log")}
     assert version == str(SCHEMA_VERSION)
     assert formats <= {JOURNAL_RESULT if old else JOURNAL_WINDOW}
+
+
+async def test_the_windows_offer_their_journal_encoder_through_the_chain(tmp_path: Path) -> None:
+    """The service no longer injects the encoder: the rolling windows' component offers
+    it and the results store, earlier in the chain, takes it when the chain starts;
+    without a state file nothing is offered (nothing would be replayed)."""
+    from tracepass.collector.export import RollingWindows
+    from tracepass.collector.pipeline import ResultChain, ResultsWriter
+
+    store = StateStore(tmp_path / "state.sqlite")
+    store.open()
+    try:
+        writer = ResultsWriter(store)
+        chain = ResultChain([writer, RollingWindows(store, _metrics(), persist_interval_s=3600)])
+        assert writer.journal_entry is None
+        await chain.start()
+        assert writer.journal_entry is journal_entry
+        await chain.shutdown()
+        memory_only = ResultsWriter(None)
+        await ResultChain([memory_only, RollingWindows(None, _metrics())]).start()
+        assert memory_only.journal_entry is None
+    finally:
+        store.close()
