@@ -236,7 +236,9 @@ class MetricsConfig(_Section):
     cusum_p1: float = Field(default=0.7, gt=0, lt=1)
     # The rolling windows count outcomes per bucket of this many seconds: a window holds
     # its last ceil(seconds / window_bucket_s) buckets (docs/statistics.md, "Buckets").
-    window_bucket_s: float = Field(default=60.0, gt=0)
+    # null: 60 s, or a 60th of the shortest window when that is shorter (a window's edge
+    # then moves by at most 1/60 of it).
+    window_bucket_s: float | None = Field(default=None, gt=0)
     # How long after its last evaluation a conversation's outcome can still be replaced
     # by a revision (null: assembly.retention_s + assembly.idle_timeout_s + 600 s, the
     # longest gap between two evaluations of one conversation); later, a revision

@@ -79,6 +79,12 @@ _OUTCOME_VALUES = {o: o.value for o in Outcome}  # `.value` of an enum is a slow
 DEFAULT_REVISION_HORIZON_S = RollingConfig().revision_horizon_s
 
 
+def window_bucket_s(config: MetricsConfig) -> float:
+    """The default bucket: a minute, or a 60th of the shortest window if shorter."""
+    shortest = min((float(w.seconds) for w in config.windows), default=3600.0)
+    return min(60.0, shortest / 60)
+
+
 def rolling_config(config: MetricsConfig) -> RollingConfig:
     """The RollingAggregator settings of the `metrics` config section."""
     return RollingConfig(
@@ -90,7 +96,7 @@ def rolling_config(config: MetricsConfig) -> RollingConfig:
         min_conversations=config.min_conversations,
         cusum_p0=config.cusum_p0,
         cusum_p1=config.cusum_p1,
-        bucket_s=config.window_bucket_s,
+        bucket_s=config.window_bucket_s or window_bucket_s(config),
         # Unset outside a CollectorConfig (which derives it from the assembly section).
         revision_horizon_s=config.revision_horizon_s or DEFAULT_REVISION_HORIZON_S,
     )
