@@ -184,7 +184,7 @@ def _canonical(state: dict[str, Any]) -> dict[str, Any]:
         np.frombuffer(base64.b64decode(ix[f]), d).tolist()
         for f, d in (
             ("h1", "<u8"),
-            ("h2", "<u8"),
+            ("h2", "<u4"),
             ("t", "<f8"),
             ("rev", "<i8"),
             ("stream", "<u4"),
@@ -349,3 +349,25 @@ def test_malformed_v3_state_names_the_part_and_field(
     with pytest.raises(ValueError, match=message) as info:
         RollingAggregator.from_state(state)
     assert "rolling state" in str(info.value)
+
+
+def test_revisions_beyond_32_bits_survive_index_and_restart() -> None:
+    """The index stores revisions in 32 bits and the rare larger one on the side."""
+    agg = RollingAggregator(cfg())
+    big = 1 << 40
+    agg.add(KEY, task="a", success=True, now=0.0, conversation_id="c", revision=big)
+    assert not agg.add(
+        KEY, task="a", success=False, now=1.0, conversation_id="c", revision=5
+    ).accepted
+    again = roundtrip(agg)
+    assert not again.add(
+        KEY, task="a", success=False, now=2.0, conversation_id="c", revision=big
+    ).accepted
+    res = again.add(KEY, task="a", success=False, now=2.0, conversation_id="c", revision=big + 1)
+    assert res.replaced
+    assert (
+        again.add(
+            KEY, task="a", success=True, now=3.0, conversation_id="c", revision=-(1 << 50)
+        ).accepted
+        is False
+    )

@@ -11,11 +11,12 @@ conversations for late spans). Later, the contribution stays in the buckets and 
 longer be undone: a revision that late counts as a new conversation.
 
 Layout, for memory: one row per accepted evaluation in flat columns, in time order
-(≈ 47 bytes: a 128-bit hash of the conversation id in two `Q` columns, time, revision,
-stream number, task and tag codes, outcome, CUSUM flag, liveness), and an
-open-addressing table (linear probing, `array('i')`, ≈ 10 bytes per row) from the hash
-to the row. The id itself is not kept: two ids share a row only if their 128-bit
-BLAKE2b digests collide (≈ 10^-26 for a million ids). Rows older than the horizon are
+(≈ 39 bytes: a 96-bit hash of the conversation id in a `Q` and an `I` column, time,
+revision (32-bit; the rare larger one in a side dict), stream number, task and tag
+codes, outcome, CUSUM flag, liveness), and an open-addressing table (linear probing,
+`array('i')`, ≈ 12 bytes per row) from the hash to the row. The id itself is not
+kept: two ids share a row only if their 96-bit BLAKE2b digests collide (≈ 10^-17 for
+a million ids). Rows older than the horizon are
 dropped from the front; table slots pointing before the first row are tombstones,
 cleared when the table is rebuilt (vectorized, when live and dead slots fill 60 % of
 it). No object per row for the garbage collector.
@@ -37,11 +38,13 @@ _EMPTY = -1
 _MIN_TABLE = 1024
 _EPOCH_LIMIT = 1 << 30  # table values are int32 offsets from the epoch: rebuild first
 _COMPACT_AT = 1024
+_SMALL_REV = 1 << 31  # revisions outside (-2^31, 2^31) live in `_big_revs`
+_BIG = -(1 << 31)  # the `revs` value of such a row
 
 
 def conversation_hash(conversation_id: str) -> tuple[int, int]:
-    """The 128-bit key of a conversation id (stable across processes: persisted)."""
-    d = hashlib.blake2b(conversation_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    """The 96-bit key of a conversation id (stable across processes: persisted)."""
+    d = hashlib.blake2b(conversation_id.encode("utf-8", "surrogatepass"), digest_size=12).digest()
     return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:], "little")
 
 
@@ -64,6 +67,7 @@ class ConversationIndex:
     """Rows by conversation hash (see the module docstring)."""
 
     __slots__ = (
+        "_big_revs",
         "_codes",
         "_epoch",
         "_filled",
@@ -87,9 +91,10 @@ class ConversationIndex:
     def __init__(self, horizon: float) -> None:
         self.horizon = horizon
         self.h1 = array("Q")
-        self.h2 = array("Q")
+        self.h2 = array("I")
         self.times = array("d")
-        self.revs = array("q")
+        self.revs = array("i")
+        self._big_revs: dict[int, int] = {}  # absolute row -> revision, see `_BIG`
         self.streams = array("I")
         self.tasks = array("I")  # codes into `_values` (tasks and tags share it)
         self.tags = array("I")
@@ -107,6 +112,11 @@ class ConversationIndex:
     def __len__(self) -> int:
         """Rows held (live or superseded, not yet dropped)."""
         return len(self.times)
+
+    def revision(self, row: int) -> int:
+        """The revision of row offset `row`."""
+        r = self.revs[row]
+        return self._big_revs[self.base + row] if r == _BIG else r
 
     def value(self, code: int) -> str:
         return self._values[code]
@@ -158,7 +168,11 @@ class ConversationIndex:
         self.h1.append(key[0])
         self.h2.append(key[1])
         self.times.append(t)
-        self.revs.append(revision)
+        if -_SMALL_REV < revision < _SMALL_REV:
+            self.revs.append(revision)
+        else:
+            self._big_revs[self.base + len(self.revs)] = revision
+            self.revs.append(_BIG)
         self.streams.append(stream)
         self.tasks.append(self._code(task))
         self.tags.append(self._code(tag))
@@ -177,7 +191,7 @@ class ConversationIndex:
         (never between `find` and `put`)."""
         size = len(self.times)
         drop = bisect_right(self.times, now - self.horizon) if size else 0
-        if drop and (drop == size or (drop >= _COMPACT_AT and drop * 8 >= size)):
+        if drop and (drop == size or (drop >= _COMPACT_AT and drop * 32 >= size)):
             for col in (self.h1, self.h2, self.times, self.revs, self.streams):
                 del col[:drop]
             for col2 in (self.tasks, self.tags, self.ok):
@@ -185,6 +199,8 @@ class ConversationIndex:
             del self.fed[:drop]
             del self.alive[:drop]
             self.base += drop
+            if self._big_revs:
+                self._big_revs = {r: v for r, v in self._big_revs.items() if r >= self.base}
         end = self.base + len(self.times)
         if self._filled * 10 >= len(self._table) * 6 or end - self._epoch >= _EPOCH_LIMIT:
             self._rebuild()
@@ -261,9 +277,9 @@ class ConversationIndex:
 
         return IndexColumns(
             h1=array("Q", col(self.h1, "=u8").tobytes()),
-            h2=array("Q", col(self.h2, "=u8").tobytes()),
+            h2=array("I", col(self.h2, "=u4").tobytes()),
             times=array("d", col(self.times, "=f8").tobytes()),
-            revs=array("q", col(self.revs, "=i8").tobytes()),
+            revs=array("q", [self.revision(r) for r in rows.tolist()]),
             streams=array("I", col(self.streams, "=u4").tobytes()),
             tasks=values[col(self.tasks, "=u4")].tolist(),
             tags=values[col(self.tags, "=u4")].tolist(),
@@ -276,15 +292,26 @@ class ConversationIndex:
         twice keeps its last row) and rebuild the table."""
         size = len(cols.times)
         self.h1, self.h2, self.times = cols.h1, cols.h2, cols.times
-        self.revs, self.streams, self.ok = cols.revs, cols.streams, cols.ok
+        self.streams, self.ok = cols.streams, cols.ok
         self.fed = cols.fed
+        self.revs, self._big_revs = array("i"), {}
+        for i, r in enumerate(cols.revs):
+            if -_SMALL_REV < r < _SMALL_REV:
+                self.revs.append(r)
+            else:
+                self._big_revs[i] = r
+                self.revs.append(_BIG)
         self._codes, self._values = {}, []
         self.tasks = array("I", [self._code(t) for t in cols.tasks])
         self.tags = array("I", [self._code(t) for t in cols.tags])
         self.alive = bytearray(b"\x01") * size
         if size:
             pair = np.stack(
-                [np.frombuffer(cols.h1, np.uint64), np.frombuffer(cols.h2, np.uint64)], axis=1
+                [
+                    np.frombuffer(cols.h1, np.uint64),
+                    np.frombuffer(cols.h2, np.uint32).astype(np.uint64),
+                ],
+                axis=1,
             )
             _, last = np.unique(pair[::-1], axis=0, return_index=True)
             keep = np.zeros(size, dtype=np.uint8)

@@ -7,7 +7,7 @@ return; base64 columns, dictionary encoding and validating a state file live her
 
 Per key: its buckets (bucket numbers, cells per bucket, and per cell the task, n and
 c), decayed counts and CUSUM. Once: the conversation index's live rows within the
-revision horizon (hashes, times, revisions, key, task, tag, outcome, CUSUM flag). Its
+revision horizon (96-bit hashes, times, revisions, key, task, tag, outcome, CUSUM flag). Its
 size depends on keys x buckets x tasks and on the conversations of one revision
 horizon, not on the longest window's traffic.
 """
@@ -103,7 +103,7 @@ def _index(ix: IndexColumns) -> dict[str, Any]:
     return {
         "size": len(ix.times),
         "h1": pack(np.frombuffer(ix.h1, np.uint64), "<u8"),
-        "h2": pack(np.frombuffer(ix.h2, np.uint64), "<u8"),
+        "h2": pack(np.frombuffer(ix.h2, np.uint32), "<u4"),
         "t": pack(np.frombuffer(ix.times, np.float64), "<f8"),
         "rev": pack(np.frombuffer(ix.revs, np.int64), "<i8"),
         "stream": pack(np.frombuffer(ix.streams, np.uint32), "<u4"),
@@ -166,7 +166,7 @@ def decode_index(s: Mapping[str, Any], streams: int) -> IndexColumns:
         raise ValueError("field 'fed': values must be 0 or 1")
     return IndexColumns(
         h1=array("Q", unpack(s, "h1", "<u8", size).astype("=u8").tobytes()),
-        h2=array("Q", unpack(s, "h2", "<u8", size).astype("=u8").tobytes()),
+        h2=array("I", unpack(s, "h2", "<u4", size).astype("=u4").tobytes()),
         times=array("d", check_times(unpack(s, "t", "<f8", size)).astype("=f8").tobytes()),
         revs=array("q", unpack(s, "rev", "<i8", size).astype("=i8").tobytes()),
         streams=array("I", stream.astype("=u4").tobytes()),

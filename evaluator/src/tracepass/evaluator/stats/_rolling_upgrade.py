@@ -78,7 +78,7 @@ def legacy_index(streams: list[Columns], cutoff: float) -> IndexColumns:
     hashes = [conversation_hash(str(streams[r[1]].convs[r[2]])) for r in rows]
     return IndexColumns(
         h1=array("Q", [h[0] for h in hashes]),
-        h2=array("Q", [h[1] for h in hashes]),
+        h2=array("I", [h[1] for h in hashes]),
         times=array("d", [r[0] for r in rows]),
         revs=array("q", [r[3] for r in rows]),
         streams=array("I", [r[1] for r in rows]),

@@ -197,7 +197,7 @@ class RollingAggregator:
             hkey = conversation_hash(conversation_id)
             row, slot = index.find(hkey[0], hkey[1], t)
             if row >= 0:
-                if revision <= index.revs[row]:
+                if revision <= index.revision(row):
                     return _STALE
                 result = self._remove(row, t)
                 fed = index.fed[row]
