@@ -170,6 +170,7 @@ def day_child(design: str, hours: int, rate: int) -> None:
         }
         if design == "bucketed":
             row["indexed"] = agg.conversations()
+            row["nbytes"] = agg.nbytes()
         print(json.dumps(row), flush=True)
     if design == "bucketed":
         t0 = time.process_time()
@@ -212,18 +213,22 @@ def day(hours: int, rate: int, before_hours: int) -> None:
     old = _child_rows("entries", before_hours, rate)
     new = _child_rows("bucketed", hours, rate)
     print(
-        f"{'hour':>5} {'bucketed MB':>12} {'indexed':>10} {'rows':>10} {'µs/add':>7} {'per-entry MB':>13}"
+        print(
+            f"{'hour':>5} {'bucketed RSS MB':>16} {'own MB':>7} {'indexed':>10} {'rows':>10} "
+            f"{'µs/add':>7} {'per-entry RSS MB':>17}"
+        )
     )
     for row in new[:-1]:
         h = row["hour"]
         prev = old[h - 1]["rss"] / 1e6 if h <= len(old) else float("nan")
         print(
-            f"{h:>5} {row['rss'] / 1e6:>12.1f} {row['indexed']:>10,} {row['rows']:>10,} "
-            f"{row['add_us']:>7.2f} {prev:>13.1f}"
+            f"{h:>5} {row['rss'] / 1e6:>16.1f} {row['nbytes'] / 1e6:>7.1f} {row['indexed']:>10,} "
+            f"{row['rows']:>10,} {row['add_us']:>7.2f} {prev:>17.1f}"
         )
     end, extra = new[-2], new[-1]
     print(
-        f"bucketed after {hours} h: {end['rss'] / 1e6:.1f} MB of RSS growth (measured), snapshot "
+        f"bucketed after {hours} h: {end['rss'] / 1e6:.1f} MB of RSS growth (measured; its own "
+        f"containers {end['nbytes'] / 1e6:.1f} MB, RollingAggregator.nbytes), snapshot "
         f"{extra['snapshot_ms']:.1f} ms CPU, persisted state {extra['state_mb']:.1f} MB, "
         f"from_state {extra['from_state_ms']:.0f} ms CPU"
     )

@@ -14,17 +14,18 @@ Layout, for memory: one row per accepted evaluation in flat columns, in time ord
 (≈ 39 bytes: a 96-bit hash of the conversation id in a `Q` and an `I` column, time,
 revision (32-bit; the rare larger one in a side dict), stream number, task and tag
 codes, outcome, CUSUM flag, liveness), and an open-addressing table (linear probing,
-`array('i')`, ≈ 12 bytes per row) from the hash to the row. The id itself is not
+`array('i')`, ≈ 9–12 bytes per row) from the hash to the row. The id itself is not
 kept: two ids share a row only if their 96-bit BLAKE2b digests collide (≈ 10^-17 for
 a million ids). Rows older than the horizon are
 dropped from the front; table slots pointing before the first row are tombstones,
-cleared when the table is rebuilt (vectorized, when live and dead slots fill 60 % of
+cleared when the table is rebuilt (vectorized, when live and dead slots fill 70 % of
 it). No object per row for the garbage collector.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ class ConversationIndex:
         "_codes",
         "_epoch",
         "_filled",
-        "_mask",
+        "_size",
         "_table",
         "_values",
         "alive",
@@ -106,7 +107,7 @@ class ConversationIndex:
         self._values: list[str] = []
         self._epoch = 0  # table values are absolute row numbers minus this
         self._table = array("i", [_EMPTY]) * _MIN_TABLE
-        self._mask = _MIN_TABLE - 1
+        self._size = _MIN_TABLE
         self._filled = 0  # slots not empty (live or tombstone)
 
     def __len__(self) -> int:
@@ -117,6 +118,12 @@ class ConversationIndex:
         """The revision of row offset `row`."""
         r = self.revs[row]
         return self._big_revs[self.base + row] if r == _BIG else r
+
+    def nbytes(self) -> int:
+        """Bytes of the columns and the table (`sys.getsizeof`: allocated, not used)."""
+        cols = (self.h1, self.h2, self.times, self.revs, self.streams, self.tasks, self.tags)
+        flat = (self.ok, self.fed, self.alive, self._table)
+        return sum(sys.getsizeof(c) for c in (*cols, *flat)) + sys.getsizeof(self._big_revs)
 
     def value(self, code: int) -> str:
         return self._values[code]
@@ -133,9 +140,9 @@ class ConversationIndex:
     def find(self, h1: int, h2: int, now: float) -> tuple[int, int]:
         """(row offset or -1, slot to write the conversation's new row to). A row older
         than the horizon is not found (its conversation is forgotten)."""
-        table, mask = self._table, self._mask
+        table, size = self._table, self._size
         rel = self._epoch - self.base
-        slot = h1 & mask
+        slot = h1 % size
         free = -1
         while True:
             v = table[slot]
@@ -149,7 +156,9 @@ class ConversationIndex:
                 if self.times[row] <= now - self.horizon:
                     return -1, slot
                 return row, slot
-            slot = (slot + 1) & mask
+            slot += 1
+            if slot == size:
+                slot = 0
 
     def put(
         self,
@@ -202,7 +211,7 @@ class ConversationIndex:
             if self._big_revs:
                 self._big_revs = {r: v for r, v in self._big_revs.items() if r >= self.base}
         end = self.base + len(self.times)
-        if self._filled * 10 >= len(self._table) * 6 or end - self._epoch >= _EPOCH_LIMIT:
+        if self._filled * 10 >= self._size * 7 or end - self._epoch >= _EPOCH_LIMIT:
             self._rebuild()
 
     def _live(self) -> npt.NDArray[np.intp]:
@@ -217,15 +226,12 @@ class ConversationIndex:
         one row per free home slot, the others move one slot on), and the string
         dictionary re-coded to the values still used."""
         live = self._live()
-        size = _MIN_TABLE
-        while size * 4 < live.size * 10:  # load <= 40 % after the rebuild
-            size *= 2
-        mask = size - 1
+        size = max(_MIN_TABLE, live.size * 9 // 4)  # load <= 44 % after the rebuild
         table = np.full(size, _EMPTY, dtype=np.int32)
         keys = (
             np.frombuffer(self.h1, dtype=np.uint64)[live] if live.size else np.zeros(0, np.uint64)
         )
-        slot = (keys & np.uint64(mask)).astype(np.int64)
+        slot = (keys % np.uint64(size)).astype(np.int64)
         pending = np.arange(live.size)
         while pending.size:
             s = slot[pending]
@@ -237,9 +243,9 @@ class ConversationIndex:
             done = np.zeros(live.size, dtype=bool)
             done[placed] = True
             pending = pending[~done[pending]]
-            slot[pending] = (slot[pending] + 1) & mask
+            slot[pending] = (slot[pending] + 1) % size
         self._table = array("i", table.tobytes())
-        self._mask = mask
+        self._size = size
         self._epoch = self.base
         self._filled = int(live.size)
         self._recode(live)

@@ -289,6 +289,20 @@ class RollingAggregator:
         )
         return len(self._index) + cells
 
+    def nbytes(self) -> int:
+        """Bytes the windows' own containers allocate (`sys.getsizeof` of the index
+        columns and table, the bucket lists, buckets and their cells; the interned task
+        and tag strings they share are not counted): what grows with traffic or time."""
+        total = self._index.nbytes()
+        for st in self._streams.values():
+            total += sys.getsizeof(st.numbers) + sys.getsizeof(st.buckets)
+            for b in st.buckets:
+                if isinstance(b, dict):
+                    total += sys.getsizeof(b) + sum(sys.getsizeof(v) for v in b.values())
+                else:
+                    total += sys.getsizeof(b) + sys.getsizeof(b[0]) + sys.getsizeof(b[1])
+        return total
+
     def conversations(self) -> int:
         """Conversation-index rows held."""
         return len(self._index)
