@@ -213,10 +213,8 @@ def day(hours: int, rate: int, before_hours: int) -> None:
     old = _child_rows("entries", before_hours, rate)
     new = _child_rows("bucketed", hours, rate)
     print(
-        print(
-            f"{'hour':>5} {'bucketed RSS MB':>16} {'own MB':>7} {'indexed':>10} {'rows':>10} "
-            f"{'µs/add':>7} {'per-entry RSS MB':>17}"
-        )
+        f"{'hour':>5} {'bucketed RSS MB':>16} {'own MB':>7} {'indexed':>10} {'rows':>10} "
+        f"{'µs/add':>7} {'per-entry RSS MB':>17}"
     )
     for row in new[:-1]:
         h = row["hour"]
