@@ -34,6 +34,7 @@ from tracepass.collector.normalize.registry import (
     CONVENTION_ATTR,
     SOURCE_SPAN_EVENT,
 )
+from tracepass.collector.normalize.shape_fill import fill_by_shape
 from tracepass.collector.normalize.stats import NONE, ReadTally
 from tracepass.collector.normalize.table import BY_KEY, BY_SPAN_NAME, adapters_for_scope
 from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, read_usage
@@ -332,6 +333,19 @@ def normalize_request(
                     applied = [a.name for a in span_adapters if a.adapt(rec, attrs, span)]
                     if applied:
                         kept[ADAPTERS_ATTR] = applied
+                # What no convention or adapter read, by shape (shape_fill.py): only
+                # for records still missing content, and for tool results whose
+                # failure is a flag inside their JSON.
+                kind = rec.kind
+                if (
+                    (kind is _OTHER and convention is None and attrs)
+                    or (
+                        (kind is _TURN or kind is _MODEL)
+                        and (rec.input_text is None or rec.output_text is None)
+                    )
+                    or (kind is _TOOL and rec.error is None)
+                ):
+                    fill_by_shape(rec, attrs, convention is None)
                 if rec.kind is _MODEL:
                     usage = read_usage(attrs)
                     if usage is not None:
