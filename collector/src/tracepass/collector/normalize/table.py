@@ -1,7 +1,7 @@
 """The dispatch tables `normalize_request` walks (see `registry` for their shape).
 
 Conventions, in order (first claim wins): tracepass's end marker, OpenInference,
-OpenLLMetry, Haystack's own tracing, the Vercel AI SDK's `ai.*` spans, Langfuse observations, LangSmith's OTel export, MLflow's own span attributes, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
+OpenLLMetry, Haystack's own tracing, the Vercel AI SDK's `ai.*` spans, Langfuse observations, LangSmith's OTel export, Pydantic Logfire's integrations, MLflow's own span attributes, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
 come before GenAI because their spans also carry some `gen_ai.*` attributes. GenAI
 content in span events (`genai_events`) is read after whichever convention claimed the
 span, for what its attributes did not give. Framework adapters (`adapters/`) correct the
@@ -15,6 +15,7 @@ from tracepass.collector.normalize import (
     haystack_native,
     langfuse,
     langsmith,
+    logfire,
     mlflow_native,
     openinference,
     traceloop,
@@ -32,6 +33,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     *vercel_ai.CONVENTIONS,
     *langfuse.CONVENTIONS,
     *langsmith.CONVENTIONS,
+    *logfire.CONVENTIONS,
     *mlflow_native.CONVENTIONS,
     *genai.CONVENTIONS,
 )
