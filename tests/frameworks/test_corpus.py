@@ -282,3 +282,14 @@ def test_inspect_finds_nothing_misread(scenario: str) -> None:
 
 def test_the_corpus_is_there() -> None:
     assert SCENARIOS, f"no *.expected.json in {CORPUS}"
+
+
+def test_runs_with_their_own_root_stay_turns_without_a_query() -> None:
+    """Content capture off (the openai-v2 default): no query is read, but each turn is the
+    application's own root span holding its model calls, so the session id that joins
+    the runs must not fold the second into the first (continuation.py)."""
+    (conv,) = conversations_from_otlp(
+        [CORPUS / "heldout_openai_otel_contrib_no_content.otlp.jsonl"]
+    )
+    assert conv.id == "conv-travel-1"
+    assert [len(t.tool_calls) for t in conv.turns] == [2, 3]
