@@ -58,6 +58,7 @@ from tracepass.evaluator.models import (
 )
 from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
 from tracepass.evaluator.scoring.agent_policies import CompiledPolicy, policy_reference_set
+from tracepass.evaluator.scoring.tool_names import align_turns
 from tracepass.evaluator.scoring.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.scoring.argmatch import ArgumentMatchError
 from tracepass.evaluator.scoring.fairforge_profile import (
@@ -157,6 +158,7 @@ class _CompiledReference:
     any_checked: bool  # some turn checks tools: there is a conversation trajectory
     names: list[str]  # expected names over the checked turns, concatenated
     counts: dict[str, int]
+    name_set: frozenset[str] = frozenset()  # every expected name (tool_names.py)
 
 
 def _counts(names: list[str]) -> dict[str, int]:
@@ -406,6 +408,7 @@ class Evaluator:
             any_checked=any(t.tools is not None for t in turns),
             names=names,
             counts=_counts(names),
+            name_set=frozenset(n for t in turns for n in t.names),
         )
         if len(self._compiled) >= self._CACHE_LIMIT:
             self._compiled.clear()
@@ -461,7 +464,9 @@ class Evaluator:
     ) -> ConversationResult:
         """Score with answers already graded, or (`answers` None) grading each turn on
         the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
-        turns = conversation.turns
+        # Qualified names (`Plugin-function`, `server.tool`) scored as the plain names
+        # the reference expects (tool_names.py).
+        turns = align_turns(conversation.turns, cref.name_set)
         cturns = cref.turns
         n_ref = len(cturns)
         tally = _Tally()
