@@ -5,6 +5,7 @@ blobs in `gen_ai.prompt` / `gen_ai.completion`.
 | kind | record | fields |
 |---|---|---|
 | `chain` without `langsmith.metadata.langgraph_node` (the graph or chain invoked) | TURN | query: the last user message of the input state; answer: the last assistant message of the output state |
+| `chain` of a subgraph named after the node that runs it (`checkpoint_ns` = `langgraph_checkpoint_ns`, `langsmith.trace.name` = `langgraph_node`: a swarm's or supervisor's agent) | TURN, nested (an agent step) | agent: the node |
 | `chain` of a graph node (`langgraph_node` set), `prompt`, `parser`, … | OTHER | |
 | `llm` | MODEL | by shape (`shape.py`): the last user message, the answer, the requested tool calls, tool results in the history |
 | `tool` | TOOL | name: `gen_ai.tool.name`; call id: `gen_ai.tool.call.id`; arguments: the input; result: the ToolMessage's content (an MCP tool's structured content when there is one); error: the ToolMessage's `status: "error"` |
@@ -39,6 +40,9 @@ KIND: Final = "langsmith.span.kind"
 PROMPT: Final = "gen_ai.prompt"
 COMPLETION: Final = "gen_ai.completion"
 GRAPH_NODE: Final = "langsmith.metadata.langgraph_node"
+CHECKPOINT_NS: Final = "langsmith.metadata.checkpoint_ns"
+RUN_NAME: Final = "langsmith.trace.name"
+NODE_NS: Final = "langsmith.metadata.langgraph_checkpoint_ns"
 CONVERSATION_KEYS: Final = (
     "langsmith.metadata.thread_id",
     "langsmith.metadata.session_id",
@@ -46,13 +50,28 @@ CONVERSATION_KEYS: Final = (
 )
 
 
+def _subgraph_run(attrs: dict[str, Any]) -> bool:
+    """A compiled subgraph's own run: the checkpoint namespace it was given is its node's
+    (a node's inner runs have the node's namespace below the subgraph's, `…|node:…`)."""
+    given = attrs.get(CHECKPOINT_NS)
+    return given is not None and given == attrs.get(NODE_NS)
+
+
 def _fill(rec: SpanRecord, attrs: dict[str, Any], kind: Any, span: Span) -> str | None:
     get = attrs.get
     if rec.conversation_id is None:
         rec.conversation_id = first_str(attrs, CONVERSATION_KEYS)
     if kind == "chain":
-        if GRAPH_NODE not in attrs:
+        node = get(GRAPH_NODE)
+        if node is None:
             rec.kind = RecordKind.TURN
+            rec.input_text = query_from_state(get(PROMPT))
+            rec.output_text = answer_from_state(get(COMPLETION))
+        elif node == get(RUN_NAME) and _subgraph_run(attrs):
+            # A subgraph run named after the node that runs it (a swarm's or
+            # supervisor's agent): an agent span, nested in the turn.
+            rec.kind = RecordKind.TURN
+            rec.agent_name = as_str(node)
             rec.input_text = query_from_state(get(PROMPT))
             rec.output_text = answer_from_state(get(COMPLETION))
     elif kind == "llm":

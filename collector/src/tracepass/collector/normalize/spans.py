@@ -27,6 +27,7 @@ from tracepass.collector.normalize.conversation_ids import (
 )
 from tracepass.collector.normalize.custom import CustomConventions
 from tracepass.collector.normalize.extract import as_str, first_str
+from tracepass.collector.normalize.handoff_tools import read_handoff_tool
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
 from tracepass.collector.normalize.registry import (
@@ -346,6 +347,10 @@ def normalize_request(
                     or (kind is _TOOL and rec.error is None)
                 ):
                     fill_by_shape(rec, attrs, convention is None)
+                # A framework's built-in hand-off tool (`transfer_to_<agent>`) is a
+                # hand-off step, not a call of the trajectory (handoff_tools.py).
+                if rec.kind is _TOOL:
+                    read_handoff_tool(rec)
                 if rec.kind is _MODEL:
                     usage = read_usage(attrs)
                     if usage is not None:

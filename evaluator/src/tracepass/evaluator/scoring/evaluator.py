@@ -58,7 +58,6 @@ from tracepass.evaluator.models import (
 )
 from tracepass.evaluator.schema_guard import LeaveTheLoop, inline_attempt
 from tracepass.evaluator.scoring.agent_policies import CompiledPolicy, policy_reference_set
-from tracepass.evaluator.scoring.tool_names import align_turns
 from tracepass.evaluator.scoring.answers import TurnAnswer, TurnGrading
 from tracepass.evaluator.scoring.argmatch import ArgumentMatchError
 from tracepass.evaluator.scoring.fairforge_profile import (
@@ -77,6 +76,7 @@ from tracepass.evaluator.scoring.tool_correctness import (
     normalize_weights,
     score_turn,
 )
+from tracepass.evaluator.scoring.tool_names import align_turns
 from tracepass.evaluator.scoring.trajectory import (
     conversation_trajectory,
     matched_names,
