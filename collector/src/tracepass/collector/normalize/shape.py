@@ -183,7 +183,7 @@ class _Walk:
         role = role_of(raw_role) if isinstance(raw_role, str) else ""
         if role not in (_USER, _ASSISTANT, _TOOL, "system"):
             if ("isError" in obj or "is_error" in obj) and "content" in obj:  # an MCP result
-                self.result(side, obj.get("tool_use_id"), obj.get("content"), _flagged(obj))
+                self.result(side, obj.get("tool_use_id"), obj, _flagged(obj))
                 return True
             return False
         content = obj.get("content", obj.get("parts"))
@@ -395,8 +395,10 @@ def _unread(reading: ShapeReading, key: str) -> None:
 
 
 def _last(messages: list[_Msg], role: str) -> _Msg | None:
+    """The last message of `role` that has text (a user message carrying only tool
+    results, as Anthropic sends them, is not the query)."""
     for msg in reversed(messages):
-        if msg.role == role:
+        if msg.role == role and msg.text:
             return msg
     return None
 
