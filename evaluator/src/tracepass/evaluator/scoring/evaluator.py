@@ -158,7 +158,6 @@ class _CompiledReference:
     any_checked: bool  # some turn checks tools: there is a conversation trajectory
     names: list[str]  # expected names over the checked turns, concatenated
     counts: dict[str, int]
-    name_set: frozenset[str] = frozenset()  # every expected name (tool_names.py)
 
 
 def _counts(names: list[str]) -> dict[str, int]:
@@ -408,7 +407,6 @@ class Evaluator:
             any_checked=any(t.tools is not None for t in turns),
             names=names,
             counts=_counts(names),
-            name_set=frozenset(n for t in turns for n in t.names),
         )
         if len(self._compiled) >= self._CACHE_LIMIT:
             self._compiled.clear()
@@ -464,9 +462,7 @@ class Evaluator:
     ) -> ConversationResult:
         """Score with answers already graded, or (`answers` None) grading each turn on
         the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
-        # Qualified names (`Plugin-function`, `server.tool`) scored as the plain names
-        # the reference expects (tool_names.py).
-        turns = align_turns(conversation.turns, cref.name_set)
+        turns = conversation.turns
         cturns = cref.turns
         n_ref = len(cturns)
         tally = _Tally()
