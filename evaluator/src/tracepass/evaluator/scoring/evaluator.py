@@ -76,7 +76,6 @@ from tracepass.evaluator.scoring.tool_correctness import (
     normalize_weights,
     score_turn,
 )
-from tracepass.evaluator.scoring.tool_names import align_turns
 from tracepass.evaluator.scoring.trajectory import (
     conversation_trajectory,
     matched_names,
