@@ -127,6 +127,12 @@ _AGENTO11Y_OA_HANDOFF = {
     "span names no destination agent and every span names the hooks' agent_name",
 }
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "logfire_anthropic": {
+        "conversation 0 turn 1 tool call 1 (book_flight): error None lacks 'flight FL-404 is "
+        "sold out'": "Logfire 5.4's Anthropic instrumentation writes the app's tool_result "
+        "block into gen_ai.input.messages as a tool_call_response part without its "
+        "is_error flag (request_data keeps only the model): no span carries the failure",
+    },
     "agento11y_openai_agents_otel": _AGENTO11Y_OA,
     "agento11y_openai_agents_otel_handoff": _AGENTO11Y_OA_HANDOFF,
     "agento11y_langgraph": _AGENTO11Y_DEFAULT,

@@ -206,6 +206,120 @@ def chat_scenario(scenario: str) -> Path:
     return Path(otlp_sink.write_corpus(scenario, requests, meta))
 
 
+def _anthropic_message(step: harness.Step, index: int) -> dict[str, Any]:
+    """A script step as the Anthropic Messages API answers it (text or `tool_use` blocks)."""
+    content: list[dict[str, Any]] = [
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        for call in step.tool_calls
+    ]
+    if step.text is not None:
+        content.append({"type": "text", "text": step.text})
+    return {
+        "id": f"msg_scripted_{index}",
+        "type": "message",
+        "role": "assistant",
+        "model": support.MODEL_NAME,
+        "content": content,
+        "stop_reason": "tool_use" if step.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def anthropic_scenario(scenario: str) -> Path:
+    """A hand-rolled tool loop on `anthropic.Anthropic` under `logfire.instrument_anthropic()`;
+    a failing tool goes back as a `tool_result` block with `is_error: true`."""
+    import httpx2 as httpx  # anthropic 2.x runs on httpx2
+
+    loop = _litellm_generator()
+    steps = enumerate(harness.model_steps())
+    tools = [
+        {
+            "name": spec["function"]["name"],
+            "description": spec["function"]["description"],
+            "input_schema": spec["function"]["parameters"],
+        }
+        for spec in loop.TOOL_SPECS
+    ]
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        if request.method != "POST" or not request.url.path.endswith("/messages"):
+            return httpx.Response(404, json={"error": {"message": f"unscripted {request.url}"}})
+        index, step = next(steps)
+        return httpx.Response(200, json=_anthropic_message(step, index))
+
+    with otlp_sink.OtlpSink() as sink:
+        logfire = _configure(sink, scrubbing=False)
+        from anthropic import Anthropic
+
+        client = Anthropic(
+            api_key="offline",
+            base_url="http://scripted-llm.invalid",
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(respond)),
+        )
+        logfire.instrument_anthropic(client)
+        messages: list[dict[str, Any]] = []
+        answers: list[str | None] = []
+        for turn in harness.TURNS:
+            with logfire.span(TURN_SPAN, **{"gen_ai.conversation.id": harness.CONVERSATION_ID}):
+                messages.append({"role": "user", "content": turn.query})
+                while True:
+                    reply = client.messages.create(
+                        model=support.MODEL_NAME,
+                        max_tokens=512,
+                        system=harness.SYSTEM_PROMPT,
+                        messages=messages,
+                        tools=tools,
+                    )
+                    messages.append(
+                        {"role": "assistant", "content": [b.model_dump() for b in reply.content]}
+                    )
+                    uses = [b for b in reply.content if b.type == "tool_use"]
+                    if not uses:
+                        answers.append("".join(b.text for b in reply.content if b.type == "text"))
+                        break
+                    results = []
+                    for use in uses:
+                        try:
+                            value = harness.TOOLS[use.name](**use.input)
+                            text = value if isinstance(value, str) else json.dumps(value)
+                            results.append(
+                                {"type": "tool_result", "tool_use_id": use.id, "content": text}
+                            )
+                        except harness.ToolFailure as exc:
+                            results.append(
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": use.id,
+                                    "content": str(exc),
+                                    "is_error": True,
+                                }
+                            )
+                    messages.append({"role": "user", "content": results})
+        logfire.force_flush()
+        logfire.shutdown()
+        requests = sink.requests(scenario)
+    support.check_answers(scenario, answers)
+    meta = support.meta(
+        "anthropic",
+        "logfire (instrument_anthropic)",
+        instrumentation_package="logfire",
+        settings={
+            **_settings(False, "logfire.instrument_anthropic(client)"),
+            "turn span": f"logfire.span({TURN_SPAN!r}, gen_ai.conversation.id=CONVERSATION_ID)",
+        },
+        notes=[
+            "No agent framework: a hand-rolled Messages API tool loop on a real "
+            "anthropic.Anthropic client whose HTTP transport answers with the script",
+            "tools are not traced: calls are the model's tool_use blocks; results and the "
+            "failure (a tool_result block with is_error: true, its only record) come from "
+            "the next request's messages",
+        ],
+    )
+    return Path(otlp_sink.write_corpus(scenario, requests, meta))
+
+
 class _null:
     def __enter__(self) -> None:
         return None
@@ -218,6 +332,7 @@ SCENARIOS: dict[str, support.Generator] = {
     "logfire_openai_agents": agents_scenario(handoff=False, scrubbing=True),
     "logfire_openai_agents_handoff": agents_scenario(handoff=True, scrubbing=False),
     "logfire_openai_chat": chat_scenario,
+    "logfire_anthropic": anthropic_scenario,
 }
 
 if __name__ == "__main__":
