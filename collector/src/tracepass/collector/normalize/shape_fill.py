@@ -36,7 +36,8 @@ def _maybe_flagged(attrs: dict[str, Any]) -> bool:
     """Whether any text attribute could hold an error flag (C-speed substring tests: the
     usual successful tool span is not read by shape at all)."""
     for value in attrs.values():
-        if value.__class__ is str and any(mark in value for mark in _FLAG_MARKS):
+        # one scan for the common part of every mark first: most values have none
+        if value.__class__ is str and "rror" in value and any(m in value for m in _FLAG_MARKS):
             return True
     return False
 
