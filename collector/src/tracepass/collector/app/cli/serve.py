@@ -305,6 +305,7 @@ def serve(
 ) -> None:
     """Run the collector: OTLP receivers, conversation assembly, evaluation, /metrics."""
     from tracepass.collector.config import ConfigError, load_config
+    from tracepass.collector.pipeline import batch_gc_pause
     from tracepass.collector.service import CollectorService, with_overrides
 
     if log_level.lower() not in LOG_LEVELS:
@@ -336,6 +337,7 @@ def serve(
             fail(f"{path}: no such file or directory (references in {config_file})")
     setup_logging(log_level.lower())
     tune_gc()
+    batch_gc_pause.enable()  # serve's GC policy: none mid-batch (pipeline/gc_pause.py)
     service = CollectorService(config)
     console = stderr_console()
 
