@@ -126,6 +126,9 @@ def parse_label_fields(
         raise LabelError(f"comment: longer than {MAX_COMMENT_CHARS} characters")
     if reviewer is not None and not isinstance(reviewer, str):
         raise LabelError("reviewer: must be a string")
+    for name, text in (("comment", comment), ("reviewer", reviewer)):
+        if isinstance(text, str) and "\x00" in text:  # no database text holds NUL
+            raise LabelError(f"{name}: a NUL character (U+0000) is not allowed")
     return ReviewLabel(
         conversation_id=conversation_id,
         passed=overall,

@@ -348,8 +348,16 @@ class UiPages:
                         }
                     )
                 )
-        chart = await self.model.run(lambda: self._trend(window))  # off the event loop
-        costs = self._version_costs(window)
+        review = self.review
+
+        def stored() -> tuple[TrendChart | None, dict[tuple[Any, Any], dict[str, Any]], Any]:
+            agreement = review.agreement_rows() if review is not None else None
+            return self._trend(window), self._version_costs(window), agreement
+
+        try:  # off the event loop: the results store may be a database far away
+            chart, costs, agreement = await self.model.run(stored)
+        except LookupError as exc:  # no state file, or the results database unreachable
+            return self._error(str(exc), 503)
         for row in rows:
             row["figures"] = costs.get((row["agent_name"], row["agent_version"]))
         return self._page(
@@ -363,7 +371,7 @@ class UiPages:
             level=data["level"],
             min_conversations=data["min_conversations"],
             chart=chart,
-            agreement=self.review.agreement_rows() if self.review is not None else None,
+            agreement=agreement,
         )
 
     async def runbook(self, request: web.Request) -> web.StreamResponse:
