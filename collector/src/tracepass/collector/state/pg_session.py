@@ -103,15 +103,16 @@ class Deadlines:
         key = threading.get_ident()
         with self._cond:
             outer = self._armed.get(key)
-            if outer is not None:  # nested: the outer deadline stands
-                yield outer
-                return
-            armed = _Armed(time.monotonic() + seconds)
-            self._armed[key] = armed
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            if outer is None:
+                armed = _Armed(time.monotonic() + seconds)
+                self._armed[key] = armed
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
+                    self._thread.start()
+                self._cond.notify()
+        if outer is not None:  # nested: the outer deadline stands
+            yield outer
+            return
         try:
             yield armed
         finally:

@@ -289,7 +289,10 @@ class UiPages:
         window = request.query.get("window") or self._default_window(windows)
         if window not in windows:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
-        data = self.model.agents()
+        try:  # with a shared results store the counts come from the database
+            data = await self.model.run(self.model.agents)
+        except LookupError as exc:  # its database unreachable: 503, like the API
+            return self._error(str(exc), 503)
         # metrics.headline_k: the k the dashboard, the alert and readiness speak of.
         rule = self.readiness
         if rule.k not in data["ks"]:
@@ -543,6 +546,7 @@ class UiPages:
                 if params.get("baseline_version")
                 else None
             )
+            known = await self.model.run(self._known_names)  # off the event loop too
         except ParamError as exc:
             return self._error(str(exc), 400)
         except LookupError as exc:
@@ -575,7 +579,7 @@ class UiPages:
             windows=[w for w, _ in self.model.rolling.windows],
             body=body,
             rows=rows,
-            **self._known_names(),
+            **known,
         )
 
     def _known_names(self) -> dict[str, Any]:
