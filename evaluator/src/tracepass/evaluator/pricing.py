@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "INVALID_USAGE",
+    "MAX_MODEL_CHARS",
     "MISSING_MODEL",
     "MISSING_TOKENS",
     "UNKNOWN_MODEL",
@@ -307,6 +308,12 @@ def _library_price(
 
 
 _LIBRARY: Final = _Library()
+# A model name longer than this is not looked up in the library (no real one comes
+# close): the names are the keys of the library's per-model caches (4,096 and 8,192
+# entries), and a span sets them; with unique 1 MB names those caches grew ~1 MB per
+# span (issue 33). Bounded this way they hold at most ~3 MB of names. Such a call is
+# `unknown_model` unless `pricing.models` names it.
+MAX_MODEL_CHARS: Final = 256
 
 
 _DAY_NS: Final = 86_400 * 10**9
@@ -360,8 +367,11 @@ class PriceBook:
         configured = self._overrides.get(model) or self._lowered.get(model.lower())
         if configured is not None:
             return Priced(configured.cost(usage), None, SOURCE_CONFIG)
-        if self._use_library:
-            found = _LIBRARY.price(model, library_provider(provider), usage, _day_of(at_ns))
+        if self._use_library and len(model) <= MAX_MODEL_CHARS:
+            lib_provider = library_provider(provider)
+            if lib_provider is not None and len(lib_provider) > MAX_MODEL_CHARS:
+                lib_provider = None
+            found = _LIBRARY.price(model, lib_provider, usage, _day_of(at_ns))
             if found is not None:
                 return Priced(found, None, SOURCE_LIBRARY)
         return Priced(None, UNKNOWN_MODEL)

@@ -269,7 +269,14 @@ def _kind(v: Any) -> str:
     return "an object"
 
 
+# snake_case → camelCase of the keys met outside the fast path. The keys come from the
+# sender: a memo of every one grew without bound (issue 33: 80 requests with unique
+# 400 KB keys, +617 MB never released). Only short keys are remembered (every OTLP field
+# name is far shorter), at most `_CAMEL_MAX` of them: under 200 KB in all; the rest are
+# converted each time.
 _CAMEL: dict[str, str] = {}
+_CAMEL_MAX = 1024
+_CAMEL_KEY_CHARS = 64
 
 
 def _camel(name: str) -> str:
@@ -286,7 +293,9 @@ def _normalized(obj: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     for k, v in obj.items():
         c = _CAMEL.get(k)
         if c is None:
-            c = _CAMEL[k] = _camel(k) if "_" in k else k
+            c = _camel(k) if "_" in k else k
+            if len(k) <= _CAMEL_KEY_CHARS and len(_CAMEL) < _CAMEL_MAX:
+                _CAMEL[k] = c
         out.setdefault(c, v)
     return out
 

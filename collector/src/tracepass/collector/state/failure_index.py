@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult
+from tracepass.collector.state.version_cache import VersionCache
 from tracepass.evaluator.scoring.explain import failure_analysis
 from tracepass.evaluator.scoring.failure_signatures import OTHER, is_failing
 
@@ -378,8 +379,9 @@ class FailureModeIndex:
     def __init__(self, max_per_version: int = 200) -> None:
         self.max_per_version = max_per_version
         self.counters = ModeCounters()
-        # (agent, version) → signatures stored for it (writer thread only).
-        self._known: dict[tuple[str, str], set[str]] = {}
+        # (agent, version) → signatures stored for it (writer thread only; a bounded
+        # cache of the counters: `version_cache.py`).
+        self._known: VersionCache[tuple[str, str], set[str]] = VersionCache()
         self._reader: sqlite3.Connection | None = None
 
     def load(self, conn: sqlite3.Connection) -> None:
@@ -492,7 +494,7 @@ class FailureModeIndex:
                 # The counters say "" for a missing name; a None filter means "any".
                 known = self.counters.signatures_exact(agent, version)
             known.discard(OTHER)  # never counts against the bound
-            self._known[(agent, version)] = known
+            self._known.put((agent, version), known)
         return known
 
     def applied(

@@ -46,6 +46,7 @@ from tracepass.collector.state.failure_index import (
     version_before,
 )
 from tracepass.collector.state.index import INDEX_COLUMNS
+from tracepass.collector.state.version_cache import VersionCache
 from tracepass.evaluator.scoring.failure_signatures import OTHER
 
 __all__ = ["FAILURE_MODES_PG_SCHEMA", "ModeEntry", "PostgresFailureModes"]
@@ -198,8 +199,9 @@ class PostgresFailureModes:
     def __init__(self, pool: _Pool, max_per_version: int = 200) -> None:
         self.pool = pool
         self.max_per_version = max_per_version
-        # (agent, version) → signatures the database admitted (committed; this process).
-        self._known: dict[tuple[str, str], set[str]] = {}
+        # (agent, version) → signatures the database admitted (committed; this process;
+        # a bounded cache: a version dropped from it is re-read under the lock).
+        self._known: VersionCache[tuple[str, str], set[str]] = VersionCache()
         # (agent, version) → the first result the database has for it, as far as known.
         self._first: dict[tuple[str, str], float] = {}
 
@@ -219,7 +221,7 @@ class PostgresFailureModes:
             if not e.modes:
                 continue
             version = (e.agent_name or "", e.agent_version or "")
-            allowed = admitted.get(version, set()) | self._known.get(version, set())
+            allowed = admitted.get(version, set()) | (self._known.get(version) or set())
             kept: list[str] = []
             for signature in e.modes:
                 if signature != OTHER and signature not in allowed:
@@ -256,7 +258,8 @@ class PostgresFailureModes:
         a rolled-back transaction must not leave signatures 'known')."""
         admitted, firsts = noted
         for version, signatures in admitted.items():
-            self._known.setdefault(version, set()).update(signatures)
+            known = self._known.get(version)
+            self._known.put(version, signatures if known is None else known | signatures)
         for version, at in firsts.items():
             self._first[version] = min(self._first.get(version, math.inf), at)
 
@@ -293,7 +296,7 @@ class PostgresFailureModes:
         unknown: dict[tuple[str, str], list[str]] = {}
         for e in entries:
             version = (e.agent_name or "", e.agent_version or "")
-            known = self._known.get(version, set())
+            known = self._known.get(version) or set()
             for signature in e.modes:
                 if signature != OTHER and signature not in known:
                     waiting = unknown.setdefault(version, [])
