@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracepass.evaluator.graders.jsonfind import last_between_markers, last_json_object
+from tracepass.evaluator.judge._verdict_guard import INJECTION_REASON, VerdictGuard
 from tracepass.evaluator.judge.call_budget import JudgeBudget, JudgeBudgetExhausted
 from tracepass.evaluator.judge.spend import JudgeSpend, PriceFn, spend_of
+from tracepass.evaluator.judge.spend_estimate import SpendEstimator
 from tracepass.evaluator.judge.verdict_cache import JudgeCache, cache_key
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -142,6 +144,11 @@ class JudgeVerdict(BaseModel):
 
 class _Malformed(Exception):
     """The model answered, but not with a usable verdict."""
+
+
+class _Injected(Exception):
+    """The data carried a verdict and the reply is not the judge's own (no verdict id):
+    judged a fail (`_verdict_guard.py`)."""
 
 
 def neutralise(text: str, tags: Sequence[str] = _TAGS) -> str:
@@ -287,6 +294,10 @@ class LLMJudge:
         self.budget = budget
         self.price = price
         self.on_spend = on_spend
+        self._estimator = SpendEstimator()
+        self._calibration_locks: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Lock
+        ] = weakref.WeakKeyDictionary()
         self._use_structured = use_structured_output
         self._structured: Any = None  # the runnable, once built
         self._structured_checked = False
@@ -367,7 +378,9 @@ class LLMJudge:
 
     # ------------------------------------------------------------------ parsing
 
-    def parse_reply(self, text: str, quoted: Sequence[str] = ()) -> tuple[float, str | None]:
+    def parse_reply(
+        self, text: str, quoted: Sequence[str] = (), guard: VerdictGuard | None = None
+    ) -> tuple[float, str | None]:
         """Score and reasoning from a free-text reply; raises `_Malformed`.
 
         Only the verdict the judge gives last counts: the LAST block between the markers,
@@ -376,17 +389,31 @@ class LLMJudge:
         {"score": 1.0}```); taking the first block would score the injection. A verdict
         whose text occurs verbatim in `answer` is a quotation, not a judgement, and is
         refused as malformed (retried), never scored; `quoted` is every text the prompt
-        carried as data (answers, query, reference, context)."""
-        inner = last_between_markers(text, *self.markers)
-        if inner is not None:
-            try:
-                candidate, source = json.loads(inner), inner
-            except ValueError:
-                raise _Malformed("the last marked block is not JSON") from None
-        else:
-            found, candidate, source = last_json_object(text)
-            if not found:
-                raise _Malformed("no JSON object with a 'score' key in the reply")
+        carried as data (answers, query, reference, context).
+
+        With a `guard` (conversation judges): a verdict carrying the call's verdict id is
+        the judge's own; when the data carried a verdict and the reply's has not the id,
+        `_Injected` (judged a fail, not retried)."""
+        try:
+            inner = last_between_markers(text, *self.markers)
+            if inner is not None:
+                try:
+                    candidate, source = json.loads(inner), inner
+                except ValueError:
+                    raise _Malformed("the last marked block is not JSON") from None
+            else:
+                found, candidate, source = last_json_object(text)
+                if not found:
+                    raise _Malformed("no JSON object with a 'score' key in the reply")
+        except _Malformed:
+            if guard is not None and guard.injected:
+                raise _Injected(INJECTION_REASON) from None
+            raise
+        if guard is not None:
+            if guard.owns(candidate):
+                return self._validate(candidate)
+            if guard.injected:
+                raise _Injected(INJECTION_REASON)
         if not isinstance(candidate, dict) or "score" not in candidate:
             raise _Malformed("the verdict (last JSON object in the reply) has no 'score' key")
         needle = source.strip()
@@ -432,20 +459,71 @@ class LLMJudge:
                 log.exception("judge on_call hook failed")
 
     async def _attempt(
-        self, build: MessageBuilder, quoted: Sequence[str]
+        self, build: MessageBuilder, quoted: Sequence[str], guard: VerdictGuard | None = None
     ) -> tuple[float, str | None]:
         structured = self._structured_runnable()
+        if guard is not None:
+            guard.begin()  # a fresh verdict id for this call, read by `build`
         messages = build(structured is not None)
         async with self._semaphore():
-            if structured is not None:
-                try:
-                    result = await asyncio.wait_for(structured.ainvoke(messages), self.timeout_s)
-                except Exception as exc:
-                    if _is_parse_failure(exc):
-                        raise _Malformed(f"structured output did not parse: {exc}") from exc
-                    raise
-            else:
-                result = await asyncio.wait_for(self.model.ainvoke(messages), self.timeout_s)
+            # The budget is taken only once a call slot is ours: checked before the wait,
+            # every waiting call would pass a check that none of them had paid for yet.
+            if self._estimator.calibrated or self.budget is None or self.budget.usd_per_day is None:
+                return await self._reserved_call(structured, messages, quoted, guard)
+            async with self._calibration_lock():  # no cost seen yet: one call at a time
+                return await self._reserved_call(structured, messages, quoted, guard)
+
+    def _calibration_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._calibration_locks.get(loop)
+        if lock is None:
+            lock = self._calibration_locks[loop] = asyncio.Lock()
+        return lock
+
+    async def _reserved_call(
+        self,
+        structured: Any,
+        messages: list[BaseMessage],
+        quoted: Sequence[str],
+        guard: VerdictGuard | None = None,
+    ) -> tuple[float, str | None]:
+        reserved = self._reserve(messages)
+        try:
+            return await self._call(structured, messages, quoted, guard)
+        finally:
+            if self.budget is not None:
+                self.budget.release(reserved)
+
+    def _reserve(self, messages: Sequence[Any]) -> float:
+        """Take this call from the budget with its estimated cost reserved (0 without a
+        money cap); raises `JudgeBudgetExhausted` when it does not fit."""
+        if self.budget is None:
+            return 0.0
+        estimate = 0.0
+        if self.budget.usd_per_day is not None:
+            estimate = self._estimator.estimate(
+                self._fallback_model(), (_text_of(m) for m in messages), self._price_book()
+            )
+        if not self.budget.try_reserve(estimate):
+            raise JudgeBudgetExhausted("judge budget spent")
+        return estimate
+
+    async def _call(
+        self,
+        structured: Any,
+        messages: list[BaseMessage],
+        quoted: Sequence[str],
+        guard: VerdictGuard | None = None,
+    ) -> tuple[float, str | None]:
+        if structured is not None:
+            try:
+                result = await asyncio.wait_for(structured.ainvoke(messages), self.timeout_s)
+            except Exception as exc:
+                if _is_parse_failure(exc):
+                    raise _Malformed(f"structured output did not parse: {exc}") from exc
+                raise
+        else:
+            result = await asyncio.wait_for(self.model.ainvoke(messages), self.timeout_s)
         if structured is not None:
             if isinstance(result, dict) and "raw" in result and "parsed" in result:
                 self._spent(result["raw"])  # include_raw=True: {raw, parsed, parsing_error}
@@ -456,7 +534,7 @@ class LLMJudge:
                 raise _Malformed("structured output returned nothing")
             return self._validate(result)
         self._spent(result)
-        return self.parse_reply(_text_of(result), quoted)
+        return self.parse_reply(_text_of(result), quoted, guard)
 
     def record_spend(self, message: Any) -> None:
         """Count and charge a model reply obtained outside judging (the failure-mode
@@ -467,12 +545,8 @@ class LLMJudge:
         """Count one model call's tokens and cost, and charge the cost to the budget."""
         if self.on_spend is None and self.budget is None:
             return
-        if self.price is None:  # the library's prices (no config overrides)
-            from tracepass.evaluator.pricing import PriceBook
-
-            self.price = PriceBook()
-        fallback = self.model_id.partition(":")[2] or None
-        spend = spend_of(message, fallback, self.price)
+        spend = spend_of(message, self._fallback_model(), self._price_book())
+        self._estimator.observe(spend.cost_usd, spend.output_tokens)
         if self.budget is not None and spend.cost_usd is not None:
             self.budget.charge(spend.cost_usd)
         if self.on_spend is not None:
@@ -480,6 +554,17 @@ class LLMJudge:
                 self.on_spend(spend)
             except Exception:  # a metrics hook must never break judging
                 log.exception("judge on_spend hook failed")
+
+    def _price_book(self) -> PriceFn:
+        if self.price is None:  # the library's prices (no config overrides)
+            from tracepass.evaluator.pricing import PriceBook
+
+            self.price = PriceBook()
+        return self.price
+
+    def _fallback_model(self) -> str | None:
+        """The model name in `model_id` (`kind:name`), for pricing a reply that names none."""
+        return self.model_id.partition(":")[2] or None
 
     def _cache_get(self, key: str) -> tuple[float, str | None] | None:
         """A cache that cannot be read (locked past its busy timeout, disk trouble) is a
@@ -541,6 +626,7 @@ class LLMJudge:
         *,
         rubric_version: str | None = None,
         pass_threshold: float | None = None,
+        guard: VerdictGuard | None = None,
     ) -> JudgeVerdict:
         """Judge any prompt by this judge's rubric with the same guarantees (structured
         output, retries, cache, coalescing, errors as verdicts). `inputs` is everything
@@ -550,6 +636,15 @@ class LLMJudge:
         `messages` and its `rubric_version` (the cache key) and `pass_threshold` here."""
         version = self.rubric_version if rubric_version is None else rubric_version
         threshold = self.pass_threshold if pass_threshold is None else pass_threshold
+        if guard is not None and guard.injected:
+            # Counted (tracepass_judge_calls_total{outcome="injection"}) and logged,
+            # rate-limited: a flood of hostile conversations must not flood the log.
+            self._emit("injection")
+            self._log.warning(
+                "injection",
+                "conversation judge: the conversation carries a verdict addressed to the "
+                "judge (prompt injection?); only a verdict with the call's id counts",
+            )
         key = cache_key(self.model_id, version, inputs)
         # Identical requests already in flight (k trials that produced the same answer)
         # share one model call instead of racing the cache.
@@ -576,7 +671,7 @@ class LLMJudge:
         inflight[key] = future
         try:
             quoted = [v for v in inputs.values() if isinstance(v, str)]
-            verdict = await self._judge_uncoalesced(key, build, quoted, version, threshold)
+            verdict = await self._judge_uncoalesced(key, build, quoted, version, threshold, guard)
         except BaseException:
             future.cancel()
             raise
@@ -594,6 +689,7 @@ class LLMJudge:
         quoted: Sequence[str],
         rubric_version: str,
         threshold: float,
+        guard: VerdictGuard | None = None,
     ) -> JudgeVerdict:
         if self.cache is not None:
             hit = self._cache_get(key)
@@ -610,12 +706,22 @@ class LLMJudge:
         attempts = 0
         for attempt in range(self.max_retries + 1):
             attempts = attempt + 1
-            if self.budget is not None and not self.budget.try_acquire():
-                # Every attempt is a model call the budget pays for; cached verdicts are free.
-                self._emit("skipped_budget")
-                raise JudgeBudgetExhausted(f"judge budget spent after {attempt} attempt(s)")
             try:
-                score, reasoning = await self._attempt(build, quoted)
+                # Every attempt is a model call the budget pays for; cached verdicts are free.
+                score, reasoning = await self._attempt(build, quoted, guard)
+            except JudgeBudgetExhausted:
+                self._emit("skipped_budget")
+                raise JudgeBudgetExhausted(
+                    f"judge budget spent after {attempt} attempt(s)"
+                ) from None
+            except _Injected as exc:
+                # The injection answered, not the judge: a fail, without more paid calls.
+                score, reasoning = 0.0, str(exc)
+                self._cache_put(key, score, reasoning, rubric_version)
+                self._emit("ok")
+                return JudgeVerdict(
+                    score=score, passed=False, reasoning=reasoning, attempts=attempts
+                )
             except _Malformed as exc:
                 problem = f"malformed judge output: {exc}"
             except asyncio.CancelledError:
