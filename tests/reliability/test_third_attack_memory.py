@@ -18,25 +18,36 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from _serve import Serve, write_config
 
+from tracepass.collector.api.failure_modes import failure_modes
 from tracepass.collector.receiver import decode_json_bytes
-from tracepass.collector.state.failure_index import FailureModeIndex
-from tracepass.collector.state.version_cache import VERSION_CACHE_ENTRIES
-from tracepass.evaluator.models import Conversation, Turn
+from tracepass.collector.state import ModeScope, StateStore, StoredResult
+from tracepass.collector.state.failure_index import VERSION_CACHE_ENTRIES
+from tracepass.evaluator.models import (
+    Conversation,
+    ExpectedTool,
+    Reference,
+    ReferenceTurn,
+    ToolCall,
+    Turn,
+)
 from tracepass.evaluator.pricing import MAX_MODEL_CHARS, PriceBook, TokenUsage
 from tracepass.evaluator.references.candidate_mining import (
     MAX_TASK_KEY_CHARS,
     CandidateMiner,
     task_key,
 )
+from tracepass.evaluator.scoring.evaluator import Evaluator
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -100,13 +111,18 @@ def _post(serve: Serve, body: bytes, headers: dict[str, str]) -> int:
         conn.close()
 
 
-def _traced(run: object) -> int:
-    """Bytes still allocated (tracemalloc) after `run()`, garbage collected."""
+def _traced(run: Callable[[], object], warm: Callable[[], object] | None = None) -> int:
+    """Bytes still allocated (tracemalloc) after `run()`, garbage collected. With `warm`,
+    tracing starts before it (so what `run` frees of it is seen) and the growth counts
+    from its end: what bounded caches already full replace is not growth."""
     gc.collect()
     tracemalloc.start()
     try:
+        if warm is not None:
+            warm()
+            gc.collect()
         base = tracemalloc.get_traced_memory()[0]
-        run()  # type: ignore[operator]
+        run()
         gc.collect()
         return tracemalloc.get_traced_memory()[0] - base
     finally:
@@ -172,9 +188,101 @@ def test_unique_long_queries_keep_candidate_mining_bounded() -> None:
     assert task_key(last) not in miner._tasks
 
 
-def test_per_version_signature_cache_is_bounded() -> None:
-    index = FailureModeIndex()
-    for i in range(VERSION_CACHE_ENTRIES * 3):
-        index._known.put(("travel", f"v{i}"), {"sig-a", "sig-b"})
-    assert len(index._known) == VERSION_CACHE_ENTRIES
-    assert index._known.evicted == VERSION_CACHE_ENTRIES * 2
+def _failing(i: int, version: str, side: str = "window") -> Conversation:
+    calls = (ToolCall(name="book", arguments={"side": side}),)
+    return Conversation(
+        id=f"f{i}",
+        agent_name="travel",
+        agent_version=version,
+        turns=(Turn(query="book a seat", answer="booked", tool_calls=calls),),
+    )
+
+
+_SEAT = Reference(
+    id="seat",
+    turns=(
+        ReferenceTurn(
+            query="book a seat",
+            expected_tools=(ExpectedTool(name="book", arguments={"side": "aisle"}),),
+        ),
+    ),
+)
+
+
+def _store(path: Path, tracked: int) -> StateStore:
+    store = StateStore(path)
+    store.results.failure_modes.counters.tracked_versions = tracked
+    store.open()
+    return store
+
+
+def _put(store: StateStore, conversations: list[Conversation], t0: float = 1.7e9) -> None:
+    evaluator = Evaluator()
+
+    async def put_all() -> None:
+        for n, conv in enumerate(conversations):
+            result = evaluator.evaluate(conv, _SEAT, reference_set="seats")
+            at = t0 + n
+            await store.results.put_result(
+                conv.id,
+                revision=0,
+                closed_at=at,
+                n_spans=2,
+                stored=StoredResult(conv, result, 0),
+                evaluated_at=at,
+            )
+
+    asyncio.run(put_all())
+
+
+def test_failure_mode_counters_keep_a_bounded_number_of_versions(tmp_path: Path) -> None:
+    """Item 15: a new failing version per conversation cost ~4 KB for good (the
+    counters' cells, the per-version sets): past the tracked versions it costs nothing
+    lasting."""
+    tracked = 100
+    store = _store(tmp_path / "state.sqlite", tracked)
+    try:
+        # Past the tracked versions and the per-version caches' 1,024 entries.
+        first = [_failing(i, f"v{i}") for i in range(tracked + VERSION_CACHE_ENTRIES)]
+        more = [_failing(len(first) + i, f"w{i}") for i in range(1000)]
+        kept = _traced(lambda: _put(store, more, t0=1.8e9), warm=lambda: _put(store, first))
+        index = store.results.failure_modes
+        assert index.counters.folded_versions >= 1000
+        assert len(index._known) <= VERSION_CACHE_ENTRIES
+    finally:
+        store.close()
+    # Before: ~4 KB per version (4 MB for these 1,000); the table rows are on disk.
+    assert kept < 1000 * 600, kept
+
+
+def test_folded_versions_answer_as_tracked_ones(tmp_path: Path) -> None:
+    """The same results in a store that tracks every version and one that folds all
+    but 3: every failure-mode answer is equal (the folded ones are read from the
+    table)."""
+    conversations = []
+    for i in range(60):
+        side = ("window", "middle", "floor")[i % 3] if i % 4 else "aisle"
+        conversations.append(_failing(i, f"v{i % 12}", side))
+    answers = []
+    for tracked, name in ((1000, "all.sqlite"), (3, "folded.sqlite")):
+        store = _store(tmp_path / name, tracked)
+        try:
+            _put(store, conversations)
+            assert (store.results.failure_modes.counters.folded_versions > 0) == (tracked == 3)
+            queries: list[dict[str, str]] = [{}, {"agent_name": "travel"}]
+            for v in range(12):
+                queries.append({"agent_name": "travel", "agent_version": f"v{v}"})
+                queries.append({"agent_version": f"v{v}", "since": "1700000010"})
+            answers.append([failure_modes(store, q) for q in queries])
+            # The failures of every version together are exact from the counters too.
+            index = store.results.failure_modes
+            assert index.counters.totals(ModeScope("travel"))[""][0] == 45
+        finally:
+            store.close()
+        # Re-opened (the counters rebuilt from the tables): the same answers.
+        store = _store(tmp_path / name, tracked)
+        try:
+            assert [failure_modes(store, q) for q in queries] == answers[-1]
+        finally:
+            store.close()
+    assert answers[0] == answers[1]

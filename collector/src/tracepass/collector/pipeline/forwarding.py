@@ -32,8 +32,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.pipeline.components import ResultComponent
 from tracepass.collector.pipeline.scheduling import ResultInfo
-from tracepass.collector.state import Outbox, StateError, StateStore
-from tracepass.collector.state.outbox import OutboxRow
+from tracepass.collector.state import Outbox, OutboxRow, StateError, StateStore
 from tracepass.collector.state.postgres import PostgresResults, ResultsUnavailable
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -305,13 +306,16 @@ def task_key(query: str | None) -> str:
 
 
 def observation_bytes(obs: Observation) -> int:
-    """An estimate of what `obs` holds (characters of its texts, arguments twice: the
-    value and its canonical form), for the miner's byte budget."""
-    size = _OBSERVATION_OVERHEAD + len(obs.conversation_id)
-    size += sum(len(q) for q in obs.queries if q) + sum(len(a) for a in obs.answers if a)
+    """What `obs` holds, estimated for the miner's byte budget: Python's size of each
+    text (queries, answers, tool names, argument keys and canonical forms, the values
+    counted as large as their canonical form) plus a fixed overhead."""
+    size = _OBSERVATION_OVERHEAD + sys.getsizeof(obs.conversation_id)
+    size += sum(sys.getsizeof(q) for q in obs.queries if q)
+    size += sum(sys.getsizeof(a) for a in obs.answers if a)
     for turn in obs.calls:
         for name, arguments in turn:
-            size += len(name) + sum(len(k) + 2 * len(c) for k, (c, _) in arguments.items())
+            size += sys.getsizeof(name)
+            size += sum(sys.getsizeof(k) + 2 * sys.getsizeof(c) for k, (c, _) in arguments.items())
     return size
 
 
