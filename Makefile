@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench reliability corpus lock dist clean
+.PHONY: setup demo test lint pytest bench reliability corpus lock dist clean otelcol otelcol-test
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -49,6 +49,16 @@ reliability: setup
 		TRACEPASS_INFLIGHT_REQUESTS=48 TRACEPASS_IDLE_CONNECTIONS=1100 TRACEPASS_QUERY_RESULTS=100000 TRACEPASS_QUERY_FUZZ=20000 \
 		TRACEPASS_FUZZ_SCHEMAS=2000 \
 		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
+
+## The project's OpenTelemetry Collector distribution (deploy/otelcol/builder-config.yaml,
+## with the conversationid processor) -> .tools/bin/otelcol-tracepass; cached, rebuilt
+## only when the manifest or the Go component changes. Needs go and the Go module proxy.
+otelcol:
+	@deploy/otelcol/build.sh
+
+## The Go tests of the project's Collector component.
+otelcol-test:
+	cd deploy/otelcol/conversationidprocessor && go test -count=1 ./...
 
 ## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework
 ## under .tools/frameworks, installed from PyPI; not part of `make test`.

@@ -3,13 +3,17 @@
 What can be checked here without Docker or a cluster: every YAML parses; Kubernetes
 objects validate (strict) against the Kubernetes OpenAPI schemas that kubernetes-validate
 ships; the OpenTelemetry Collector configs use only keys of the components' documented
-config schemas (the load_balancing exporter's config.schema.yaml, the routing connector's
-and transform processor's documented fields), and their pipelines are wired consistently;
-kustomize and compose only reference files that exist.
+config schemas (the loadbalancing exporter's config.schema.yaml), and their pipelines are
+wired consistently; kustomize and compose only reference files that exist. The project's
+own Collector distribution (`make otelcol`) then validates both configs for real
+(`otelcol-tracepass validate`), and tests/deploy/test_gateway_e2e.py runs them.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,7 @@ LOAD_BALANCING_KEYS = {
     "timeout",
     "retry_on_failure",
 }
+ROUTING_ATTRIBUTE = "tracepass.routing_key"
 RESOLVER_KEYS = {
     "static": {"hostnames"},
     "dns": {"hostname", "port", "interval", "timeout"},
@@ -80,9 +85,8 @@ def test_statefulset_uses_headless_service_and_persistent_state() -> None:
     assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "state"
     # The gateway's dns resolver must point at that headless Service.
     gateway = _load_all(DEPLOY / "otelcol" / "gateway.yaml")[0]
-    for name in ("load_balancing/conversation", "load_balancing/trace"):
-        host = gateway["exporters"][name]["resolver"]["dns"]["hostname"]
-        assert host.startswith("tracepass-headless.tracepass.svc")
+    host = gateway["exporters"]["loadbalancing"]["resolver"]["dns"]["hostname"]
+    assert host.startswith("tracepass-headless.tracepass.svc")
 
 
 def test_kustomization_references_existing_files() -> None:
@@ -100,14 +104,14 @@ def _check_otelcol(config: dict[str, Any]) -> None:
         for kind in ("receivers", "processors", "exporters", "connectors", "extensions")
     }
     for name, exp in config["exporters"].items():
-        if name.split("/")[0] != "load_balancing":
+        if name.split("/")[0] != "loadbalancing":
             continue
         assert set(exp) <= LOAD_BALANCING_KEYS, (
             f"{name}: unknown keys {set(exp) - LOAD_BALANCING_KEYS}"
         )
         assert exp["routing_key"] in ROUTING_KEYS
         if exp["routing_key"] == "attributes":
-            assert exp["routing_attributes"] == ["gen_ai.conversation.id"]
+            assert exp["routing_attributes"] == [ROUTING_ATTRIBUTE]
         assert set(exp["protocol"]) == {"otlp"}
         assert "endpoint" not in exp["protocol"]["otlp"], "the resolver sets endpoints"
         (resolver,) = exp["resolver"].items()
@@ -144,18 +148,62 @@ def test_otelcol_configs_match_component_schemas(name: str) -> None:
     _check_otelcol(_load_all(DEPLOY / "otelcol" / name)[0])
 
 
-def test_otelcol_copies_session_keys_into_conversation_id() -> None:
-    gateway = _load_all(DEPLOY / "otelcol" / "gateway.yaml")[0]
-    statements = " ".join(
-        gateway["processors"]["transform/conversation_id"]["trace_statements"][0]["statements"]
+def test_otelcol_keeps_traces_whole_before_routing() -> None:
+    """groupbytrace, then the conversationid processor writing the one attribute the
+    loadbalancing exporter routes on, for traces and logs; the queue is persistent."""
+    for name in ("gateway.yaml", "static-two-replicas.yaml"):
+        config = _load_all(DEPLOY / "otelcol" / name)[0]
+        pipelines = config["service"]["pipelines"]
+        assert pipelines["traces"]["processors"][-2:] == ["groupbytrace", "conversationid"]
+        assert pipelines["logs"]["processors"][-1] == "conversationid"
+        assert config["processors"]["conversationid"]["routing_attribute"] == ROUTING_ATTRIBUTE
+        wait = config["processors"]["groupbytrace"]["wait_duration"]
+        log_wait = config["processors"]["conversationid"]["log_wait_duration"]
+        assert float(log_wait.rstrip("s")) > float(wait.rstrip("s"))
+        lb = config["exporters"]["loadbalancing"]
+        storage = lb["sending_queue"]["storage"]
+        assert storage in config["extensions"]
+        assert storage in config["service"]["extensions"]
+        assert lb["protocol"]["otlp"]["sending_queue"]["enabled"] is False
+
+
+def _otelcol_binary() -> Path:
+    binary = DEPLOY.parent / ".tools" / "bin" / "otelcol-tracepass"
+    if not binary.exists():
+        if os.environ.get("TRACEPASS_REQUIRE_SYSTEM_TOOLS") == "1":
+            pytest.fail("otelcol-tracepass is required in CI: `make otelcol` builds it")
+        pytest.skip("otelcol-tracepass not built (`make otelcol`)")
+    return binary
+
+
+@pytest.mark.parametrize("name", ["gateway.yaml", "static-two-replicas.yaml"])
+def test_otelcol_configs_validate_with_the_real_collector(name: str) -> None:
+    done = subprocess.run(
+        [str(_otelcol_binary()), "validate", f"--config={DEPLOY / 'otelcol' / name}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    for key in (
-        'attributes["session.id"]',
-        'attributes["traceloop.association.properties.session_id"]',
-        'attributes["traceloop.association.properties.conversation_id"]',
-        'attributes["traceloop.association.properties.thread_id"]',
-    ):
-        assert key in statements
+    assert done.returncode == 0, done.stderr
+
+
+def test_go_component_tests_pass() -> None:
+    """`go test` of the project's Collector processor (CI runs it through this test)."""
+    go = shutil.which("go")
+    if go is None:
+        if os.environ.get("TRACEPASS_REQUIRE_SYSTEM_TOOLS") == "1":
+            pytest.fail("go is required in CI")
+        pytest.skip("go not installed")
+    done = subprocess.run(
+        [go, "test", "-count=1", "./..."],
+        cwd=DEPLOY / "otelcol" / "conversationidprocessor",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "GOFLAGS": "-modcacherw"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok" in done.stdout
 
 
 def test_compose_mounts_existing_files() -> None:
