@@ -11,23 +11,49 @@ import (
 // count (FIFO eviction): its bytes are then bounded too, since keys are fixed-size.
 type traceCache struct {
 	mu    sync.Mutex
-	keys  map[pcommon.TraceID]string
+	keys  map[pcommon.TraceID]traceEntry
 	order []pcommon.TraceID
 	next  int
 }
 
+// traceEntry is what a trace was routed by, and its conversation id when it had one of
+// at most maxCachedIDBytes (copied onto the trace's late spans; a longer one is not
+// kept, so an entry's bytes are bounded).
+type traceEntry struct {
+	key  string
+	conv pcommon.Value
+	has  bool
+}
+
+const maxCachedIDBytes = 256
+
 func newTraceCache(size int) *traceCache {
-	return &traceCache{keys: make(map[pcommon.TraceID]string), order: make([]pcommon.TraceID, size)}
+	return &traceCache{keys: make(map[pcommon.TraceID]traceEntry), order: make([]pcommon.TraceID, size)}
 }
 
 func (c *traceCache) put(tid pcommon.TraceID, key string) {
+	c.putEntry(tid, traceEntry{key: key})
+}
+
+// putConversation remembers the trace's key and (if short enough) its conversation id.
+func (c *traceCache) putConversation(tid pcommon.TraceID, key string, conv pcommon.Value, text string) {
+	e := traceEntry{key: key}
+	if len(text) <= maxCachedIDBytes {
+		e.conv = pcommon.NewValueEmpty()
+		conv.CopyTo(e.conv)
+		e.has = true
+	}
+	c.putEntry(tid, e)
+}
+
+func (c *traceCache) putEntry(tid pcommon.TraceID, e traceEntry) {
 	if len(c.order) == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.keys[tid]; ok {
-		c.keys[tid] = key
+		c.keys[tid] = e
 		return
 	}
 	old := c.order[c.next]
@@ -36,14 +62,19 @@ func (c *traceCache) put(tid pcommon.TraceID, key string) {
 	}
 	c.order[c.next] = tid
 	c.next = (c.next + 1) % len(c.order)
-	c.keys[tid] = key
+	c.keys[tid] = e
 }
 
 func (c *traceCache) get(tid pcommon.TraceID) (string, bool) {
+	e, ok := c.entry(tid)
+	return e.key, ok
+}
+
+func (c *traceCache) entry(tid pcommon.TraceID) (traceEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key, ok := c.keys[tid]
-	return key, ok
+	e, ok := c.keys[tid]
+	return e, ok
 }
 
 func (c *traceCache) len() int {

@@ -102,6 +102,7 @@ func (p *conversationProcessor) processTraces(_ context.Context, td ptrace.Trace
 		}
 	}
 	routed := map[pcommon.TraceID]string{}
+	late := map[pcommon.TraceID]bool{}
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		rs.Resource().Attributes().Remove(p.routingAttr)
@@ -118,6 +119,16 @@ func (p *conversationProcessor) processTraces(_ context.Context, td ptrace.Trace
 				if !ok {
 					if hasConv {
 						key = routingKey(conv.text)
+					} else if cached, known := p.cache.entry(tid); known {
+						// A late span of a trace already routed (its group was
+						// released before it came): same replica, same conversation.
+						key = cached.key
+						if cached.has {
+							conv = traceConversation{value: cached.conv}
+							hasConv = true
+							found[tid] = conv
+							late[tid] = true
+						}
 					} else {
 						key = routingKey(hex.EncodeToString(tid[:]))
 					}
@@ -134,7 +145,12 @@ func (p *conversationProcessor) processTraces(_ context.Context, td ptrace.Trace
 		}
 	}
 	for tid, key := range routed {
-		if !tid.IsEmpty() {
+		if tid.IsEmpty() || late[tid] {
+			continue
+		}
+		if conv, ok := found[tid]; ok {
+			p.cache.putConversation(tid, key, conv.value, conv.text)
+		} else {
 			p.cache.put(tid, key)
 		}
 	}

@@ -211,6 +211,32 @@ func TestProcessTraces(t *testing.T) {
 	}
 }
 
+// TestLateSpanFollowsItsTrace: a span that comes after groupbytrace released its trace
+// is a group of its own; without a conversation id of its own it takes the key its
+// trace was routed by (while the trace memory holds it).
+func TestLateSpanFollowsItsTrace(t *testing.T) {
+	p := newTestProcessor()
+	_, _ = p.processTraces(context.Background(), buildTraces(nil,
+		spanSpec{1, 1, 0, map[string]any{"gen_ai.conversation.id": "c-1"}}))
+	td, _ := p.processTraces(context.Background(), buildTraces(nil, spanSpec{1, 2, 1, nil}))
+	if got := collect(td)[2]; got != (spanOut{routingKey("c-1"), "c-1"}) {
+		t.Fatalf("late span routed %+v", got)
+	}
+	// An id too long to keep still routes the late span, without copying the id.
+	long := string(make([]byte, maxCachedIDBytes+1))
+	_, _ = p.processTraces(context.Background(), buildTraces(nil,
+		spanSpec{4, 1, 0, map[string]any{"gen_ai.conversation.id": long}}))
+	td, _ = p.processTraces(context.Background(), buildTraces(nil, spanSpec{4, 5, 1, nil}))
+	if got := collect(td)[5]; got != (spanOut{routingKey(long), ""}) {
+		t.Fatalf("late span of a long id routed %+v", got)
+	}
+	// A trace the memory does not know is keyed by its trace id.
+	td, _ = p.processTraces(context.Background(), buildTraces(nil, spanSpec{8, 3, 1, nil}))
+	if got := collect(td)[3]; got.route != traceKey(8) {
+		t.Fatalf("unknown late span routed %+v", got)
+	}
+}
+
 func TestIntegerIDKeepsType(t *testing.T) {
 	p := newTestProcessor()
 	td, _ := p.processTraces(context.Background(), buildTraces(nil,
