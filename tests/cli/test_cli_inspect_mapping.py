@@ -144,3 +144,51 @@ def test_a_bad_config_is_exit_2_with_its_location(inhouse_file: Path, tmp_path: 
     res = runner.invoke(app, ["inspect", "--config", str(config), str(inhouse_file)])
     assert res.exit_code == 2
     assert f"{config}:6:9: conventions.custom.0.match.span_name_regex" in res.output
+
+
+REFERENCES = """\
+name: inhouse
+references:
+  - id: weather
+    turns:
+      - query: Weather in Paris?
+        expected_answer: It is sunny.
+        expected_tools:
+          - name: get_weather
+            arguments: {city: Paris}
+"""
+
+
+def test_evaluate_reads_the_file_with_the_configs_mapping(
+    inhouse_file: Path, tmp_path: Path
+) -> None:
+    """`evaluate --config` reads what `inspect --config` reads (issue 34: an in-house
+    agent's file read 4 conversations in `inspect` and 0 in `evaluate`)."""
+    suggested = runner.invoke(app, ["inspect", "--suggest-mapping", str(inhouse_file)])
+    config = tmp_path / "collector.yaml"
+    config.write_text(suggested.stdout, encoding="utf-8")
+    refs = tmp_path / "refs.yaml"
+    refs.write_text(REFERENCES, encoding="utf-8")
+    res = runner.invoke(
+        app,
+        [
+            "evaluate", str(inhouse_file), "--references", str(refs), "--config", str(config),
+            "--format", "json", "--no-readiness-gate",
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["summary"]["conversations"] >= 1
+    assert "no conversations read" not in res.output
+
+
+@pytest.mark.parametrize("gate", [["--fail-under", "pass_pow_k@1=0.5"], []])
+def test_a_gate_over_nothing_read_fails(
+    inhouse_file: Path, tmp_path: Path, gate: list[str]
+) -> None:
+    refs = tmp_path / "refs.yaml"
+    refs.write_text(REFERENCES, encoding="utf-8")
+    res = runner.invoke(app, ["evaluate", str(inhouse_file), "--references", str(refs), *gate])
+    assert res.exit_code == 1, res.output
+    assert f"no conversations read from {inhouse_file}" in " ".join(res.output.split())
+    assert "gate PASS" not in res.output

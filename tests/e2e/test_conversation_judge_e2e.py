@@ -61,8 +61,9 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
     )
     assert per_call is not None
     assert per_call > 0
-    # Five calls fit, the sixth crosses the cap: the seventh is refused.
-    usd_per_day = 5.5 * per_call
+    # Six calls fit; the seventh would cross the cap (its cost is reserved before it
+    # starts), so it is refused.
+    usd_per_day = 6.5 * per_call
     log = tmp_path / "judge.log"
     config: dict[str, Any] = {
         **FAST_CONFIG,
@@ -146,7 +147,7 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
             == 5 * scripted.INPUT_TOKENS
         )
 
-        # usd_per_day: one at a time, the sixth call crosses the cap, the seventh is refused.
+        # usd_per_day: one at a time, the sixth call fits, the seventh would cross the cap.
         for n in (5, 6):
             _run_agent(s, n, 1)
             wait_until(lambda n=n: _view(s, f"judged-{n}"), 120, f"conversation {n}")
@@ -174,5 +175,7 @@ def test_conversation_judge_end_to_end(tmp_path: Path) -> None:
             == 0
         )
         assert total(samples, "tracepass_judge_cost_usd_total") == pytest.approx(6 * per_call)
-        assert total(samples, "tracepass_judge_budget_remaining", period="usd_day") == 0
+        assert total(
+            samples, "tracepass_judge_budget_remaining", period="usd_day"
+        ) == pytest.approx(0.5 * per_call)
         assert s.terminate() == 0

@@ -11,11 +11,16 @@ the remaining daily allowance is to last until midnight UTC at the demand seen s
 the collector lowers its sampling threshold by it (still by the conversation hash, so the
 judged conversations stay an outcome-independent sample).
 
-`usd_per_day` caps the judge's spend in money: each call's cost (known only once the
-provider answered, from its reported tokens: `spend.py`) is `charge`d, and no call
-starts once the day's charges reach the cap. Calls already running when the cap is
-reached still finish, so the day's spend may exceed the cap by at most the cost of
-`judge_concurrency` calls; calls whose cost is unknown (unpriced model) charge nothing.
+`usd_per_day` caps the judge's spend in money. A call's real cost is known only once
+the provider answered (its reported tokens: `spend.py`), so each call first RESERVES its
+estimated cost (`try_reserve`), the call starts only if today's charges plus every
+reservation still outstanding plus its own estimate fit under the cap, and once it has
+answered its real cost is `charge`d and the reservation `release`d. Concurrent calls
+therefore cannot all pass a check that none of them has paid for yet (the third attack
+overspent a $0.01 cap 7x that way). The day's spend can exceed the cap only by what
+calls in flight cost beyond their estimates (`spend_estimate.py`: the prompt's price, and
+never less than the dearest call seen); calls whose cost is unknown (unpriced model)
+reserve and charge nothing.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ class JudgeBudget:
             raise ValueError("usd_per_day must be a non-negative number or null")
         self.usd_per_day = usd_per_day
         self._usd_today = 0.0
+        self._usd_reserved = 0.0
         self.calls_per_minute = calls_per_minute
         self.calls_per_day = calls_per_day
         self._clock = clock
@@ -114,17 +120,38 @@ class JudgeBudget:
 
     def try_acquire(self) -> bool:
         """Take one call from the budget; False (and nothing taken) when it is spent."""
+        return self.try_reserve(0.0)
+
+    def try_reserve(self, usd: float) -> bool:
+        """Take one call and reserve its estimated cost `usd` until `release`; False (and
+        nothing taken) when the calls are spent or the estimate does not fit under
+        `usd_per_day` beside today's charges and the reservations outstanding."""
+        usd = usd if usd > 0 and math.isfinite(usd) else 0.0
         with self._lock:
             self._refill(self._clock())
             if self._tokens < 1.0:
                 return False
             if self.calls_per_day is not None and self._used_today >= self.calls_per_day:
                 return False
-            if self.usd_per_day is not None and self._usd_today >= self.usd_per_day:
-                return False
+            if self.usd_per_day is not None:
+                held = self._usd_today + self._usd_reserved
+                if held >= self.usd_per_day or held + usd > self.usd_per_day:
+                    return False
             self._tokens -= 1.0
             self._used_today += 1
+            self._usd_reserved += usd
             return True
+
+    def release(self, usd: float) -> None:
+        """Give back a reservation of `try_reserve` once the call's real cost is charged
+        (or the call failed before the provider answered)."""
+        usd = usd if usd > 0 and math.isfinite(usd) else 0.0
+        with self._lock:
+            self._usd_reserved = max(self._usd_reserved - usd, 0.0)
+
+    def reserved_usd(self) -> float:
+        with self._lock:
+            return self._usd_reserved
 
     def charge(self, usd: float) -> None:
         """Add a finished call's cost to today's spend (negative or non-finite: ignored)."""
@@ -154,7 +181,8 @@ class JudgeBudget:
             if self.calls_per_day is not None:
                 out["day"] = float(self.calls_per_day - self._used_today)
             if self.usd_per_day is not None:
-                out["usd_day"] = max(self.usd_per_day - self._usd_today, 0.0)
+                held = self._usd_today + self._usd_reserved
+                out["usd_day"] = max(self.usd_per_day - held, 0.0)
             return out
 
     def observe_demand(self) -> None:

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tracepass.evaluator.graders.jsonfind import last_between_markers, last_json_object
 from tracepass.evaluator.judge.call_budget import JudgeBudget, JudgeBudgetExhausted
 from tracepass.evaluator.judge.spend import JudgeSpend, PriceFn, spend_of
+from tracepass.evaluator.judge.spend_estimate import SpendEstimator
 from tracepass.evaluator.judge.verdict_cache import JudgeCache, cache_key
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
@@ -287,6 +288,10 @@ class LLMJudge:
         self.budget = budget
         self.price = price
         self.on_spend = on_spend
+        self._estimator = SpendEstimator()
+        self._calibration_locks: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Lock
+        ] = weakref.WeakKeyDictionary()
         self._use_structured = use_structured_output
         self._structured: Any = None  # the runnable, once built
         self._structured_checked = False
@@ -437,15 +442,56 @@ class LLMJudge:
         structured = self._structured_runnable()
         messages = build(structured is not None)
         async with self._semaphore():
-            if structured is not None:
-                try:
-                    result = await asyncio.wait_for(structured.ainvoke(messages), self.timeout_s)
-                except Exception as exc:
-                    if _is_parse_failure(exc):
-                        raise _Malformed(f"structured output did not parse: {exc}") from exc
-                    raise
-            else:
-                result = await asyncio.wait_for(self.model.ainvoke(messages), self.timeout_s)
+            # The budget is taken only once a call slot is ours: checked before the wait,
+            # every waiting call would pass a check that none of them had paid for yet.
+            if self._estimator.calibrated or self.budget is None or self.budget.usd_per_day is None:
+                return await self._reserved_call(structured, messages, quoted)
+            async with self._calibration_lock():  # no cost seen yet: one call at a time
+                return await self._reserved_call(structured, messages, quoted)
+
+    def _calibration_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._calibration_locks.get(loop)
+        if lock is None:
+            lock = self._calibration_locks[loop] = asyncio.Lock()
+        return lock
+
+    async def _reserved_call(
+        self, structured: Any, messages: list[BaseMessage], quoted: Sequence[str]
+    ) -> tuple[float, str | None]:
+        reserved = self._reserve(messages)
+        try:
+            return await self._call(structured, messages, quoted)
+        finally:
+            if self.budget is not None:
+                self.budget.release(reserved)
+
+    def _reserve(self, messages: Sequence[Any]) -> float:
+        """Take this call from the budget with its estimated cost reserved (0 without a
+        money cap); raises `JudgeBudgetExhausted` when it does not fit."""
+        if self.budget is None:
+            return 0.0
+        estimate = 0.0
+        if self.budget.usd_per_day is not None:
+            estimate = self._estimator.estimate(
+                self._fallback_model(), (_text_of(m) for m in messages), self._price_book()
+            )
+        if not self.budget.try_reserve(estimate):
+            raise JudgeBudgetExhausted("judge budget spent")
+        return estimate
+
+    async def _call(
+        self, structured: Any, messages: list[BaseMessage], quoted: Sequence[str]
+    ) -> tuple[float, str | None]:
+        if structured is not None:
+            try:
+                result = await asyncio.wait_for(structured.ainvoke(messages), self.timeout_s)
+            except Exception as exc:
+                if _is_parse_failure(exc):
+                    raise _Malformed(f"structured output did not parse: {exc}") from exc
+                raise
+        else:
+            result = await asyncio.wait_for(self.model.ainvoke(messages), self.timeout_s)
         if structured is not None:
             if isinstance(result, dict) and "raw" in result and "parsed" in result:
                 self._spent(result["raw"])  # include_raw=True: {raw, parsed, parsing_error}
@@ -467,12 +513,8 @@ class LLMJudge:
         """Count one model call's tokens and cost, and charge the cost to the budget."""
         if self.on_spend is None and self.budget is None:
             return
-        if self.price is None:  # the library's prices (no config overrides)
-            from tracepass.evaluator.pricing import PriceBook
-
-            self.price = PriceBook()
-        fallback = self.model_id.partition(":")[2] or None
-        spend = spend_of(message, fallback, self.price)
+        spend = spend_of(message, self._fallback_model(), self._price_book())
+        self._estimator.observe(spend.cost_usd, spend.output_tokens)
         if self.budget is not None and spend.cost_usd is not None:
             self.budget.charge(spend.cost_usd)
         if self.on_spend is not None:
@@ -480,6 +522,17 @@ class LLMJudge:
                 self.on_spend(spend)
             except Exception:  # a metrics hook must never break judging
                 log.exception("judge on_spend hook failed")
+
+    def _price_book(self) -> PriceFn:
+        if self.price is None:  # the library's prices (no config overrides)
+            from tracepass.evaluator.pricing import PriceBook
+
+            self.price = PriceBook()
+        return self.price
+
+    def _fallback_model(self) -> str | None:
+        """The model name in `model_id` (`kind:name`), for pricing a reply that names none."""
+        return self.model_id.partition(":")[2] or None
 
     def _cache_get(self, key: str) -> tuple[float, str | None] | None:
         """A cache that cannot be read (locked past its busy timeout, disk trouble) is a
@@ -610,12 +663,14 @@ class LLMJudge:
         attempts = 0
         for attempt in range(self.max_retries + 1):
             attempts = attempt + 1
-            if self.budget is not None and not self.budget.try_acquire():
-                # Every attempt is a model call the budget pays for; cached verdicts are free.
-                self._emit("skipped_budget")
-                raise JudgeBudgetExhausted(f"judge budget spent after {attempt} attempt(s)")
             try:
+                # Every attempt is a model call the budget pays for; cached verdicts are free.
                 score, reasoning = await self._attempt(build, quoted)
+            except JudgeBudgetExhausted:
+                self._emit("skipped_budget")
+                raise JudgeBudgetExhausted(
+                    f"judge budget spent after {attempt} attempt(s)"
+                ) from None
             except _Malformed as exc:
                 problem = f"malformed judge output: {exc}"
             except asyncio.CancelledError:

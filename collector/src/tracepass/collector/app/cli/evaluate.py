@@ -142,7 +142,9 @@ def evaluate(
             "--config",
             help="A `tracepass serve` config file: its evaluation.conversation_judges judge "
             "every conversation, with its evaluation.judge model unless --judge is given; "
-            "readiness uses its metrics.headline_k and metrics.pass_pow_k_target.",
+            "readiness uses its metrics.headline_k and metrics.pass_pow_k_target; the files "
+            "are read with its conventions.custom mappings, assembly.conversation_id_keys "
+            "and (without --pricing) its pricing.models, as `serve` reads them.",
             show_default=False,
         ),
     ] = None,
@@ -238,6 +240,9 @@ def evaluate(
             fail("--references PATH is required with trace FILEs")
     conversation_judges: list[Any] = []
     rule = None
+    conventions = None
+    config_prices = None
+    id_keys = list(conversation_id_key or ())
     if config_file is not None:
         from tracepass.collector.config import ConfigError, load_config
 
@@ -248,6 +253,10 @@ def evaluate(
         settings = loaded.evaluation
         rule = loaded.metrics.readiness_rule()  # the serve config's headline_k and target
         conversation_judges = list(settings.conversation_judges)
+        # Read the files as `serve` and `inspect --config` would with this config.
+        conventions = loaded.conventions
+        config_prices = loaded.pricing.book()
+        id_keys = [*loaded.assembly.conversation_id_keys, *id_keys]
         if judge is None:
             judge = settings.judge
         if conversation_judges and judge is None:
@@ -272,9 +281,18 @@ def evaluate(
     else:
         sets = sources.reference_sets(references or [], allow_command_graders=allow_command_graders)
         conversations = sources.conversations_from_otlp(
-            files, conversation_id_key or (), sources.price_book(pricing)
+            files, id_keys, sources.price_book(pricing) or config_prices, conventions
         )
         source = ", ".join(map(str, files))
+    if not conversations:
+        # Nothing read is never a passing gate: a CI job whose spans stopped being read
+        # (a renamed attribute, a new framework) must go red, not green.
+        stderr_console().print(
+            f"[bold red]error:[/] no conversations read from {escape(source)}"
+            + ("" if dataset else " (`tracepass inspect FILE` says what the spans carry)"),
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_GATE)
     if sample_rate < 1.0:
         # The collector's decision (docs/configuration.md, "Sampling"), so CI reproduces
         # exactly what production evaluated.

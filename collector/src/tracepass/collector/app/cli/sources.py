@@ -12,6 +12,7 @@ from tracepass.evaluator.models import Conversation, ReferenceSet
 from tracepass.evaluator.references import ReferenceLoadError, load_dataset, load_reference_sets
 
 if TYPE_CHECKING:
+    from tracepass.collector.config import ConventionsConfig
     from tracepass.collector.receiver import OtlpFileRequest
     from tracepass.evaluator.pricing import PriceBook
 
@@ -57,14 +58,22 @@ def conversations_from_otlp(
     files: Sequence[Path],
     conversation_id_keys: Sequence[str] = (),
     prices: PriceBook | None = None,
+    conventions: ConventionsConfig | None = None,
 ) -> list[Conversation]:
     """Read OTLP files (JSON lines, single JSON documents, length-prefixed protobuf) and
     rebuild conversations across all of them (a conversation may span files); logs
-    requests in them (GenAI events as log records) are joined to their spans."""
+    requests in them (GenAI events as log records) are joined to their spans.
+    `conventions` (a config's section) adds its `custom` mappings, as `serve` and
+    `inspect --config` read them."""
     from tracepass.collector.pipeline import assemble_offline
+    from tracepass.collector.pipeline.offline import default_normalizer
 
+    normalizer = default_normalizer(conversation_id_keys, custom=conventions)
     return assemble_offline(
-        requests_from_otlp(files), conversation_id_keys=conversation_id_keys, prices=prices
+        requests_from_otlp(files),
+        conversation_id_keys=conversation_id_keys,
+        normalizer=normalizer,
+        prices=prices,
     )
 
 
