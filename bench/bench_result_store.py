@@ -49,7 +49,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from _e2e import reference_set_yaml, requests
 from tracepass.collector.app.cli.serve import GC_GEN0_THRESHOLD
-from tracepass.collector.export.judge_series import journal_entry
+from tracepass.collector.export.windows.judge_series import journal_entry
 from tracepass.collector.pipeline.offline import assemble_offline
 from tracepass.collector.state import ResultWrite, StateStore, StoredResult
 from tracepass.collector.state import sqlite_results as store_module

@@ -405,7 +405,7 @@ def test_no_collector_class_over_400_lines() -> None:
 
 def test_service_builds_and_starts_but_keeps_no_window_state() -> None:
     """`service.py` only builds and starts components: the rolling windows' restore,
-    replay and persistence are `export/windows.py`'s, and no start-order events."""
+    replay and persistence are `export/windows/window_persistence.py`'s, and no start-order events."""
     text = (COLLECTOR / "service.py").read_text(encoding="utf-8")
     for word in ("put_blob", "get_blob", "window_journal", "_lock", "asyncio.Event", "capture("):
         assert word not in text, word

@@ -21,9 +21,10 @@ from tracepass.collector.config import (
     ReceiverConfig,
     load_config,
 )
-from tracepass.collector.export.judge_series import journal_entries, journal_entry, trial_id
 from tracepass.collector.export.metrics import EvaluationMetrics
-from tracepass.collector.export.window_entry import decode_entries, window_entry
+from tracepass.collector.export.windows import replay_entry
+from tracepass.collector.export.windows.judge_series import journal_entries, journal_entry, trial_id
+from tracepass.collector.export.windows.window_entry import decode_entries, window_entry
 from tracepass.collector.service import CollectorService
 from tracepass.evaluator.models import (
     Conversation,
@@ -122,7 +123,7 @@ def test_journal_holds_the_judge_entries_and_replays_them() -> None:
         entries = decode_entries(journal_entry(result))
         assert entries == journal_entries(result)
         for entry in entries:
-            replayed.replay_entry(entry, revision=revision, now=T0 + i)
+            replay_entry(replayed, entry, revision=revision, now=T0 + i)
     assert replayed.aggregator.to_state() == live.aggregator.to_state()
     first = journal_entries(cases[0][0])
     assert first[0] == window_entry(cases[0][0])

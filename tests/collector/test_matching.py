@@ -173,17 +173,20 @@ def test_reload_with_the_real_loader_on_a_folder(tmp_path: Path) -> None:
     )
     assert src.catalog.turn_target(None, "weather in paris") == 1
 
-    # A new file with a bad field: the previous sets keep serving, the error is precise.
+    # A new file with a bad field: blocked alone (the other files keep loading), the
+    # error is precise and names it (issue 33 #7: it used to refuse the directory).
     extra = folder / "nested" / "extra.yaml"
     extra.parent.mkdir()
     extra.write_text(EXTRA.format(tools=7))
-    assert src.poll() is False
-    assert src.last_error == (
-        f"{extra}:7: references[0].turns[0].expected_tools: expected a list, got number"
-    )
+    assert src.poll() is True
+    message = f"{extra}:7: references[0].turns[0].expected_tools: expected a list, got number"
+    assert src.last_error == f"{extra}: {message}"
+    assert src.blocked == {str(extra): message}
+    assert src.readiness() is not None
+    assert str(extra) in src.readiness()
     assert src.catalog.match_query("Where is my order?") is not None
     assert src.catalog.match_query("I want a refund") is None
-    assert m.value("tracepass_reference_reloads", outcome="error") == 1
+    assert m.value("tracepass_reference_reloads", outcome="partial") == 1
 
     # Fixed atomically (write + rename, as editors and ConfigMaps do): picked up.
     tmp = folder / "nested" / "extra.tmp"
@@ -196,21 +199,23 @@ def test_reload_with_the_real_loader_on_a_folder(tmp_path: Path) -> None:
     assert (hit.reference_set, hit.reference.id) == ("extra", "refund")
     assert len(src.catalog) == 3
 
-    # A clash of reference ids across files is an error too; the last good set stays.
+    # A clash of reference ids across files blocks the newcomer; the file in service
+    # keeps the id.
     (folder / "Clash.YAML").write_text(EXTRA.format(tools="[]").replace("extra", "clash"))
-    assert src.poll() is False
+    assert src.poll() is True
     assert src.last_error is not None
-    assert "duplicate reference id 'refund'" in src.last_error
+    assert list(src.blocked) == [str(folder / "Clash.YAML")]
+    assert f"id 'refund' is already loaded from {extra}" in src.last_error
     assert len(src.catalog) == 3
 
     # The whole folder disappearing keeps the last good sets as well.
     shutil.rmtree(folder)
-    assert src.poll() is False
+    assert src.poll() is True
     assert src.last_error is not None
     assert "no such file or directory" in src.last_error
     assert len(src.catalog) == 3
     assert m.value("tracepass_reference_reloads", outcome="ok") == 2
-    assert m.value("tracepass_reference_reloads", outcome="error") == 3
+    assert m.value("tracepass_reference_reloads", outcome="partial") == 3
 
 
 def test_first_load_of_a_bad_file_fails(tmp_path: Path) -> None:

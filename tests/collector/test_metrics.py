@@ -233,8 +233,9 @@ def test_revisions_supersede(stack: tuple[Telemetry, EvaluationMetrics, Clock]) 
     assert get(s, "tracepass_turns_superseded_total", outcome="fail") == 1
     assert get(s, "tracepass_window_conversations", window="1h") == 1
     assert get(s, "tracepass_window_successes", window="1h") == 1
-    # The memory the windows hold: both revisions' entries (the first one superseded).
-    assert s[("tracepass_window_entries", frozenset())] == 2
+    # The memory the windows hold: both revisions' index rows (the first one
+    # superseded) and one bucket cell (the revised-away outcome left it).
+    assert s[("tracepass_window_entries", frozenset())] == 3
     ign = ("tracepass_evaluations_ignored_total", frozenset({("reason", "stale_revision")}))
     assert s[ign] == 1
 

@@ -42,6 +42,7 @@ from tracepass.collector.export.conversation_counts import LAG_BUCKETS, SCORE_BU
 from tracepass.collector.export.metrics import EvaluationMetrics
 from tracepass.collector.export.preaggregated import HotMetrics, attach
 from tracepass.collector.export.telemetry import Telemetry, build_telemetry
+from tracepass.collector.export.windows import replay_result
 from tracepass.evaluator.models import (
     Conversation,
     ConversationResult,
@@ -249,7 +250,7 @@ def test_same_output_as_the_sdk_instruments(stacks: tuple[Stack, Stack]) -> None
 def test_replay_does_not_count_again(stacks: tuple[Stack, Stack]) -> None:
     _, hot = stacks
     result, _ = make_result(1, outcome=Outcome.PASS)
-    assert hot.em.replay(result, revision=0, now=hot.clock.t)
+    assert replay_result(hot.em, result, revision=0, now=hot.clock.t)
     assert "tracepass_conversations_total" not in hot.scrape()
     assert hot.em.record(result, revision=1, now=hot.clock.t)
     text = hot.scrape()

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from tracepass.collector.config import CollectorConfig, MetricsConfig, ReceiverConfig
-from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.export.metrics import EvaluationMetrics
-from tracepass.collector.export.window_entry import (
+from tracepass.collector.export.windows import replay_entry, replay_result
+from tracepass.collector.export.windows.judge_series import journal_entry
+from tracepass.collector.export.windows.window_entry import (
     WindowEntry,
     decode_entry,
     encode_entry,
@@ -117,14 +118,14 @@ def test_replayed_entries_and_replayed_results_rebuild_the_recorded_windows() ->
         now = T0 + i
         live.record(result, revision=revision, now=now)
         text = journal_entry(result)  # what put_result journals
-        from_entries.replay_entry(decode_entry(text), revision=revision, now=now)
-        from_results.replay(result, revision=revision, now=now)  # a pre-5 journal
+        replay_entry(from_entries, decode_entry(text), revision=revision, now=now)
+        replay_result(from_results, result, revision=revision, now=now)  # a pre-5 journal
     assert from_entries.aggregator.to_state() == live.aggregator.to_state()
     assert from_results.aggregator.to_state() == live.aggregator.to_state()
     # Replaying onto a snapshot that already holds the entries changes nothing.
     again = _metrics(RollingAggregator.from_state(live.aggregator.to_state()))
     for i, (result, revision) in enumerate(CASES):
-        assert not again.replay_entry(window_entry(result), revision=revision, now=T0 + i)
+        assert not replay_entry(again, window_entry(result), revision=revision, now=T0 + i)
     assert again.aggregator.to_state() == live.aggregator.to_state()
 
 
@@ -184,3 +185,26 @@ async def test_a_restart_replays_the_journal_into_the_windows(tmp_path: Path, ol
         formats = {f for (f,) in conn.execute("SELECT format FROM window_log")}
     assert version == str(SCHEMA_VERSION)
     assert formats <= {JOURNAL_RESULT if old else JOURNAL_WINDOW}
+
+
+async def test_the_windows_offer_their_journal_encoder_through_the_chain(tmp_path: Path) -> None:
+    """The service no longer injects the encoder: the rolling windows' component offers
+    it and the results store, earlier in the chain, takes it when the chain starts;
+    without a state file nothing is offered (nothing would be replayed)."""
+    from tracepass.collector.export import RollingWindows
+    from tracepass.collector.pipeline import ResultChain, ResultsWriter
+
+    store = StateStore(tmp_path / "state.sqlite")
+    store.open()
+    try:
+        writer = ResultsWriter(store)
+        chain = ResultChain([writer, RollingWindows(store, _metrics(), persist_interval_s=3600)])
+        assert writer.journal_entry is None
+        await chain.start()
+        assert writer.journal_entry is journal_entry
+        await chain.shutdown()
+        memory_only = ResultsWriter(None)
+        await ResultChain([memory_only, RollingWindows(None, _metrics())]).start()
+        assert memory_only.journal_entry is None
+    finally:
+        store.close()

@@ -150,7 +150,7 @@ def test_shipped_alertmanager_config_and_template_are_valid(tmp_path: Path) -> N
     (point,) = contact["contactPoints"]
     (receiver,) = point["receivers"]
     assert receiver["type"] == "slack"
-    assert "{{ .Annotations.ui_url }}" in receiver["settings"]["text"]
+    assert "{{ .Annotations.ui_url | reReplaceAll" in receiver["settings"]["text"]
     assert contact["policies"][0]["receiver"] == point["name"]
 
 

@@ -21,6 +21,7 @@ def cfg(**kw: object) -> RollingConfig:
         "decay_half_life_s": 20.0,
         "ks": (1, 3),
         "min_conversations": 1,
+        "bucket_s": 1.0,  # the edges below are whole seconds: buckets of 1 s change nothing
     }
     base.update(kw)
     return RollingConfig(**base)  # type: ignore[arg-type]
@@ -254,7 +255,13 @@ def test_matches_brute_force_model(
             assert w.c == pytest.approx(c, abs=1e-9)
             continue
         seconds = 10.0 if w.window == "short" else 100.0
-        live = [(task, ok) for t, task, ok in entries if ok is not None and t > now - seconds]
+        # Bucket edges (bucket_s = 1): an entry is in while its bucket is one of the
+        # window's last `seconds` buckets, the current one included.
+        live = [
+            (task, ok)
+            for t, task, ok in entries
+            if ok is not None and math.floor(t) > math.floor(now) - seconds
+        ]
         assert w.n == len(live)
         assert w.c == sum(1 for _, ok in live if ok)
         if w.n:

@@ -127,6 +127,12 @@ _AGENTO11Y_OA_HANDOFF = {
     "span names no destination agent and every span names the hooks' agent_name",
 }
 KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "logfire_anthropic": {
+        "conversation 0 turn 1 tool call 1 (book_flight): error None lacks 'flight FL-404 is "
+        "sold out'": "Logfire 5.4's Anthropic instrumentation writes the app's tool_result "
+        "block into gen_ai.input.messages as a tool_call_response part without its "
+        "is_error flag (request_data keeps only the model): no span carries the failure",
+    },
     "agento11y_openai_agents_otel": _AGENTO11Y_OA,
     "agento11y_openai_agents_otel_handoff": _AGENTO11Y_OA_HANDOFF,
     "agento11y_langgraph": _AGENTO11Y_DEFAULT,
@@ -282,3 +288,14 @@ def test_inspect_finds_nothing_misread(scenario: str) -> None:
 
 def test_the_corpus_is_there() -> None:
     assert SCENARIOS, f"no *.expected.json in {CORPUS}"
+
+
+def test_runs_with_their_own_root_stay_turns_without_a_query() -> None:
+    """Content capture off (the openai-v2 default): no query is read, but each turn is the
+    application's own root span holding its model calls, so the session id that joins
+    the runs must not fold the second into the first (continuation.py)."""
+    (conv,) = conversations_from_otlp(
+        [CORPUS / "heldout_openai_otel_contrib_no_content.otlp.jsonl"]
+    )
+    assert conv.id == "conv-travel-1"
+    assert [len(t.tool_calls) for t in conv.turns] == [2, 3]

@@ -81,11 +81,12 @@ def test_hot_reload_cannot_turn_them_on(tmp_path: Path) -> None:
             errors = sum(
                 v
                 for (name, labels), v in serve.samples().items()
-                if name == "tracepass_reference_reloads_total" and 'outcome="error"' in labels
+                # The file alone is blocked (issue 33 #7): the others keep loading.
+                if name == "tracepass_reference_reloads_total" and 'outcome="partial"' in labels
             )
             if errors >= 1:
                 break
-            assert time.monotonic() < deadline, "the reload was not refused"
+            assert time.monotonic() < deadline, "the file was not blocked"
             time.sleep(0.2)
         assert serve.request("GET", "/healthz")[0] == 200
     finally:

@@ -37,7 +37,10 @@ class TLSConfig(_Section):
 
 
 class ReceiverConfig(_Section):
-    host: str = "0.0.0.0"
+    # Loopback by default, as the OpenTelemetry Collector's receivers: the API and UI
+    # serve conversation contents, so reaching other machines is an explicit choice
+    # (`0.0.0.0`, set by the compose and Kubernetes manifests).
+    host: str = "127.0.0.1"
     grpc_port: int = Field(default=4317, ge=0, le=65535)
     http_port: int = Field(default=4318, ge=0, le=65535)
     grpc_enabled: bool = True
@@ -190,6 +193,11 @@ class WindowConfig(_Section):
     seconds: float = Field(gt=0)
 
 
+# Added to retention + idle timeout for the windows' revision horizon: a revision is
+# evaluated after its late span settles and waits its turn in the evaluation queue.
+REVISION_MARGIN_S = 600.0
+
+
 class MetricsConfig(_Section):
     prometheus_enabled: bool = True
     # None: the receivers' host (`receiver.host`, i.e. `--host`).
@@ -229,6 +237,16 @@ class MetricsConfig(_Section):
     min_conversations: int = Field(default=20, ge=1)
     cusum_p0: float = Field(default=0.9, gt=0, lt=1)
     cusum_p1: float = Field(default=0.7, gt=0, lt=1)
+    # The rolling windows count outcomes per bucket of this many seconds: a window holds
+    # its last ceil(seconds / window_bucket_s) buckets (docs/statistics.md, "Buckets").
+    # null: 60 s, or a 60th of the shortest window when that is shorter (a window's edge
+    # then moves by at most 1/60 of it).
+    window_bucket_s: float | None = Field(default=None, gt=0)
+    # How long after its last evaluation a conversation's outcome can still be replaced
+    # by a revision (null: assembly.retention_s + assembly.idle_timeout_s + 600 s, the
+    # longest gap between two evaluations of one conversation); later, a revision
+    # counts as a new conversation. Window memory holds one row per evaluation of it.
+    revision_horizon_s: float | None = Field(default=None, gt=0)
     label_limit: int = Field(default=50, gt=0)
     emit_evaluation_events: bool = True
 
@@ -549,6 +567,14 @@ class CollectorConfig(_Section):
     failure_modes: FailureModesConfig = FailureModesConfig()
     candidates: CandidatesConfig = CandidatesConfig()
     review: ReviewConfig = ReviewConfig()
+
+    @model_validator(mode="after")
+    def _revision_horizon(self) -> CollectorConfig:
+        """Windows must remember a conversation as long as a late span can revise it."""
+        if self.metrics.revision_horizon_s is None:
+            a = self.assembly
+            self.metrics.revision_horizon_s = a.retention_s + a.idle_timeout_s + REVISION_MARGIN_S
+        return self
 
     @model_validator(mode="after")
     def _ui_window_exists(self) -> CollectorConfig:

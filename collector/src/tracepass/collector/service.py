@@ -6,7 +6,7 @@ of `tracepass probe` run, so the three cannot drift apart:
     telemetry (MeterProvider: Prometheus /metrics + optional OTLP push)
       → state file (span buffer, local results, window journal)
       → result chain: results store → metrics → rolling windows (restore, replay,
-        persist: export/windows.py) → evaluation events → failure log → listeners
+        persist: export/windows/) → evaluation events → failure log → listeners
       → Pipeline (references, assembly, matching, scoring) → the chain
       → read API and UI → OTLP receivers (gRPC + HTTP, /healthz, /readyz)
 
@@ -227,7 +227,6 @@ class CollectorService:
         from tracepass.collector.export import (
             EvaluationMetrics,
             build_telemetry,
-            journal_entry,
             rolling_config,
         )
 
@@ -263,7 +262,7 @@ class CollectorService:
             batch_max_delay_ms=cfg.state.batch_max_delay_ms,
         )
         shared = shared_results_store(cfg)
-        results = ResultsWriter(self.store, results=shared, journal_entry=journal_entry)
+        results = ResultsWriter(self.store, results=shared)
         self.chain = self._build_chain(results, meter, shared)
         self.pipeline = Pipeline.from_config(
             cfg,

@@ -12,6 +12,12 @@ Aliases are bounded before anything walks the tree: PyYAML shares an aliased nod
 every walk (validation, `locations`) expands it, so a 454-byte "billion laughs" file
 grew to 3.8 GB in `locations`. A file whose aliases would add more than
 `MAX_ALIAS_EXPANSION` nodes to what is written is refused at the alias that crosses it.
+
+Nesting is bounded while the tree is built: PyYAML's composer and constructor recurse
+once per level, so a 5,000-level file (`[[[[…`, 10 KB) was a `RecursionError` (exit 1,
+or a 500 from the API) instead of an error naming the line. A file nesting mappings and
+lists deeper than `MAX_NESTING` levels is refused at the node that crosses it; no
+reference or config needs a tenth of that.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ import yaml
 
 __all__ = [
     "MAX_ALIAS_EXPANSION",
+    "MAX_NESTING",
     "StrictLoader",
     "YamlFileError",
     "locate",
     "locations",
+    "nesting_message",
     "parse",
     "read_text",
+    "too_deep",
     "yaml_error",
 ]
 
@@ -38,6 +47,55 @@ Location = tuple[int, int]  # 1-based line and column
 # anchored block a few hundred times stays far below it).
 MAX_ALIAS_EXPANSION = 100_000
 FieldPath = tuple[str | int, ...]
+# Levels of mappings and lists a file may nest (the readers of the parsed value recurse
+# a few frames per level, within Python's default limit of 1,000 frames).
+MAX_NESTING = 100
+
+
+def nesting_message() -> str:
+    return f"nested deeper than {MAX_NESTING} levels of mappings and lists"
+
+
+def too_deep(value: Any) -> bool:
+    """Whether a parsed value (JSON: read without a depth limit of its own below
+    Python's recursion limit) nests mappings and lists deeper than `MAX_NESTING`.
+    Iterative, linear in the value's size."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= MAX_NESTING:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+class _DepthLimit(yaml.composer.Composer):
+    """The composer, refusing a node nested deeper than `MAX_NESTING` (checked before the
+    recursion that would overflow the stack). Mixed in before a loader, whose parser
+    provides the events."""
+
+    _depth = 0
+    check_event: Any
+    peek_event: Any
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self._depth >= MAX_NESTING and (
+            self.check_event(yaml.SequenceStartEvent) or self.check_event(yaml.MappingStartEvent)
+        ):
+            raise yaml.composer.ComposerError(
+                None, None, nesting_message(), self.peek_event().start_mark
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 class YamlFileError(ValueError):
@@ -56,8 +114,13 @@ class YamlFileError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-class StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing duplicate mapping keys."""
+class StrictLoader(_DepthLimit, yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate mapping keys and deep nesting."""
+
+
+class _LocatingLoader(_DepthLimit, yaml.SafeLoader):
+    """The safe loader `locations` composes with (duplicate keys allowed: it only
+    looks up positions), bounded in depth like `StrictLoader`."""
 
 
 def _strict_mapping(loader: StrictLoader, node: yaml.MappingNode) -> Any:
@@ -124,6 +187,7 @@ def _check_aliases(root: Any, file: str) -> None:
     Expanded sizes are computed once per distinct node (post-order, memoized), so the
     check itself is linear in what is written."""
     expanded: dict[int, int] = {}
+    height: dict[int, int] = {}
     distinct = 0
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
@@ -143,6 +207,17 @@ def _check_aliases(root: Any, file: str) -> None:
         distinct += 1
         size = 1 + sum(expanded[id(c)] for c in children)
         expanded[id(node)] = size
+        # Aliases nest too: a node whose expansion is deeper than the composer allows
+        # would overflow the constructor's recursion.
+        height[id(node)] = 1 + max((height[id(c)] for c in children), default=0)
+        if height[id(node)] > MAX_NESTING + 1:
+            mark = node.start_mark
+            raise YamlFileError(
+                nesting_message() + " (through aliases)",
+                file=file,
+                line=mark.line + 1,
+                column=mark.column + 1,
+            )
         if size - distinct > MAX_ALIAS_EXPANSION:
             mark = node.start_mark
             raise YamlFileError(
@@ -205,7 +280,7 @@ def locations(text: str) -> dict[FieldPath, Location]:
     mapping entries (where the user looks), the item's for sequence items."""
     out: dict[FieldPath, Location] = {}
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LocatingLoader)  # a SafeLoader subclass: safe
         if root is not None:
             _check_aliases(root, "<locations>")
     except (yaml.YAMLError, YamlFileError):

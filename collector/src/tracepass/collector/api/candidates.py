@@ -11,13 +11,22 @@ The POST routes change state: they are mounted behind `WriteAccess` (write token
 same-origin, CSRF). Approving writes a new file into the reference directory
 (`reference_writer.py`); the reference watcher loads it and from then on matching
 conversations are scored against it, so the task is no longer mined.
+
+Approvals run one at a time, off the event loop (validating 1 MB of YAML, or building
+the candidate of a 3,000-call conversation, took seconds). Their clash check sees the
+ids of files approved but not yet reloaded by the watcher: two approvals sharing a
+reference id within the reload interval used to be both written (the second is a 409).
+A candidate whose YAML exceeds the approval body limit (`MAX_YAML_BYTES`) is refused
+with 413: it could never come back edited.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -82,8 +91,14 @@ class ReferenceCandidates:
         *,
         catalog: Callable[[], ReferenceCatalog] = ReferenceCatalog,
         lookup: Callable[[str], StoredResult | None] = lambda _: None,
+        blocked: Callable[[], dict[str, str]] = dict,
     ) -> None:
         self.miner = miner
+        self._blocked = blocked  # reference files the watcher's last reload blocked
+        # One approval at a time (they run in threads); ids written by approvals, with
+        # their file, until the watcher has loaded them.
+        self._approving = threading.Lock()
+        self._written_ids: dict[str, Path] = {}
         self.directory = directory
         self._catalog = catalog
         self._lookup = lookup
@@ -139,6 +154,9 @@ class ReferenceCandidates:
             "tasks": len(self.miner),
             "dropped_tasks": self.miner.dropped_tasks,
             "writable": self.directory is not None,
+            "blocked_reference_files": [
+                {"file": f, "reason": why} for f, why in self._blocked().items()
+            ],
         }
 
     def one(self, candidate_id: str) -> dict[str, Any] | None:
@@ -156,8 +174,17 @@ class ReferenceCandidates:
             return None
         digest = hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()[:10]
         candidate = single_candidate(stored.conversation, f"conv-{digest}")
+        body = candidate_json(candidate, self._state(candidate.id))
+        size = len(body["yaml"].encode("utf-8"))
+        if size > MAX_YAML_BYTES:
+            raise ApprovalError(
+                413,
+                f"the reference of conversation {conversation_id!r} would be {size:,} bytes "
+                f"of YAML, more than an approval takes ({MAX_YAML_BYTES:,}); write it by "
+                "hand from the conversation's calls",
+            )
         self._single[candidate.id] = candidate
-        return candidate_json(candidate, self._state(candidate.id))
+        return body
 
     def approve(self, candidate_id: str, edited: str | None) -> tuple[int, dict[str, Any]]:
         candidate = self.find(candidate_id)
@@ -169,16 +196,19 @@ class ReferenceCandidates:
                 "or name a directory in references"
             }
         text = edited if edited is not None else candidate_yaml(candidate)
-        catalog = self._catalog()
-        try:
-            written = write_reference(
-                self.directory,
-                f"{candidate.id}.yaml",
-                text,
-                known_ids=lambda i: catalog.by_id(i) is not None,
-            )
-        except ApprovalError as exc:
-            return exc.status, {"error": str(exc)}
+        with self._approving:
+            catalog = self._catalog()
+            try:
+                written = write_reference(
+                    self.directory,
+                    f"{candidate.id}.yaml",
+                    text,
+                    known_ids=lambda i: catalog.by_id(i) is not None or self._unloaded(i),
+                )
+            except ApprovalError as exc:
+                return exc.status, {"error": str(exc)}
+            for ref_id in written.reference_ids:
+                self._written_ids.setdefault(ref_id, written.path)
         self.approved[candidate.id] = written.path
         self._kept[candidate.id] = candidate
         self.rejected.discard(candidate.id)
@@ -191,6 +221,17 @@ class ReferenceCandidates:
             "reference_ids": list(written.reference_ids),
             "created": written.created,
         }
+
+    def _unloaded(self, ref_id: str) -> bool:
+        """Whether an approval wrote `ref_id` into a file that still exists (the watcher
+        may not have loaded it yet)."""
+        path = self._written_ids.get(ref_id)
+        if path is None:
+            return False
+        if path.exists():
+            return True
+        del self._written_ids[ref_id]  # removed by a person since: the id is free
+        return False
 
     def reject(self, candidate_id: str) -> tuple[int, dict[str, Any]]:
         candidate = self.find(candidate_id)
@@ -234,6 +275,8 @@ async def edited_yaml(request: web.Request) -> str | None:
             data = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"body is not JSON: {exc}") from None
+        except RecursionError:
+            raise ValueError("body is not JSON this collector reads: nested too deeply") from None
         value = data.get("yaml") if isinstance(data, dict) else None
         if value is not None and not isinstance(value, str):
             raise ValueError("`yaml` must be a string")
@@ -261,7 +304,9 @@ def candidate_write_routes(candidates: ReferenceCandidates) -> list[WriteRoute]:
             text = await edited_yaml(request)
         except ValueError as exc:
             return _json({"error": str(exc)}, 400)
-        status, body = candidates.approve(request.match_info["candidate_id"], text)
+        status, body = await asyncio.to_thread(
+            candidates.approve, request.match_info["candidate_id"], text
+        )
         return _json(body, status)
 
     async def reject(request: web.Request) -> web.StreamResponse:
@@ -270,7 +315,10 @@ def candidate_write_routes(candidates: ReferenceCandidates) -> list[WriteRoute]:
 
     async def from_conversation(request: web.Request) -> web.StreamResponse:
         cid = request.match_info["conversation_id"]
-        body = candidates.from_conversation(cid)
+        try:
+            body = await asyncio.to_thread(candidates.from_conversation, cid)
+        except ApprovalError as exc:
+            return _json({"error": str(exc)}, exc.status)
         if body is None:
             return _json({"error": f"conversation {cid!r} not found"}, 404)
         return _json(body, 201)

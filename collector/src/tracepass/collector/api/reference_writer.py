@@ -4,9 +4,11 @@ loader first, written atomically, never over an existing file.
 1. The text is written to a scratch directory under its final file name and loaded
    with `load_dataset` (the loader the watcher uses): an error comes back with the
    loader's `file:line` message, naming the final path, and nothing is written.
-2. Its reference ids must not clash with the references in service (a clash would make
-   the watcher refuse the whole directory).
-3. The text is written to a hidden `.tmp` file in the directory (a suffix the loader
+2. It names no code (a `command` grader, an `argument_match` callable): refused (400)
+   whatever `evaluation.allow_command_graders` says; the approver is not the operator.
+3. Its reference ids must not clash with the references in service, nor with those of
+   files approved but not loaded yet (`known_ids`): the watcher would block the file.
+4. The text is written to a hidden `.tmp` file in the directory (a suffix the loader
    never reads), flushed and fsynced, then hard-linked to `<name>.yaml`: the link
    fails if that name exists, so a person's file is never rewritten and two approvals
    of one candidate make one file. The temporary file is removed whatever happens, so
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracepass.evaluator.graders.permissions import no_reference_code_in_approvals
 from tracepass.evaluator.models import ReferenceSet
 from tracepass.evaluator.references import ReferenceLoadError, load_dataset
 
@@ -54,7 +57,9 @@ def _validate(name: str, text: str, shown: Path) -> ReferenceSet:
             path = Path(scratch) / name
             path.write_text(text, encoding="utf-8")
             try:
-                return load_dataset(path).reference_set
+                # Never code (graders/permissions.py), whatever the collector allows.
+                with no_reference_code_in_approvals():
+                    return load_dataset(path).reference_set
             except ReferenceLoadError as exc:
                 raise ApprovalError(400, str(exc).replace(str(path), str(shown))) from None
     except OSError as exc:

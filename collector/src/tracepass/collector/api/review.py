@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -65,6 +66,10 @@ AGREEMENT_PATH = "/api/v1/review/agreement"
 ENQUEUE_PATH = "/api/v1/conversations/{conversation_id}/review"
 LABEL_PATH = "/api/v1/review/{conversation_id}/label"
 MAX_COMMENT_CHARS = 10_000
+MAX_REVIEWER_CHARS = 200
+# A turn index as the label's `turns` keys spell it: "0" or digits without a leading 0,
+# at most 9 of them (no conversation has a billion turns).
+_TURN_KEY = re.compile(r"0|[1-9][0-9]{0,8}", re.ASCII)
 MAX_LIST = 1000
 # Results kept in memory for the review rules while the shared database is unreachable,
 # and how often it is tried again.
@@ -108,10 +113,11 @@ def parse_label_fields(
     empty ones are "not labelled"; at least one verdict is required."""
     verdicts: dict[int, bool] = {}
     for key, value in turns.items():
-        try:
-            index = int(key)
-        except ValueError:
-            raise LabelError(f"turns: {key!r} is not a turn index") from None
+        # ASCII digits, no sign, no leading zero: `int()` also read "-0", " 1" and "٠"
+        # as turns 0 and 1, so {"0": "fail", "-0": "pass"} silently stored pass.
+        if not (isinstance(key, str) and _TURN_KEY.fullmatch(key)):
+            raise LabelError(f"turns: {str(key)[:40]!r} is not a turn index (0, 1, 2, …)")
+        index = int(key)
         if not 0 <= index < n_turns:
             raise LabelError(f"turns: the conversation has no turn {index} (0–{n_turns - 1})")
         verdict = _verdict(value, f"turns.{index}")
@@ -126,6 +132,8 @@ def parse_label_fields(
         raise LabelError(f"comment: longer than {MAX_COMMENT_CHARS} characters")
     if reviewer is not None and not isinstance(reviewer, str):
         raise LabelError("reviewer: must be a string")
+    if reviewer is not None and len(reviewer) > MAX_REVIEWER_CHARS:
+        raise LabelError(f"reviewer: longer than {MAX_REVIEWER_CHARS} characters")
     return ReviewLabel(
         conversation_id=conversation_id,
         passed=overall,
@@ -375,8 +383,8 @@ class ReviewQueue:
         async def label(request: web.Request) -> web.StreamResponse:
             try:
                 doc = await request.json()
-            except (ValueError, UnicodeDecodeError):
-                return _json({"error": "body: not JSON"}, status=400)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                return _json({"error": "body: not JSON (or nested too deeply)"}, status=400)
             if not isinstance(doc, dict):
                 return _json({"error": "body: expected a JSON object"}, status=400)
             turns = doc.get("turns") or {}

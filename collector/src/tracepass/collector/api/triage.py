@@ -75,6 +75,7 @@ class Triage:
             directory,
             catalog=lambda: pipeline.references.catalog,
             lookup=pipeline.latest_result,
+            blocked=lambda: dict(getattr(pipeline.references, "blocked", {})),
         )
         # `failure_modes.summarize`: summaries by the evaluator's judge model.
         self.summaries: ModeSummaries | None = None

@@ -10,7 +10,10 @@ the records below it): a group built from a trace **without an agent span** (a t
 tool or model spans only) whose query is none, or the same text as the previous turn's
 query, continues the previous turn: its records join that turn. A group rooted at an
 agent span continues the previous one only when both are in the same trace with the
-same query (one run traced as two agent spans). A turn rooted at an agent span in a
+same query (one run traced as two agent spans). A trace whose root is a span of its own
+that is neither a tool nor a model call (an application's turn span, a run span no
+convention names) and that holds a model call is one agent run: a turn of its own even when no query was read (content
+capture off), so a conversation id joining several runs never folds them into one turn. A turn rooted at an agent span in a
 trace of its own is always a turn, with or without a query (content capture off).
 """
 
@@ -23,6 +26,7 @@ from tracepass.collector.records import RecordKind, SpanRecord
 
 _BY_START = attrgetter("start_ns", "span_id")
 _MODEL = RecordKind.MODEL
+_TOOL = RecordKind.TOOL
 
 
 @dataclass(slots=True)
@@ -49,9 +53,22 @@ class TurnGroup:
         return self._query
 
 
+def _own_run(group: TurnGroup) -> bool:
+    """A fallback group rooted at a span of its own that is neither a tool nor a model
+    call (an application's turn span, a framework's run span no convention names) and
+    that called the model: one agent run with its own root, never a piece of the
+    previous turn (a trace of tool calls alone, a queue worker's, still continues)."""
+    root = group.root
+    if root.parent_span_id is not None or root.kind is _TOOL or root.kind is _MODEL:
+        return False
+    return any(m.kind is _MODEL for m in group.members)
+
+
 def _continues(group: TurnGroup, previous: TurnGroup) -> bool:
     query = group.query()
     if group.fallback:
+        if _own_run(group):
+            return False
         return query is None or query == previous.query()
     return (
         query is not None

@@ -47,6 +47,12 @@ def declared_agent(rec: SpanRecord) -> str | None:
     return name
 
 
+def agent_key(name: str | None) -> str:
+    """An agent name compared ignoring case and punctuation (`Booking-Agent`,
+    `booking_agent` and `booking agent` are one agent)."""
+    return "".join(ch for ch in (name or "").casefold() if ch.isalnum())
+
+
 def _is_agent_record(rec: SpanRecord) -> bool:
     return rec.kind is _TURN or rec.attributes.get(ROLE_ATTR) == ROLE_HANDOFF
 
@@ -153,18 +159,22 @@ def agent_steps(
         if owner is not None and owner.span_id not in seen:
             seen.add(owner.span_id)
             steps_in_order.append(owner)
-    # A hand-off labels the next step of the agent it names.
+    # A hand-off labels the next step of the agent it names (names compared ignoring
+    # case and punctuation: a `transfer_to_booking_agent` tool names `booking-agent`);
+    # one that names no agent (only its source) labels the next agent step.
     handed: dict[str, SpanRecord] = {}
     dropped: set[str] = set()
     for k, rec in enumerate(steps_in_order):
         if not _is_handoff(rec):
             continue
-        target = agents.agent_of(rec)
+        named = declared_agent(rec)
+        target = agent_key(named) if named is not None else None
         later = next(
             (
                 s
                 for s in steps_in_order[k + 1 :]
-                if not _is_handoff(s) and agents.agent_of(s) == target
+                if not _is_handoff(s)
+                and (target is None or agent_key(agents.agent_of(s)) == target)
             ),
             None,
         )

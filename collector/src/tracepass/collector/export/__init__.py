@@ -11,12 +11,12 @@ from tracepass.collector.export.consumers import (
     MetricsComponent,
 )
 from tracepass.collector.export.evaluation_events import EVENT_NAME, EvaluationEvents
-from tracepass.collector.export.judge_series import journal_entry
 from tracepass.collector.export.metrics import EvaluationMetrics, rolling_config
 from tracepass.collector.export.outcomes import result_success, success_of, turn_outcome
 from tracepass.collector.export.schema_checks import register_schema_check_counter
 from tracepass.collector.export.telemetry import build_telemetry
-from tracepass.collector.export.windows import RollingWindows
+from tracepass.collector.export.windows.judge_series import journal_entry
+from tracepass.collector.export.windows.window_persistence import RollingWindows
 
 __all__ = [
     "EVENT_NAME",

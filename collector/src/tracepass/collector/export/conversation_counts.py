@@ -23,9 +23,9 @@ from typing import Any
 
 from opentelemetry.metrics import Meter
 
-from tracepass.collector.export.metric_windows import LABELS
 from tracepass.collector.export.preaggregated import HotMetrics, Instruments, SdkInstruments, attach
 from tracepass.collector.export.usage_metrics import UsageMetrics
+from tracepass.collector.export.windows.metric_windows import LABELS
 from tracepass.evaluator.models import Conversation, ConversationResult
 from tracepass.evaluator.stats.rolling import AddResult, Key
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable
 
 from opentelemetry._logs import Logger
 from opentelemetry.metrics import Meter
@@ -34,9 +33,7 @@ from tracepass.collector.export.conversation_counts import ConversationCounts
 from tracepass.collector.export.conversation_exemplars import observe_conversation
 from tracepass.collector.export.evaluation_events import EVENT_NAME, EvaluationEvents
 from tracepass.collector.export.exemplars import ExemplarStore
-from tracepass.collector.export.judge_series import judgement_entries
 from tracepass.collector.export.judge_spend_metrics import JudgeSpendMetrics
-from tracepass.collector.export.metric_windows import LABELS, MetricWindows
 from tracepass.collector.export.outcomes import (
     result_success,
     success_of,
@@ -44,7 +41,9 @@ from tracepass.collector.export.outcomes import (
     violation_tally,
 )
 from tracepass.collector.export.preaggregated import HotMetrics
-from tracepass.collector.export.window_entry import (
+from tracepass.collector.export.windows.judge_series import judgement_entries
+from tracepass.collector.export.windows.metric_windows import LABELS, MetricWindows
+from tracepass.collector.export.windows.window_entry import (
     UNMATCHED_TASK,
     WindowEntry,
     entry_tag,
@@ -59,7 +58,6 @@ from tracepass.evaluator.stats.rolling import (
     KeySnapshot,
     RollingAggregator,
     RollingConfig,
-    StateCapture,
 )
 
 __all__ = [
@@ -74,9 +72,17 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _OUTCOME_VALUES = {o: o.value for o in Outcome}  # `.value` of an enum is a slow property
+
+
+DEFAULT_REVISION_HORIZON_S = RollingConfig().revision_horizon_s
+
+
+def window_bucket_s(config: MetricsConfig) -> float:
+    """The default bucket: a minute, or a 60th of the shortest window if shorter."""
+    shortest = min((float(w.seconds) for w in config.windows), default=3600.0)
+    return min(60.0, shortest / 60)
 
 
 def rolling_config(config: MetricsConfig) -> RollingConfig:
@@ -90,6 +96,9 @@ def rolling_config(config: MetricsConfig) -> RollingConfig:
         min_conversations=config.min_conversations,
         cusum_p0=config.cusum_p0,
         cusum_p1=config.cusum_p1,
+        bucket_s=config.window_bucket_s or window_bucket_s(config),
+        # Unset outside a CollectorConfig (which derives it from the assembly section).
+        revision_horizon_s=config.revision_horizon_s or DEFAULT_REVISION_HORIZON_S,
     )
 
 
@@ -242,33 +251,12 @@ class EvaluationMetrics:
                     timestamp=now,
                 )
 
-    def restore_windows(self, aggregator: RollingAggregator) -> None:
-        """Adopt windows restored from a snapshot (`export/windows.py`, before the first
-        result): their label values count against the cardinality limit as before."""
-        self.windows.adopt(aggregator)
-        for key in aggregator:
+    def seed_labels(self, keys: Iterable[Key]) -> None:
+        """Keys restored into the windows (`export/windows/`) count against the
+        cardinality limit as before the restart."""
+        for key in keys:
             for label, value in zip(LABELS, key, strict=True):
                 self.limiter.seed(label, [value])
-
-    def capture_windows(self, position: Callable[[], T]) -> tuple[StateCapture, T]:
-        """A point-in-time copy of the windows and `position()` read under the same lock
-        every writer of the windows takes (what `export/windows.py` persists: the copy
-        and the journal position it includes)."""
-        return self.windows.capture(position)
-
-    def replay(self, result: ConversationResult, *, revision: int, now: float) -> bool:
-        """Put an evaluation from the state file's window journal back into the windows
-        (crash recovery), exactly as `record` did the first time, without counting it
-        again or emitting its event: the counters and events of a previous process are
-        not this process's. Idempotent: an entry the restored snapshot already holds is
-        a stale revision and changes nothing. Returns whether it changed the windows.
-        (Journals written before schema version 5 hold whole results.)"""
-        return self.replay_entry(window_entry(result), revision=revision, now=now)
-
-    def replay_entry(self, entry: WindowEntry, *, revision: int, now: float) -> bool:
-        """`replay` of a journalled `WindowEntry` (what the journal holds since schema
-        version 5): the same entry `record` added, under the labels it maps to now."""
-        return self.windows.add(self.key_of(entry), entry, revision, now).accepted
 
     def record_judge_call(self, outcome: str) -> None:
         """`LLMJudge(on_call=...)` hook. outcome: ok | retry | error | cached (the

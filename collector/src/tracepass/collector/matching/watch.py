@@ -1,8 +1,13 @@
 """Watch reference files and keep the current `ReferenceCatalog` in service.
 
-Reference files are polled for changes; a file that fails to load keeps the previously
-loaded sets in service and the error is logged and counted. Matching itself is pure and
-lives in `tracepass.evaluator.references.matching`.
+Reference files are polled for changes. A reload takes each file on its own: a file that
+fails to load, or whose ids clash with a file loaded before it, is *blocked* (its
+previous version, if it had one that still fits, stays in service) while every other
+file loads; each blocked file is logged, counted (`outcome="partial"`) and named by
+`blocked` (shown by `/readyz` and the reference-candidates page). Before this, one bad
+file (two approvals sharing an id, say) refused the whole directory, a person's new
+file included. Matching itself is pure and lives in
+`tracepass.evaluator.references.matching`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from tracepass.evaluator.models import ReferenceSet
 from tracepass.evaluator.references import (
     ReferenceLoadError,
     iter_reference_files,
+    load_reference_file,
     load_reference_sets,
 )
 from tracepass.evaluator.references.matching import ReferenceCatalog
@@ -27,6 +33,9 @@ log = logging.getLogger(__name__)
 
 
 Loader = Callable[[Sequence[Path]], list[ReferenceSet]]
+# Blocked files named in `/readyz` (the rest counted): a directory of broken files must
+# not make the readiness answer unbounded.
+MAX_BLOCKED_SHOWN = 10
 
 
 def _signature(paths: Sequence[Path]) -> tuple[tuple[str, int, int, int], ...]:
@@ -82,14 +91,25 @@ class ReferenceSource:
             "tracepass_reference_reloads",
             description="Reference set (re)loads by outcome (ok | error)",
         )
+        self.allow_command_graders = allow_command_graders
         self.catalog = ReferenceCatalog(fuzzy=fuzzy, fuzzy_threshold=fuzzy_threshold)
         self.last_error: str | None = None
+        # file → why it is blocked (latest reload); file → the sets it loaded last time.
+        self.blocked: dict[str, str] = {}
+        self._loaded: dict[str, ReferenceSet | None] = {}
         self._signature: tuple[tuple[str, int, int, int], ...] | None = None
 
     def load(self) -> None:
         """First load: errors propagate (a collector must not start on a broken file)."""
         self._signature = _signature(self.paths)
-        sets = self.loader(self.paths) if self.paths or self._custom_loader else []
+        if self._custom_loader:
+            sets = self.loader(self.paths)
+        else:
+            sets = self._reload_each()
+            if self.blocked:
+                # The whole load's collected, located errors (a broken file is fatal).
+                self.loader(self.paths)
+                raise ReferenceLoadError("; ".join(f"{f}: {w}" for f, w in self.blocked.items()))
         self.catalog = ReferenceCatalog(
             sets, fuzzy=self.fuzzy, fuzzy_threshold=self.fuzzy_threshold
         )
@@ -102,7 +122,7 @@ class ReferenceSource:
             return False
         self._signature = sig
         try:
-            sets = self.loader(self.paths)
+            sets = self.loader(self.paths) if self._custom_loader else self._reload_each()
         except Exception as exc:  # keep serving the previous sets whatever went wrong
             self.last_error = str(exc)
             self._reloads.add(1, {"outcome": "error"})
@@ -111,7 +131,101 @@ class ReferenceSource:
         self.catalog = ReferenceCatalog(
             sets, fuzzy=self.fuzzy, fuzzy_threshold=self.fuzzy_threshold
         )
-        self.last_error = None
-        self._reloads.add(1, {"outcome": "ok"})
+        if self.blocked:
+            self.last_error = "; ".join(f"{f}: {why}" for f, why in self.blocked.items())
+            self._reloads.add(1, {"outcome": "partial"})
+            for file, why in self.blocked.items():
+                log.error("reference file %s blocked (the other files loaded): %s", file, why)
+        else:
+            self.last_error = None
+            self._reloads.add(1, {"outcome": "ok"})
         log.info("reference sets reloaded: %d references", len(self.catalog))
         return True
+
+    def readiness(self) -> str | None:
+        """The blocked reference files, for `/readyz`'s `degraded` list (None: none)."""
+        if not self.blocked:
+            return None
+        shown = [f"{f} ({why})" for f, why in list(self.blocked.items())[:MAX_BLOCKED_SHOWN]]
+        more = len(self.blocked) - len(shown)
+        return (
+            "reference files blocked, the others loaded: "
+            + "; ".join(shown)
+            + (f"; and {more} more" if more > 0 else "")
+        )
+
+    # ------------------------------------------------------------------ per file
+
+    def _files(self, blocked: dict[str, str]) -> list[Path]:
+        files: list[Path] = []
+        for path in self.paths:
+            try:
+                files += iter_reference_files([path])
+            except (ReferenceLoadError, OSError) as exc:
+                blocked[str(path)] = getattr(exc, "message", None) or str(exc)
+        return files
+
+    def _previous_under(self, path: str) -> dict[str, ReferenceSet | None]:
+        """The files last loaded from a configured path that cannot be read now."""
+        root = Path(path)
+        return {k: v for k, v in self._loaded.items() if root == Path(k) or root in Path(k).parents}
+
+    def _reload_each(self) -> list[ReferenceSet]:
+        """Every file loaded on its own; ids claimed by files already in service first
+        (a new file cannot take an id from one people rely on), then in path order."""
+        blocked: dict[str, str] = {}
+        loaded: dict[str, ReferenceSet | None] = {}
+        for f in self._files(blocked):
+            key = str(f)
+            try:
+                loaded[key] = load_reference_file(
+                    f, allow_command_graders=self.allow_command_graders
+                )
+            except ReferenceLoadError as exc:
+                previous = self._loaded.get(key)
+                if previous is None:
+                    blocked[key] = _one_line(exc)
+                    continue
+                blocked[key] = _one_line(exc) + " (its previous version stays in service)"
+                loaded[key] = previous
+        for path in list(blocked):
+            if path not in loaded and (previous_files := self._previous_under(path)):
+                blocked[path] += " (the files loaded from it before stay in service)"
+                loaded.update(previous_files)
+        walk = {k: i for i, k in enumerate(loaded)}
+        order = sorted(loaded, key=lambda k: (k not in self._loaded, walk[k]))
+        owner: dict[str, str] = {}
+        policy_owner: dict[str, str] = {}
+        sets: list[ReferenceSet] = []
+        kept: dict[str, ReferenceSet | None] = {}
+        for key in order:
+            rs = loaded[key]
+            if rs is None:
+                kept[key] = None
+                continue
+            clash = _clash(rs.references, owner) or _clash(rs.policies, policy_owner)
+            if clash is not None:
+                blocked[key] = clash
+                continue
+            for ref in rs.references:
+                owner[ref.id] = key
+            for policy in rs.policies:
+                policy_owner[policy.id] = key
+            sets.append(rs)
+            kept[key] = rs
+        self._loaded = {k: v for k, v in kept.items() if k not in blocked or v is not None}
+        self.blocked = blocked
+        return sets
+
+
+def _clash(items: Sequence[object], owner: dict[str, str]) -> str | None:
+    for item in items:
+        item_id = str(getattr(item, "id", ""))
+        if item_id in owner:
+            return f"id {item_id!r} is already loaded from {owner[item_id]}"
+    return None
+
+
+def _one_line(exc: ReferenceLoadError) -> str:
+    text = " | ".join(str(exc).splitlines())
+    return text if len(text) <= 500 else text[:499] + "…"

@@ -27,6 +27,7 @@ from tracepass.collector.normalize.conversation_ids import (
 )
 from tracepass.collector.normalize.custom import CustomConventions
 from tracepass.collector.normalize.extract import as_str, first_str
+from tracepass.collector.normalize.handoff_tools import read_handoff_tool
 from tracepass.collector.normalize.ids import span_id_hex, trace_id_hex
 from tracepass.collector.normalize.logs import normalize_logs_request
 from tracepass.collector.normalize.registry import (
@@ -34,6 +35,7 @@ from tracepass.collector.normalize.registry import (
     CONVENTION_ATTR,
     SOURCE_SPAN_EVENT,
 )
+from tracepass.collector.normalize.shape_fill import fill_by_shape
 from tracepass.collector.normalize.stats import NONE, ReadTally
 from tracepass.collector.normalize.table import BY_KEY, BY_SPAN_NAME, adapters_for_scope
 from tracepass.collector.normalize.usage import MAX_SPAN_DURATION_NS, read_usage
@@ -332,6 +334,23 @@ def normalize_request(
                     applied = [a.name for a in span_adapters if a.adapt(rec, attrs, span)]
                     if applied:
                         kept[ADAPTERS_ATTR] = applied
+                # What no convention or adapter read, by shape (shape_fill.py): only
+                # for records still missing content, and for tool results whose
+                # failure is a flag inside their JSON.
+                kind = rec.kind
+                if (
+                    (kind is _OTHER and convention is None and attrs)
+                    or (
+                        (kind is _TURN or kind is _MODEL)
+                        and (rec.input_text is None or rec.output_text is None)
+                    )
+                    or (kind is _TOOL and rec.error is None)
+                ):
+                    fill_by_shape(rec, attrs, convention is None)
+                # A framework's built-in hand-off tool (`transfer_to_<agent>`) is a
+                # hand-off step, not a call of the trajectory (handoff_tools.py).
+                if rec.kind is _TOOL:
+                    read_handoff_tool(rec)
                 if rec.kind is _MODEL:
                     usage = read_usage(attrs)
                     if usage is not None:

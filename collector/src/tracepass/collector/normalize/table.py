@@ -1,7 +1,7 @@
 """The dispatch tables `normalize_request` walks (see `registry` for their shape).
 
 Conventions, in order (first claim wins): tracepass's end marker, OpenInference,
-OpenLLMetry, Haystack's own tracing, the Vercel AI SDK's `ai.*` spans, Langfuse observations, MLflow's own span attributes, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
+OpenLLMetry, Haystack's own tracing, the Vercel AI SDK's `ai.*` spans, Langfuse observations, LangSmith's OTel export, Pydantic Logfire's integrations, MLflow's own span attributes, then the GenAI semconv attribute generations. OpenInference and OpenLLMetry
 come before GenAI because their spans also carry some `gen_ai.*` attributes. GenAI
 content in span events (`genai_events`) is read after whichever convention claimed the
 span, for what its attributes did not give. Framework adapters (`adapters/`) correct the
@@ -14,6 +14,8 @@ from tracepass.collector.normalize import (
     genai,
     haystack_native,
     langfuse,
+    langsmith,
+    logfire,
     mlflow_native,
     openinference,
     traceloop,
@@ -30,6 +32,8 @@ CONVENTIONS: tuple[Convention, ...] = (
     *haystack_native.CONVENTIONS,
     *vercel_ai.CONVENTIONS,
     *langfuse.CONVENTIONS,
+    *langsmith.CONVENTIONS,
+    *logfire.CONVENTIONS,
     *mlflow_native.CONVENTIONS,
     *genai.CONVENTIONS,
 )

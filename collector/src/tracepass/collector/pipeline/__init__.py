@@ -10,6 +10,7 @@ from tracepass.collector.pipeline.components import (
     ResultChain,
     ResultComponent,
 )
+from tracepass.collector.pipeline.gc_pause import batch_gc_pause
 from tracepass.collector.pipeline.live import Pipeline
 from tracepass.collector.pipeline.offline import (
     Normalizer,
@@ -41,5 +42,6 @@ __all__ = [
     "ReviewRules",
     "assemble_offline",
     "assemble_records",
+    "batch_gc_pause",
     "default_normalizer",
 ]

@@ -72,6 +72,17 @@ class ResultComponent:
     def on_result(self, result: ConversationResult, info: ResultInfo) -> ResultStep:
         raise NotImplementedError
 
+    def journal_encoder(self) -> Callable[[ConversationResult], str] | None:
+        """What the state file's window journal should keep of each result, when this
+        component owns something rebuilt from the journal after a crash (the rolling
+        windows); None: nothing. The chain hands the first one offered to every link
+        (`use_journal_encoder`) before it starts them."""
+        return None
+
+    def use_journal_encoder(self, encoder: Callable[[ConversationResult], str]) -> None:
+        """Take the chain's journal encoder (the results store writes the journal)."""
+        return None
+
 
 class ListenerComponent(ResultComponent):
     """A plain `(result, info)` callable (sync or async) as a chain link: the extension
@@ -100,7 +111,12 @@ class ResultChain:
 
     async def start(self) -> None:
         """Start every component in order; on a failure the ones already started are
-        shut down again before it propagates."""
+        shut down again before it propagates. First, the journal encoder a link offers
+        goes to every link (see `ResultComponent.journal_encoder`)."""
+        encoders = [e for c in self.components if (e := c.journal_encoder()) is not None]
+        if encoders:
+            for component in self.components:
+                component.use_journal_encoder(encoders[0])
         for component in self.components:
             try:
                 await component.start()

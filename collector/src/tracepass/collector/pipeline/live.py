@@ -175,6 +175,9 @@ class Pipeline:
         # Components that can be degraded while the pipeline still takes spans (the
         # results database): each says why, or None. `/readyz` shows what they say.
         self.readiness_checks: list[Callable[[], str | None]] = []
+        blocked_references = getattr(self.references, "readiness", None)
+        if callable(blocked_references):  # reference files blocked by the last reload
+            self.readiness_checks.append(blocked_references)
 
     @classmethod
     def from_config(

@@ -56,7 +56,8 @@ class ResultsWriter(ResultComponent):
         if results is None and store is not None:
             self.results = store.results
         # What the window journal keeps of each result (the rolling windows' entry,
-        # supplied by whoever owns the windows); None: no journal.
+        # offered through the chain by the windows' component, `use_journal_encoder`);
+        # None: no journal.
         self.journal_entry = journal_entry
         # With a results store every stored result is read back from it, so memory keeps
         # only the newest few (the API's hot path). Why not 10,000 as without one: each
@@ -119,6 +120,10 @@ class ResultsWriter(ResultComponent):
                 out.append(step)
             return out
         return [dataclasses.replace(i, journal_seq=q) for i, q in zip(infos, seqs, strict=True)]
+
+    def use_journal_encoder(self, encoder: Callable[[ConversationResult], str]) -> None:
+        if self.journal_entry is None:
+            self.journal_entry = encoder
 
     def _write_of(self, stored: StoredResult, info: ResultInfo) -> ResultWrite:
         assert stored.result is not None

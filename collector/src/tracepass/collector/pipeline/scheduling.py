@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tracepass.collector.assembly import Completed
+from tracepass.collector.pipeline.gc_pause import batch_gc_pause
 from tracepass.evaluator.models import Conversation, ConversationResult, Policy, Reference
 
 __all__ = [
@@ -158,6 +159,10 @@ class EvaluationChains:
             self.schedule(item)
 
     async def _run_batch(self, items: list[Completed], steps: BatchSteps) -> None:
+        with batch_gc_pause.held():  # no young collections mid-batch (gc_pause.py)
+            await self._run_batch_paused(items, steps)
+
+    async def _run_batch_paused(self, items: list[Completed], steps: BatchSteps) -> None:
         scored: list[Scored] = []
         spilled: list[asyncio.Task[None]] = []
         loop = asyncio.get_running_loop()
@@ -174,6 +179,7 @@ class EvaluationChains:
                     self._on_error()
                     log.exception("evaluation of conversation %s failed", item.key)
                 probe.cancel()
+                batch_gc_pause.check()
                 if one is not None:
                     scored.append(one)
                 if waited[0] and n + 1 < len(items):

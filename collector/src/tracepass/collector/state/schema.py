@@ -27,7 +27,7 @@ PAGE_SIZE = 16384  # of new state files
 _UPGRADABLE = {1, 2, 3, 4, 5}
 # What a window-journal entry's text holds: the whole `ConversationResult` as JSON
 # (schema versions 1-4), or the caller's compact window entry (since version 5: what
-# the rolling windows read of a result, export/window_entry.py).
+# the rolling windows read of a result, export/windows/window_entry.py).
 JOURNAL_RESULT = 1
 JOURNAL_WINDOW = 2
 _SCHEMA = """

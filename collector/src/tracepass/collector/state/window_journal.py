@@ -5,7 +5,7 @@ The windows are snapshotted only every few seconds; the journal is what puts the
 evaluations since the last snapshot back into them after a crash. A snapshot records
 the journal position it includes, and the entries up to it are deleted with it, in the
 same transaction. The component that restores, replays and persists the windows is
-`export/windows.py`.
+`export/windows/window_persistence.py`.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from tracepass.evaluator.judge._conversation_render import (
     render_full,
 )
 from tracepass.evaluator.judge._rubric_templates import RubricTemplate, resolve_rubric
+from tracepass.evaluator.judge._verdict_guard import VerdictGuard
 from tracepass.evaluator.judge.call_budget import JudgeBudgetExhausted
 from tracepass.evaluator.models import (
     Conversation,
@@ -56,8 +57,8 @@ __all__ = [
 # Results of a conversation judge are the series reference_set="judge:<name>".
 JUDGE_SET_PREFIX = "judge:"
 # Estimated tokens of what the prompt holds besides the rubric and the conversation (the
-# instructions around the data block and the reply format).
-PROMPT_OVERHEAD_TOKENS = 200
+# instructions around the data block, the reply format and the verdict id).
+PROMPT_OVERHEAD_TOKENS = 300
 # A rubric must leave at least this much of `max_prompt_tokens` to the conversation.
 MIN_CONVERSATION_TOKENS = 256
 _TAGS = ("conversation",)
@@ -205,9 +206,13 @@ class ConversationJudges:
             )
         view = fit_middle_out(full, compiled.conversation_tokens)
         parts = _prompt_parts(view)
+        # The verdict must carry a per-call id only the system message holds
+        # (`_verdict_guard.py`): a verdict written into the conversation is not one.
+        guard = VerdictGuard(view.text)
 
         def build(structured: bool) -> list[BaseMessage]:
-            return judge.messages(parts, structured=structured, rubric=template.text)
+            rubric = template.text if structured else template.text + guard.instructions()
+            return judge.messages(parts, structured=structured, rubric=rubric)
 
         inputs = {"conversation_judge": view.text, "omitted_chars": view.omitted_chars}
         try:
@@ -216,6 +221,7 @@ class ConversationJudges:
                 build,
                 rubric_version=template.version,
                 pass_threshold=compiled.spec.pass_threshold,
+                guard=guard,
             )
         except JudgeBudgetExhausted:
             return Judgement(

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracepass.evaluator.graders.jsonfind import last_between_markers, last_json_object
+from tracepass.evaluator.judge._verdict_guard import INJECTION_REASON, VerdictGuard
 from tracepass.evaluator.judge.call_budget import JudgeBudget, JudgeBudgetExhausted
 from tracepass.evaluator.judge.spend import JudgeSpend, PriceFn, spend_of
 from tracepass.evaluator.judge.spend_estimate import SpendEstimator
@@ -143,6 +144,11 @@ class JudgeVerdict(BaseModel):
 
 class _Malformed(Exception):
     """The model answered, but not with a usable verdict."""
+
+
+class _Injected(Exception):
+    """The data carried a verdict and the reply is not the judge's own (no verdict id):
+    judged a fail (`_verdict_guard.py`)."""
 
 
 def neutralise(text: str, tags: Sequence[str] = _TAGS) -> str:
@@ -372,7 +378,9 @@ class LLMJudge:
 
     # ------------------------------------------------------------------ parsing
 
-    def parse_reply(self, text: str, quoted: Sequence[str] = ()) -> tuple[float, str | None]:
+    def parse_reply(
+        self, text: str, quoted: Sequence[str] = (), guard: VerdictGuard | None = None
+    ) -> tuple[float, str | None]:
         """Score and reasoning from a free-text reply; raises `_Malformed`.
 
         Only the verdict the judge gives last counts: the LAST block between the markers,
@@ -381,17 +389,31 @@ class LLMJudge:
         {"score": 1.0}```); taking the first block would score the injection. A verdict
         whose text occurs verbatim in `answer` is a quotation, not a judgement, and is
         refused as malformed (retried), never scored; `quoted` is every text the prompt
-        carried as data (answers, query, reference, context)."""
-        inner = last_between_markers(text, *self.markers)
-        if inner is not None:
-            try:
-                candidate, source = json.loads(inner), inner
-            except ValueError:
-                raise _Malformed("the last marked block is not JSON") from None
-        else:
-            found, candidate, source = last_json_object(text)
-            if not found:
-                raise _Malformed("no JSON object with a 'score' key in the reply")
+        carried as data (answers, query, reference, context).
+
+        With a `guard` (conversation judges): a verdict carrying the call's verdict id is
+        the judge's own; when the data carried a verdict and the reply's has not the id,
+        `_Injected` (judged a fail, not retried)."""
+        try:
+            inner = last_between_markers(text, *self.markers)
+            if inner is not None:
+                try:
+                    candidate, source = json.loads(inner), inner
+                except ValueError:
+                    raise _Malformed("the last marked block is not JSON") from None
+            else:
+                found, candidate, source = last_json_object(text)
+                if not found:
+                    raise _Malformed("no JSON object with a 'score' key in the reply")
+        except _Malformed:
+            if guard is not None and guard.injected:
+                raise _Injected(INJECTION_REASON) from None
+            raise
+        if guard is not None:
+            if guard.owns(candidate):
+                return self._validate(candidate)
+            if guard.injected:
+                raise _Injected(INJECTION_REASON)
         if not isinstance(candidate, dict) or "score" not in candidate:
             raise _Malformed("the verdict (last JSON object in the reply) has no 'score' key")
         needle = source.strip()
@@ -437,17 +459,19 @@ class LLMJudge:
                 log.exception("judge on_call hook failed")
 
     async def _attempt(
-        self, build: MessageBuilder, quoted: Sequence[str]
+        self, build: MessageBuilder, quoted: Sequence[str], guard: VerdictGuard | None = None
     ) -> tuple[float, str | None]:
         structured = self._structured_runnable()
+        if guard is not None:
+            guard.begin()  # a fresh verdict id for this call, read by `build`
         messages = build(structured is not None)
         async with self._semaphore():
             # The budget is taken only once a call slot is ours: checked before the wait,
             # every waiting call would pass a check that none of them had paid for yet.
             if self._estimator.calibrated or self.budget is None or self.budget.usd_per_day is None:
-                return await self._reserved_call(structured, messages, quoted)
+                return await self._reserved_call(structured, messages, quoted, guard)
             async with self._calibration_lock():  # no cost seen yet: one call at a time
-                return await self._reserved_call(structured, messages, quoted)
+                return await self._reserved_call(structured, messages, quoted, guard)
 
     def _calibration_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -457,11 +481,15 @@ class LLMJudge:
         return lock
 
     async def _reserved_call(
-        self, structured: Any, messages: list[BaseMessage], quoted: Sequence[str]
+        self,
+        structured: Any,
+        messages: list[BaseMessage],
+        quoted: Sequence[str],
+        guard: VerdictGuard | None = None,
     ) -> tuple[float, str | None]:
         reserved = self._reserve(messages)
         try:
-            return await self._call(structured, messages, quoted)
+            return await self._call(structured, messages, quoted, guard)
         finally:
             if self.budget is not None:
                 self.budget.release(reserved)
@@ -481,7 +509,11 @@ class LLMJudge:
         return estimate
 
     async def _call(
-        self, structured: Any, messages: list[BaseMessage], quoted: Sequence[str]
+        self,
+        structured: Any,
+        messages: list[BaseMessage],
+        quoted: Sequence[str],
+        guard: VerdictGuard | None = None,
     ) -> tuple[float, str | None]:
         if structured is not None:
             try:
@@ -502,7 +534,7 @@ class LLMJudge:
                 raise _Malformed("structured output returned nothing")
             return self._validate(result)
         self._spent(result)
-        return self.parse_reply(_text_of(result), quoted)
+        return self.parse_reply(_text_of(result), quoted, guard)
 
     def record_spend(self, message: Any) -> None:
         """Count and charge a model reply obtained outside judging (the failure-mode
@@ -594,6 +626,7 @@ class LLMJudge:
         *,
         rubric_version: str | None = None,
         pass_threshold: float | None = None,
+        guard: VerdictGuard | None = None,
     ) -> JudgeVerdict:
         """Judge any prompt by this judge's rubric with the same guarantees (structured
         output, retries, cache, coalescing, errors as verdicts). `inputs` is everything
@@ -603,6 +636,15 @@ class LLMJudge:
         `messages` and its `rubric_version` (the cache key) and `pass_threshold` here."""
         version = self.rubric_version if rubric_version is None else rubric_version
         threshold = self.pass_threshold if pass_threshold is None else pass_threshold
+        if guard is not None and guard.injected:
+            # Counted (tracepass_judge_calls_total{outcome="injection"}) and logged,
+            # rate-limited: a flood of hostile conversations must not flood the log.
+            self._emit("injection")
+            self._log.warning(
+                "injection",
+                "conversation judge: the conversation carries a verdict addressed to the "
+                "judge (prompt injection?); only a verdict with the call's id counts",
+            )
         key = cache_key(self.model_id, version, inputs)
         # Identical requests already in flight (k trials that produced the same answer)
         # share one model call instead of racing the cache.
@@ -629,7 +671,7 @@ class LLMJudge:
         inflight[key] = future
         try:
             quoted = [v for v in inputs.values() if isinstance(v, str)]
-            verdict = await self._judge_uncoalesced(key, build, quoted, version, threshold)
+            verdict = await self._judge_uncoalesced(key, build, quoted, version, threshold, guard)
         except BaseException:
             future.cancel()
             raise
@@ -647,6 +689,7 @@ class LLMJudge:
         quoted: Sequence[str],
         rubric_version: str,
         threshold: float,
+        guard: VerdictGuard | None = None,
     ) -> JudgeVerdict:
         if self.cache is not None:
             hit = self._cache_get(key)
@@ -665,12 +708,20 @@ class LLMJudge:
             attempts = attempt + 1
             try:
                 # Every attempt is a model call the budget pays for; cached verdicts are free.
-                score, reasoning = await self._attempt(build, quoted)
+                score, reasoning = await self._attempt(build, quoted, guard)
             except JudgeBudgetExhausted:
                 self._emit("skipped_budget")
                 raise JudgeBudgetExhausted(
                     f"judge budget spent after {attempt} attempt(s)"
                 ) from None
+            except _Injected as exc:
+                # The injection answered, not the judge: a fail, without more paid calls.
+                score, reasoning = 0.0, str(exc)
+                self._cache_put(key, score, reasoning, rubric_version)
+                self._emit("ok")
+                return JudgeVerdict(
+                    score=score, passed=False, reasoning=reasoning, attempts=attempts
+                )
             except _Malformed as exc:
                 problem = f"malformed judge output: {exc}"
             except asyncio.CancelledError:

@@ -4,6 +4,14 @@ The exported file has one row per judged turn (a turn with an ``llm`` grader res
 an empty ``human_label`` column. Labels are read by `tracepass.evaluator.judge.agreement`
 (pass/fail, yes/no, true/false, 1/0, …); an empty cell means "not labelled" and the row
 is skipped (counted). The judge's label is its ``judge_passed`` verdict.
+
+People open the CSV in a spreadsheet, and its cells hold what agents and users wrote: a
+cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return would be read as
+a formula (``=HYPERLINK(…)``), so such cells, and cells already starting with ``'``, are
+written with a leading ``'`` (`neutralize_cell`), which spreadsheets show as text and
+`review import` strips back (`restore_cell`): the round trip is lossless. A cell is at
+most `MAX_CELL_CHARS` characters on both sides, so `review import` reads every file
+`review export` writes.
 """
 
 from __future__ import annotations
@@ -32,6 +40,28 @@ COLUMNS = (
     "judge_reasoning",
     "human_label",
 )
+
+
+# The longest cell export writes and import reads: the default size of one recorded
+# file (`receiver.record_max_file_bytes`), far above any answer a span carries.
+MAX_CELL_CHARS = 64 * 1024 * 1024
+# Characters a spreadsheet reads as the start of a formula (or that hide one behind
+# whitespace), and the quote that marks a neutralized cell.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_TEXT_MARK = "'"
+
+
+def neutralize_cell(value: str) -> str:
+    """`value` as a spreadsheet shows it as text: a leading `'` before a formula start
+    (or before a `'`, so `restore_cell` is its exact inverse)."""
+    if value.startswith(_FORMULA_START) or value.startswith(_TEXT_MARK):
+        return _TEXT_MARK + value
+    return value
+
+
+def restore_cell(value: str) -> str:
+    """The inverse of `neutralize_cell`."""
+    return value[1:] if value.startswith(_TEXT_MARK) else value
 
 
 class ReviewError(ValueError):
@@ -83,10 +113,19 @@ def write_rows(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+        # CRLF (RFC 4180): with "\n" alone, a cell holding a CR would go out unquoted
+        # and read back as a line break.
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
         writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in COLUMNS})
+        for n, row in enumerate(rows, 2):
+            cells = {k: _cell(row.get(k)) for k in COLUMNS}
+            too_long = next((k for k, v in cells.items() if len(v) > MAX_CELL_CHARS), None)
+            if too_long is not None:
+                raise ReviewError(
+                    f"{path}:{n}: {too_long} of {row.get('conversation_id')!r} is longer "
+                    f"than {MAX_CELL_CHARS:,} characters (a CSV cell's limit); export .jsonl"
+                )
+            writer.writerow(cells)
         text = buffer.getvalue()
     elif suffix in (".jsonl", ".ndjson"):
         text = "".join(
@@ -96,6 +135,12 @@ def write_rows(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
         raise ReviewError(f"{path}: output must end in .csv or .jsonl")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return neutralize_cell(value if isinstance(value, str) else str(value))
 
 
 def parse_label(value: Any, where: str) -> bool | None:
@@ -121,8 +166,9 @@ class Labels:
 
 
 def _read_records(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
+    # Bytes decoded, not `read_text`: universal newlines would turn a cell's CR into LF.
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise ReviewError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -130,25 +176,54 @@ def _read_records(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
     suffix = path.suffix.lower()
     records: list[tuple[str, Mapping[str, Any]]] = []
     if suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text))
-        missing = {"judge_passed", "human_label"} - set(reader.fieldnames or ())
-        if missing:
-            raise ReviewError(f"{path}:1: missing column(s) {', '.join(sorted(missing))}")
-        for row in reader:
-            records.append((f"{path}:{reader.line_num}", row))
+        records = _read_csv(path, text)
     elif suffix in (".jsonl", ".ndjson"):
-        for lineno, line in enumerate(text.splitlines(), 1):
+        # Split on LF only: `splitlines` also splits at U+2028 and others, which
+        # `json.dumps(ensure_ascii=False)` leaves raw inside strings.
+        for lineno, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ReviewError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise ReviewError(f"{path}:{lineno}: invalid JSON: nested too deeply") from None
             if not isinstance(obj, dict):
                 raise ReviewError(f"{path}:{lineno}: expected a JSON object")
             records.append((f"{path}:{lineno}", obj))
     else:
         raise ReviewError(f"{path}: labels must be a .csv or .jsonl file")
+    return records
+
+
+def _read_csv(path: Path, text: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The rows of a labelled CSV, cells restored (`restore_cell`); a malformed file is
+    a ReviewError naming the line. The field limit is process-wide in `csv`: raised for
+    this read only."""
+    records: list[tuple[str, Mapping[str, Any]]] = []
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    previous = csv.field_size_limit(MAX_CELL_CHARS)
+    read_up_to = 0  # the last line of the last record read: the next one starts after it
+    try:
+        try:
+            fields = reader.fieldnames or ()
+            read_up_to = reader.line_num
+            missing = {"judge_passed", "human_label"} - set(fields)
+            if missing:
+                raise ReviewError(f"{path}:1: missing column(s) {', '.join(sorted(missing))}")
+            for row in reader:
+                cells = {
+                    k: restore_cell(v) if isinstance(v, str) else v
+                    for k, v in row.items()
+                    if k is not None
+                }
+                records.append((f"{path}:{read_up_to + 1}", cells))
+                read_up_to = reader.line_num
+        except csv.Error as exc:
+            raise ReviewError(f"{path}:{read_up_to + 1}: not a readable CSV: {exc}") from None
+    finally:
+        csv.field_size_limit(previous)
     return records
 
 

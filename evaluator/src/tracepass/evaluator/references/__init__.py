@@ -9,6 +9,7 @@ from tracepass.evaluator.references.loader import (
     dump_reference_set_yaml,
     iter_reference_files,
     load_dataset,
+    load_reference_file,
     load_reference_sets,
 )
 from tracepass.evaluator.references.reference_schema import parse_reference, parse_reference_set
@@ -21,6 +22,7 @@ __all__ = [
     "import_fair_forge",
     "iter_reference_files",
     "load_dataset",
+    "load_reference_file",
     "load_reference_sets",
     "parse_reference",
     "parse_reference_set",

@@ -83,13 +83,11 @@ def _graders(v: Any, path: Path) -> tuple[GraderSpec, ...]:
 
 def _check_grader(spec: GraderSpec, path: Path) -> None:
     if spec.type == "command":
-        from tracepass.evaluator.graders.permissions import (
-            COMMAND_GRADERS_OFF,
-            command_graders_are_allowed,
-        )
+        from tracepass.evaluator.graders.permissions import reference_code_refusal
 
-        if not command_graders_are_allowed():
-            raise _fail((*path, "type"), COMMAND_GRADERS_OFF)
+        refusal = reference_code_refusal("a command grader")
+        if refusal is not None:
+            raise _fail((*path, "type"), refusal)
     try:
         from tracepass.evaluator.graders import GraderConfigError, validate_grader_spec
     except ImportError:  # graders not installed in this build: validated at scoring time

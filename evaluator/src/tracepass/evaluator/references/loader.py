@@ -28,11 +28,19 @@ from tracepass.evaluator.strict_yaml import (
     StrictLoader,
     YamlFileError,
     locations,
+    nesting_message,
     parse,
+    too_deep,
     yaml_error,
 )
 
-__all__ = ["dump_reference_set_yaml", "iter_reference_files", "load_dataset", "load_reference_sets"]
+__all__ = [
+    "dump_reference_set_yaml",
+    "iter_reference_files",
+    "load_dataset",
+    "load_reference_file",
+    "load_reference_sets",
+]
 
 log = logging.getLogger(__name__)
 
@@ -106,26 +114,34 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _parse_text(path: Path, text: str) -> Any:
     name = str(path)
     if path.suffix.lower() == ".json":
-        value = fast_loads(text)  # orjson, when it provably reads what `json` would
-        if value is not MAY_DIFFER:
-            return value
-        try:
-            return json.loads(text, object_pairs_hook=_no_duplicates)
-        except json.JSONDecodeError as exc:
-            raise ReferenceLoadError(
-                f"invalid JSON: {exc.msg}", file=name, line=exc.lineno
-            ) from exc
-        except _DuplicateKey:
-            # JSON is (nearly) YAML: the strict YAML loader finds the line.
-            try:
-                yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: safe
-            except yaml.YAMLError as exc:
-                raise _yaml_error(name, exc, "invalid JSON") from None
-            raise ReferenceLoadError("invalid JSON: duplicate key", file=name) from None
+        value = _parse_json(path, text)
+        if too_deep(value):
+            raise ReferenceLoadError(f"invalid JSON: {nesting_message()}", file=name)
+        return value
     try:
         return parse(text, name)
     except YamlFileError as exc:
         raise ReferenceLoadError(exc.message, file=name, line=exc.line) from exc
+
+
+def _parse_json(path: Path, text: str) -> Any:
+    name = str(path)
+    value = fast_loads(text)  # orjson, when it provably reads what `json` would
+    if value is not MAY_DIFFER:
+        return value
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise ReferenceLoadError(f"invalid JSON: {nesting_message()}", file=name) from None
+    except json.JSONDecodeError as exc:
+        raise ReferenceLoadError(f"invalid JSON: {exc.msg}", file=name, line=exc.lineno) from exc
+    except _DuplicateKey:
+        # JSON is (nearly) YAML: the strict YAML loader finds the line.
+        try:
+            yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: safe
+        except yaml.YAMLError as exc:
+            raise _yaml_error(name, exc, "invalid JSON") from None
+        raise ReferenceLoadError("invalid JSON: duplicate key", file=name) from None
 
 
 def _yaml_error(name: str, exc: yaml.YAMLError, what: str) -> ReferenceLoadError:
@@ -160,8 +176,14 @@ def _load_jsonl(path: Path, text: str) -> ReferenceSet:
             continue
         try:
             raw = json.loads(line)
+        except RecursionError:
+            raw = None  # refused just below, with its line
         except json.JSONDecodeError as exc:
             raise ReferenceLoadError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from exc
+        if raw is None or too_deep(raw):
+            raise ReferenceLoadError(
+                f"invalid JSON: {nesting_message()}", file=str(path), line=n
+            ) from None
         try:
             ref = parse_reference(raw)
         except ReferenceLoadError as exc:
@@ -227,20 +249,35 @@ def _load_reference_sets(paths: Sequence[Path | str]) -> list[ReferenceSet]:
     errors: list[ReferenceLoadError] = []
     for f in iter_reference_files(paths):
         try:
-            ds = load_dataset(f)
+            rs = load_reference_file(f)
         except ReferenceLoadError as exc:  # report every file's mistakes, not the first
             errors.extend(flatten(exc))
             continue
-        for line in ds.skipped:  # e.g. ADK user-simulation cases: never dropped quietly
-            log.warning("reference loading: %s", line)
-        rs = ds.reference_set
-        if not rs.references and ds.skipped:
+        if rs is None:
             continue
         _claim_ids("reference", (ref.id for ref in rs.references), str(f), owner, errors)
         _claim_ids("policy", (p.id for p in rs.policies), str(f), policy_owner, errors)
         sets.append(rs)
     raise_collected(errors)
     return sets
+
+
+def load_reference_file(
+    path: Path, *, allow_command_graders: bool | None = None
+) -> ReferenceSet | None:
+    """One reference file's set, alone (no check of ids against other files), None for
+    a file holding nothing but skipped items. `allow_command_graders` None: as set by
+    the caller's `command_graders_allowed` context."""
+    if allow_command_graders is not None:
+        with command_graders_allowed(allow_command_graders):
+            return load_reference_file(path)
+    ds = load_dataset(path)
+    for line in ds.skipped:  # e.g. ADK user-simulation cases: never dropped quietly
+        log.warning("reference loading: %s", line)
+    rs = ds.reference_set
+    if not rs.references and ds.skipped:
+        return None
+    return rs
 
 
 def _claim_ids(

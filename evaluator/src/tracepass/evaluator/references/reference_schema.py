@@ -70,6 +70,8 @@ def _tool(v: Any, path: Path, defaults: Mapping[str, Any]) -> ExpectedTool:
     problem = validate_matcher_name(mode)
     if problem is not None:
         raise _fail((*path, "argument_match"), problem)
+    if mode not in MATCHERS:
+        _refuse_code(mode, (*path, "argument_match"))
     args = raw.get("arguments")
     if args is not None and not isinstance(args, Mapping):
         raise _fail((*path, "arguments"), f"expected a mapping or null, got {_type_name(args)}")
@@ -167,7 +169,19 @@ def _defaults(v: Any, path: Path) -> dict[str, Any]:
         problem = validate_matcher_name(mode) if isinstance(mode, str) else "expected a string"
         if problem is not None:
             raise _fail((*path, "argument_match"), problem)
+        if mode not in MATCHERS:
+            _refuse_code(mode, (*path, "argument_match"))
     return out
+
+
+def _refuse_code(matcher: str, path: Path) -> None:
+    """A callable matcher is code (graders/permissions.py): refused, unless allowed,
+    before it is imported."""
+    from tracepass.evaluator.graders.permissions import reference_code_refusal
+
+    refusal = reference_code_refusal(f"argument_match {matcher!r}")
+    if refusal is not None:
+        raise _fail(path, refusal)
 
 
 def parse_reference_set(data: Any, *, default_name: str) -> ReferenceSet:

@@ -14,6 +14,7 @@ and the score they gave is already in the result.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -288,24 +289,31 @@ class FailureAnalysis:
     signatures: tuple[str, ...]
 
 
-# The last few analyses, by result identity: the store's index, the failure log line
-# and the failure-mode index all ask about the same result within one evaluation, and
-# pairing calls is the costly part. Holding the result keeps its id from being reused.
-_RECENT: list[tuple[ConversationResult, bool | None, FailureAnalysis]] = []
-_RECENT_SIZE = 8
+# The recent analyses, by result identity: the store's index, the failure-mode index
+# and the failure log line all ask about the same result within one evaluation batch,
+# and pairing calls is the costly part. Sized above a batch (the conversations one loop
+# iteration completed: ≈ 60 under load; 256 is also what the results cache keeps alive
+# anyway), because the links of the result chain see the
+# whole batch one link at a time: with the last 8 only, the failure log line computed
+# every analysis a second time (issue 36). Holding the result keeps its id from being
+# reused; the entry is the result's own, so a hit is checked by identity.
+_RECENT: dict[int, tuple[ConversationResult, bool | None, FailureAnalysis]] = {}
+_RECENT_SIZE = 256
 
 
 def failure_analysis(result: ConversationResult, complete: bool | None = None) -> FailureAnalysis:
     """Reasons and signatures of `result` computed once (trajectory rows paired once per
     failing turn). `complete`: whether the conversation was complete (None: unknown;
     it names the reason of an incomplete outcome)."""
-    for known, known_complete, analysis in _RECENT:
-        if known is result and (complete is None or known_complete == complete):
-            return analysis
+    known = _RECENT.get(id(result))
+    if known is not None and known[0] is result and (complete is None or known[1] == complete):
+        return known[2]
     analysis = _analyse(result, complete)
-    _RECENT.append((result, complete, analysis))
+    _RECENT.pop(id(result), None)
+    _RECENT[id(result)] = (result, complete, analysis)
     if len(_RECENT) > _RECENT_SIZE:
-        del _RECENT[0]
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread
+            del _RECENT[next(iter(_RECENT))]
     return analysis
 
 

@@ -28,6 +28,19 @@ class RollingConfig:
     min_conversations: int = 20
     cusum_p0: float = 0.9
     cusum_p1: float = 0.7
+    # Outcomes are counted per bucket of this many seconds: a sliding window holds the
+    # last ceil(seconds / bucket_s) buckets (the current one included), so its memory
+    # depends on keys x buckets, not on traffic (docs/statistics.md, "Buckets").
+    bucket_s: float = 60.0
+    # How long a conversation's contribution stays undoable by a later revision: the
+    # longest gap between two evaluations of one conversation the caller can produce
+    # (the collector: assembly.retention_s + idle_timeout_s + a margin). A revision
+    # arriving later counts as a new conversation.
+    revision_horizon_s: float = 4500.0
+
+    def buckets(self, seconds: float) -> int:
+        """Buckets a window of `seconds` holds (its length rounded up to buckets)."""
+        return max(1, math.ceil(seconds / self.bucket_s))
 
     def __post_init__(self) -> None:
         names = [w[0] for w in self.windows]
@@ -52,6 +65,12 @@ class RollingConfig:
         if self.min_conversations < 1:
             raise ValueError(f"min_conversations must be >= 1, got {self.min_conversations}")
         BernoulliCusum(self.cusum_p0, self.cusum_p1)  # validates the rates
+        for name, value in (
+            ("bucket_s", self.bucket_s),
+            ("revision_horizon_s", self.revision_horizon_s),
+        ):
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be > 0, got {value}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +83,8 @@ class RollingConfig:
             "min_conversations": self.min_conversations,
             "cusum_p0": self.cusum_p0,
             "cusum_p1": self.cusum_p1,
+            "bucket_s": self.bucket_s,
+            "revision_horizon_s": self.revision_horizon_s,
         }
 
     @classmethod
@@ -79,4 +100,7 @@ class RollingConfig:
             min_conversations=int(d["min_conversations"]),
             cusum_p0=float(d["cusum_p0"]),
             cusum_p1=float(d["cusum_p1"]),
+            # States written before buckets (versions 1 and 2) lack both: the defaults.
+            bucket_s=float(d.get("bucket_s", 60.0)),
+            revision_horizon_s=float(d.get("revision_horizon_s", 4500.0)),
         )

@@ -1,44 +1,58 @@
-"""The persisted form of `RollingAggregator` state (columnar, versioned).
+"""The persisted form of the bucketed rolling windows (format version 3).
 
-Split from `rolling.py` because encoding is a job of its own: the aggregator only hands
-out a `StateCapture` copy (cheap, under its lock) and reads back `Columns`; everything
-about base64 columns, dictionary encoding, format versions and validating a state file
-lives here.
+Split from `rolling.py` because encoding is a job of its own: the aggregator hands out
+a `StateCapture` copy (cheap, under its caller's lock) and reads back what `decode_*`
+return; base64 columns, dictionary encoding and validating a state file live here
+(earlier formats: `_rolling_legacy.py`).
+
+Per key: its buckets (bucket numbers, cells per bucket, and per cell the task, n and
+c), decayed counts and CUSUM. Once: the conversation index's live rows within the
+revision horizon (96-bit hashes, times, revisions, key, task, tag, outcome, CUSUM flag). Its
+size depends on keys x buckets x tasks and on the conversations of one revision
+horizon, not on the longest window's traffic.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
-import sys
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import compress
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from tracepass.evaluator.stats._rolling_buckets import Bucket
+from tracepass.evaluator.stats._rolling_columns import (
+    check_times,
+    dictionary,
+    pack,
+    undictionary,
+    unpack,
+)
 from tracepass.evaluator.stats._rolling_config import RollingConfig
+from tracepass.evaluator.stats._rolling_index import IndexColumns
+from tracepass.evaluator.stats._rolling_legacy import NOT_COUNTED
 
-Key = tuple[str, str, str]  # (agent_name, agent_version, reference_set)
-STATE_VERSION = 2
-NOT_COUNTED = -1  # `ok` of an entry that is no trial (success None: error, unscored)
+__all__ = [
+    "STATE_VERSION",
+    "BucketCapture",
+    "StateCapture",
+    "decode_buckets",
+    "decode_index",
+]
+
+STATE_VERSION = 3
+Key = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
-class StreamCapture:
+class BucketCapture:
+    """One key's buckets as (number, cells) with cells (task, n, c), n > 0."""
+
     key: Key
-    fed_uncounted: list[int]  # positions in the log columns below (tombstones included)
-    times: array[float]
-    tasks: list[str]
-    ok: array[int]
-    alive: bytearray
-    convs: list[str | None]
-    revs: array[int]
-    tags: list[str]
+    numbers: list[int]
+    cells: list[list[tuple[str, int, int]]]
     decay: tuple[float, float, float]
     decay_tasks: dict[str, list[float]]
     cusum: dict[str, float | int]
@@ -47,183 +61,117 @@ class StreamCapture:
 @dataclass(frozen=True, slots=True)
 class StateCapture:
     """A copy of the aggregator taken by `RollingAggregator.capture()`; `to_state()`
-    encodes it without touching the aggregator, so it may run in another thread.
-
-    The state is columnar because a 24 h window can hold a million entries and the
-    collector persists it every few seconds: numeric columns are little-endian arrays in
-    base64, the few distinct reference ids and tags are dictionary-encoded, conversation
-    ids are one string plus a length column. That keeps `json.dumps` / `json.loads` of
-    the whole state to a handful of large strings instead of millions of small values
-    (docs/statistics.md has the measured figures). Superseded entries are not kept.
-    """
+    encodes it without touching the aggregator, so it may run in another thread."""
 
     config: RollingConfig
     last_now: float
-    streams: tuple[StreamCapture, ...]
+    streams: tuple[BucketCapture, ...]
+    index: IndexColumns
 
     def to_state(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
             "config": self.config.to_dict(),
             "last_now": self.last_now if math.isfinite(self.last_now) else None,
-            "streams": [self._stream(s) for s in self.streams],
-        }
-
-    def _stream(self, s: StreamCapture) -> dict[str, Any]:
-        fed_uncounted = s.fed_uncounted
-        # The numeric columns are flat arrays: numpy reads them in place.
-        times = np.frombuffer(s.times, dtype=np.float64)
-        ok = np.frombuffer(s.ok, dtype=np.int8)
-        revs = np.frombuffer(s.revs, dtype=np.int64)
-        tasks, convs, tags = s.tasks, s.convs, s.tags
-        if 0 in s.alive:  # revision tombstones: superseded entries are not kept
-            alive = s.alive
-            mask = np.frombuffer(alive, dtype=np.uint8).astype(bool)
-            times, ok, revs = times[mask], ok[mask], revs[mask]
-            tasks = list(compress(tasks, alive))
-            convs = list(compress(convs, alive))
-            tags = list(compress(tags, alive))
-            # Positions among the live entries: live entries before each position.
-            live_before = np.cumsum(mask, dtype=np.int64) - 1
-            fed_uncounted = live_before[np.asarray(fed_uncounted, dtype=np.int64)].tolist()
-        task_values, task_codes = _dictionary(tasks)
-        tag_values, tag_codes = _dictionary(tags)
-        return {
-            "key": list(s.key),
-            "size": len(times),
-            "t": _pack(times.astype("<f8", copy=False)),
-            "ok": _pack(ok),
-            "rev": _pack(revs.astype("<i8", copy=False)),
-            "task_values": task_values,
-            "task": _pack(task_codes),
-            "tag_values": tag_values,
-            "tag": _pack(tag_codes),
-            "conv_len": _pack(
-                np.fromiter((-1 if c is None else len(c) for c in convs), "<i4", len(convs))
-            ),
-            "conv": "".join([c for c in convs if c is not None]),
-            "fed_uncounted": fed_uncounted,
-            "decay": list(s.decay),
-            "decay_tasks": s.decay_tasks,
-            "cusum": s.cusum,
+            "streams": [_stream(s) for s in self.streams],
+            "index": _index(self.index),
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Columns:
-    """A stream's log as read back: the aggregator's column types, and `fed` (the
-    entry's conversation already fed the CUSUM) for building its conversation refs."""
-
-    times: array[float]
-    tasks: list[str]
-    ok: array[int]
-    convs: list[str | None]
-    revs: array[int]
-    tags: list[str]
-    fed: npt.NDArray[np.bool_]
-
-
-def _column(typecode: str, values: npt.NDArray[Any]) -> array[Any]:
-    """A numpy column as the aggregator's flat `array` (native byte order)."""
-    return array(typecode, values.astype(values.dtype.newbyteorder("="), copy=False).tobytes())
-
-
-def _pack(arr: npt.NDArray[Any]) -> str:
-    # base64 reads the array in place (no `tobytes()` copy of a million-entry column).
-    return base64.b64encode(np.ascontiguousarray(arr).data.cast("B")).decode("ascii")
+def _stream(s: BucketCapture) -> dict[str, Any]:
+    flat = [cell for cells in s.cells for cell in cells]
+    task_values, task_codes = dictionary([t for t, _, _ in flat])
+    return {
+        "key": list(s.key),
+        "buckets": len(s.numbers),
+        "bucket": pack(np.asarray(s.numbers, dtype=np.int64), "<i8"),
+        "cells_per_bucket": pack(np.asarray([len(c) for c in s.cells], dtype=np.int64), "<u4"),
+        "cells": len(flat),
+        "task_values": task_values,
+        "task": pack(task_codes),
+        "n": pack(np.asarray([n for _, n, _ in flat], dtype=np.int64), "<i8"),
+        "c": pack(np.asarray([c for _, _, c in flat], dtype=np.int64), "<i8"),
+        "decay": list(s.decay),
+        "decay_tasks": s.decay_tasks,
+        "cusum": s.cusum,
+    }
 
 
-def _unpack(s: Mapping[str, Any], field: str, dtype: str, size: int) -> npt.NDArray[Any]:
+def _index(ix: IndexColumns) -> dict[str, Any]:
+    task_values, task_codes = dictionary(ix.tasks)
+    tag_values, tag_codes = dictionary(ix.tags)
+    return {
+        "size": len(ix.times),
+        "h1": pack(np.frombuffer(ix.h1, np.uint64), "<u8"),
+        "h2": pack(np.frombuffer(ix.h2, np.uint32), "<u4"),
+        "t": pack(np.frombuffer(ix.times, np.float64), "<f8"),
+        "rev": pack(np.frombuffer(ix.revs, np.int64), "<i8"),
+        "stream": pack(np.frombuffer(ix.streams, np.uint32), "<u4"),
+        "ok": pack(np.frombuffer(ix.ok, np.int8)),
+        "fed": pack(np.frombuffer(ix.fed, np.uint8)),
+        "task_values": task_values,
+        "task": pack(task_codes),
+        "tag_values": tag_values,
+        "tag": pack(tag_codes),
+    }
+
+
+def _count(s: Mapping[str, Any], field: str) -> int:
     value = s[field]
-    if not isinstance(value, str):
-        raise ValueError(f"field {field!r}: expected a base64 string, got {type(value).__name__}")
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except binascii.Error as exc:
-        raise ValueError(f"field {field!r}: invalid base64 ({exc})") from exc
-    arr = np.frombuffer(raw, dtype=dtype)
-    if arr.size != size or arr.nbytes != len(raw):
-        raise ValueError(f"field {field!r}: {len(raw)} bytes, expected {size} {dtype} values")
-    return arr
+    if not (isinstance(value, int) and value >= 0):
+        raise ValueError(f"field {field!r}: expected a count, got {value!r}")
+    return value
 
 
-def _dictionary(values: list[str]) -> tuple[list[str], npt.NDArray[np.uint32]]:
-    """(distinct values in first-seen order, code per entry)."""
-    index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), np.uint32, len(values))
-    return list(index), codes.astype("<u4", copy=False)
+def decode_buckets(s: Mapping[str, Any]) -> tuple[list[int], list[Bucket]]:
+    """One key's bucket numbers (ascending) and frozen buckets."""
+    size = _count(s, "buckets")
+    numbers = unpack(s, "bucket", "<i8", size)
+    if size > 1 and bool((np.diff(numbers) <= 0).any()):
+        raise ValueError("field 'bucket': bucket numbers not ascending")
+    per = unpack(s, "cells_per_bucket", "<u4", size).astype(np.int64)
+    cells = _count(s, "cells")
+    if int(per.sum()) != cells:
+        raise ValueError(f"field 'cells_per_bucket': sums to {int(per.sum())}, not {cells}")
+    tasks = undictionary(s, "task", cells)
+    n = unpack(s, "n", "<i8", cells)
+    c = unpack(s, "c", "<i8", cells)
+    if cells and (int(n.min()) < 1 or bool((c < 0).any()) or bool((c > n).any())):
+        raise ValueError("fields 'n', 'c': need 0 <= c <= n and n >= 1 per cell")
+    pairs = np.stack([n, c], axis=1).astype("=i8").reshape(-1)
+    buckets: list[Bucket] = []
+    start = 0
+    for m in per.tolist():
+        buckets.append(
+            (
+                tuple(tasks[start : start + m]),
+                array("q", pairs[2 * start : 2 * (start + m)].tobytes()),
+            )
+        )
+        start += m
+    return numbers.tolist(), buckets
 
 
-def _undictionary(s: Mapping[str, Any], field: str, size: int) -> list[str]:
-    values = s[f"{field}_values"]
-    if not isinstance(values, list):
-        raise ValueError(f"field '{field}_values': expected a list of strings")
-    codes = _unpack(s, field, "<u4", size)
-    if size and int(codes.max()) >= len(values):
-        raise ValueError(f"field {field!r}: code {int(codes.max())} >= {len(values)} values")
-    table = np.array([sys.intern(str(v)) for v in values] or [""], dtype=object)
-    out: list[str] = table[codes].tolist()
-    return out
-
-
-def _check_times(times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Window cursors are found by bisection, so the log must be time-sorted (it is by
-    construction: the clock never runs backwards)."""
-    if not np.isfinite(times).all():
-        raise ValueError("field 't': non-finite timestamp")
-    if times.size > 1 and bool((np.diff(times) < 0).any()):
-        raise ValueError("field 't': timestamps not in ascending order")
-    return times
-
-
-def decode_columns(s: Mapping[str, Any]) -> Columns:
-    size = s["size"]
-    if not (isinstance(size, int) and size >= 0):
-        raise ValueError(f"field 'size': expected a count, got {size!r}")
-    times = _check_times(_unpack(s, "t", "<f8", size))
-    ok = _unpack(s, "ok", "i1", size)
+def decode_index(s: Mapping[str, Any], streams: int) -> IndexColumns:
+    """The conversation index's rows; `streams`: how many keys the state has."""
+    size = _count(s, "size")
+    ok = unpack(s, "ok", "i1", size)
     if size and (int(ok.min()) < NOT_COUNTED or int(ok.max()) > 1):
         raise ValueError("field 'ok': values must be -1 (not counted), 0 or 1")
-    lengths = _unpack(s, "conv_len", "<i4", size)
-    chars = s["conv"]
-    if not isinstance(chars, str):
-        raise ValueError("field 'conv': expected a string")
-    ends = np.cumsum(np.maximum(lengths, 0)).tolist()
-    if (ends[-1] if ends else 0) != len(chars):
-        raise ValueError(f"field 'conv': {len(chars)} characters, lengths sum to a different total")
-    convs: list[str | None] = [
-        None if n < 0 else chars[e - n : e] for n, e in zip(lengths.tolist(), ends, strict=True)
-    ]
-    fed = ok != NOT_COUNTED
-    for i in s["fed_uncounted"]:
-        fed[i] = True
-    return Columns(
-        times=_column("d", times),
-        tasks=_undictionary(s, "task", size),
-        ok=_column("b", ok),
-        convs=convs,
-        revs=_column("q", _unpack(s, "rev", "<i8", size)),
-        tags=_undictionary(s, "tag", size),
-        fed=fed,
-    )
-
-
-def decode_columns_v1(s: Mapping[str, Any]) -> Columns:
-    """Version 1: one JSON list per column (states written before the columnar format)."""
-    size = len(s["t"])
-    tags = s.get("tag") or [""] * size
-    columns = (s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags)
-    if any(len(col) != size for col in columns):
-        raise ValueError("columns differ in length")
-    ok = [int(o) for o in s["ok"]]
-    if any(o not in (NOT_COUNTED, 0, 1) for o in ok):
-        raise ValueError("field 'ok': values must be -1 (not counted), 0 or 1")
-    return Columns(
-        times=array("d", _check_times(np.asarray(s["t"], dtype=np.float64)).tolist()),
-        tasks=[sys.intern(str(t)) for t in s["task"]],
-        ok=array("b", ok),
-        convs=list(s["conv"]),
-        revs=array("q", [int(r) for r in s["rev"]]),
-        tags=[sys.intern(str(t)) for t in tags],
-        fed=np.array([bool(f) for f in s["fed"]], dtype=bool),
+    stream = unpack(s, "stream", "<u4", size)
+    if size and int(stream.max()) >= streams:
+        raise ValueError(f"field 'stream': key {int(stream.max())} of {streams}")
+    fed = unpack(s, "fed", "u1", size)
+    if size and int(fed.max()) > 1:
+        raise ValueError("field 'fed': values must be 0 or 1")
+    return IndexColumns(
+        h1=array("Q", unpack(s, "h1", "<u8", size).astype("=u8").tobytes()),
+        h2=array("I", unpack(s, "h2", "<u4", size).astype("=u4").tobytes()),
+        times=array("d", check_times(unpack(s, "t", "<f8", size)).astype("=f8").tobytes()),
+        revs=array("q", unpack(s, "rev", "<i8", size).astype("=i8").tobytes()),
+        streams=array("I", stream.astype("=u4").tobytes()),
+        tasks=undictionary(s, "task", size),
+        tags=undictionary(s, "tag", size),
+        ok=array("b", ok.tobytes()),
+        fed=bytearray(fed.tobytes()),
     )

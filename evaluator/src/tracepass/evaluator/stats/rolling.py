@@ -4,30 +4,30 @@ The collector feeds every evaluated conversation here; the exporter reads snapsh
 This module is pure (no clock, no I/O): every call takes `now`, so tests are exact and
 the collector decides what time means (evaluation time).
 
-Design, and why:
+Design, and why (docs/statistics.md, section 5):
 
-* One append-only log per key (agent_name, agent_version, reference_set) holds the
-  outcomes; each sliding window is just a cursor into that log plus running counts
-  (total and per reference/task), so `add` and expiry are amortized O(number of
-  windows) regardless of window size — a 24 h window with a million entries costs the
-  same per conversation as an empty one. The log is compacted once the oldest cursor
-  has moved past half of it.
+* Memory depends on the number of series, not on traffic. Per key (agent_name,
+  agent_version, reference_set) outcomes are counted in time buckets of
+  `bucket_s` seconds (`_rolling_buckets.py`): per bucket and task (reference id) n and
+  c. A sliding window of W seconds holds the last ceil(W / bucket_s) buckets, the
+  current one included, with running totals (n, c and per task, for the tau-bench
+  estimator), so `add` and expiry stay amortized O(number of windows). A 24 h window
+  at 150 conversations/s costs 1,440 buckets per key instead of 13 million entries.
 * Per-task counts let the tau-bench estimator (mean over tasks of C(c,k)/C(n,k)) be
   computed per window; pooled plug-in and Bayesian values use the window's totals.
-* The decayed ("fast") window weighs an outcome 2^(-age/half_life); counts are
-  fractional, so only the plug-in and Bayesian estimators exist there (the unbiased
-  estimators need integer counts).
-* Memory: a 24 h window at 150 conversations/s holds 13 million entries, so an entry
-  is a row of flat columns (times in an `array('d')`, outcome and liveness in byte
-  arrays, revisions in an `array('q')`, the interned task and tag and the conversation
-  id in lists) and the conversation -> entry index maps each id to one int (its
-  stream, position and CUSUM flag packed together): ≈ 110 bytes per entry besides the
-  id itself, and no object the garbage collector tracks per entry.
-* Revisions: a later revision of the same conversation replaces the earlier outcome in
-  every window still holding it (the old entry is tombstoned and its counts removed)
-  and is appended at `now`. Stale revisions (<= the one held) are ignored.
-* Outcome `None` (e.g. the judge failed) is not evidence about the agent: the entry is
-  recorded (so revisions still supersede it) but counted in no n or c.
+  Those inputs are exactly what a per-entry window over the same bucket edges counts
+  (tested against the previous per-entry aggregator: tests/evaluator/
+  test_rolling_buckets.py).
+* The decayed ("fast") window weighs an outcome 2^(-age/half_life) from its exact
+  time; counts are fractional, so only the plug-in and Bayesian estimators exist there.
+* Revisions: a later revision of the same conversation replaces the earlier outcome
+  (removed from its bucket, from every window still holding it and, by its exact
+  weight, from the decayed window) and is added at `now`. Stale revisions (<= the one
+  held) are ignored. What each conversation contributed is kept in the conversation
+  index (`_rolling_index.py`) for `revision_horizon_s` after its last evaluation only
+  (bounded memory); a revision later than that counts as a new conversation.
+* Outcome `None` (e.g. the judge failed) is not evidence about the agent: the
+  conversation is indexed (so revisions still supersede it) but counted in no n or c.
 * The CUSUM sees each conversation once: its first countable outcome. Re-feeding a
   revised outcome would double count it, and un-feeding a sequential statistic is not
   possible (docs/statistics.md).
@@ -40,28 +40,28 @@ from __future__ import annotations
 import gc
 import math
 import sys
-from array import array
-from bisect import bisect_right
-from collections import Counter as Tally
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import compress, count, repeat
-from operator import eq, is_not
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tracepass.evaluator.stats._rolling_buckets import BucketStream, Decayed, bucket_items
 from tracepass.evaluator.stats._rolling_config import RollingConfig
-from tracepass.evaluator.stats._rolling_state import (
+from tracepass.evaluator.stats._rolling_index import ConversationIndex, conversation_hash
+from tracepass.evaluator.stats._rolling_legacy import (
     NOT_COUNTED,
-    STATE_VERSION,
     Columns,
-    Key,
-    StateCapture,
-    StreamCapture,
     decode_columns,
     decode_columns_v1,
 )
+from tracepass.evaluator.stats._rolling_state import (
+    BucketCapture,
+    StateCapture,
+    decode_buckets,
+    decode_index,
+)
+from tracepass.evaluator.stats._rolling_upgrade import legacy_buckets, legacy_index, rebucket
 from tracepass.evaluator.stats.cusum import BernoulliCusum
 from tracepass.evaluator.stats.passk import PassKEstimate, estimate_many, tau_bench_means
 from tracepass.evaluator.vocabulary import PASS_AT_K, PASS_POW_K
@@ -76,6 +76,8 @@ __all__ = [
     "WindowEstimate",
     "WindowSnapshot",
 ]
+
+Key = tuple[str, str, str]  # (agent_name, agent_version, reference_set)
 
 
 # --------------------------------------------------------------------------- results
@@ -122,123 +124,21 @@ class AddResult:
 
 _ACCEPTED = AddResult(accepted=True, replaced=False)
 _STALE = AddResult(accepted=False, replaced=False)
-
-# --------------------------------------------------------------------------- internals
-
-
-@dataclass(slots=True)
-class _Counts:
-    n: int = 0
-    c: int = 0
-    tasks: dict[str, list[int]] = field(default_factory=dict)
-
-    def add(self, task: str, ok: int, sign: int) -> None:
-        self.n += sign
-        self.c += sign * ok
-        tc = self.tasks.get(task)
-        if tc is None:
-            tc = self.tasks[task] = [0, 0]
-        tc[0] += sign
-        tc[1] += sign * ok
-        if tc[0] <= 0:
-            del self.tasks[task]
-
-
-@dataclass(slots=True)
-class _Decayed:
-    """Exponentially decayed counts, stored as of time `t` (decayed lazily)."""
-
-    n: float = 0.0
-    c: float = 0.0
-    t: float = 0.0
-
-    def advance(self, now: float, half_life: float) -> None:
-        if now > self.t:
-            f = math.exp2(-(now - self.t) / half_life)
-            self.n *= f
-            self.c *= f
-            self.t = now
-
-    def add(self, weight: float, ok: int) -> None:
-        self.n = max(0.0, self.n + weight)
-        self.c = min(self.n, max(0.0, self.c + weight * ok))
-
-
-# Where a conversation's live entry is, as one int (`RollingAggregator._convs`' value):
-# bit 0 = the conversation already fed the CUSUM, bits 1-32 = its stream's number,
-# above = the entry's absolute position in that stream's log. A named tuple per entry
-# cost ≈ 110 bytes more and one object the garbage collector tracks.
-_FED = 1
-_STREAM_BITS = 32
-_STREAM_MASK = (1 << _STREAM_BITS) - 1
 _REVISION_LIMIT = 1 << 63  # revisions are stored as signed 64-bit ints
-
-
-def _place(position: int, number: int) -> int:
-    """An entry's place (stream number and absolute position) as one int: a reference
-    without its CUSUM flag (`ref >> 1`)."""
-    return (position << _STREAM_BITS) | number
-
-
-class _Stream:
-    """Log + window cursors + counts for one key. The log is columns of flat arrays
-    (see the module docstring); `number` identifies the stream in conversation refs."""
-
-    __slots__ = (
-        "alive",
-        "base",
-        "convs",
-        "counts",
-        "cursors",
-        "cusum",
-        "decay",
-        "decay_tasks",
-        "keep",
-        "key",
-        "number",
-        "ok",
-        "revs",
-        "tags",
-        "tasks",
-        "times",
-    )
-
-    def __init__(self, key: Key, number: int, n_windows: int, cusum: BernoulliCusum) -> None:
-        self.key = key
-        self.number = number
-        self.times = array("d")
-        self.tasks: list[str] = []
-        self.ok = array("b")  # 1 pass, 0 fail, NOT_COUNTED
-        self.alive = bytearray()  # 0 once a revision superseded the entry
-        self.convs: list[str | None] = []
-        self.revs = array("q")
-        self.tags: list[str] = []
-        self.base = 0
-        self.keep = 0  # absolute index of the first entry still retained
-        self.cursors = [0] * n_windows
-        self.counts = [_Counts() for _ in range(n_windows)]
-        self.decay = _Decayed()
-        self.decay_tasks: dict[str, _Decayed] = {}
-        self.cusum = cusum
-
-    @property
-    def end(self) -> int:
-        return self.base + len(self.times)
+_STREAM_LIMIT = 1 << 32  # key numbers are stored as unsigned 32-bit ints
 
 
 class RollingAggregator:
     """Windows of conversation outcomes per key; see the module docstring."""
 
     def __init__(self, config: RollingConfig | None = None) -> None:
-        self.config = config or RollingConfig()
-        self._streams: dict[Key, _Stream] = {}
-        self._numbered: list[_Stream] = []  # by `_Stream.number`
-        self._convs: dict[str, int] = {}  # conversation id -> ref (see `_place`)
+        self.config = cfg = config or RollingConfig()
+        self._streams: dict[Key, BucketStream] = {}
+        self._numbered: list[BucketStream] = []  # by `BucketStream.number`
+        self._index = ConversationIndex(cfg.revision_horizon_s)
         self._last_now = -math.inf
-        self._longest = max((s for _, s in self.config.windows), default=0.0)
-        # The log must also hold entries the decayed window could still need to revise.
-        if self.config.decay_half_life_s is not None:
-            self._longest = max(self._longest, 40 * self.config.decay_half_life_s)
+        self._bucket_s = cfg.bucket_s
+        self._spans = [cfg.buckets(s) for _, s in cfg.windows]  # buckets per window
 
     # ------------------------------------------------------------------ feeding
 
@@ -246,18 +146,22 @@ class RollingAggregator:
         if not math.isfinite(now):
             raise ValueError(f"now must be a finite timestamp, got {now!r}")
         # Time never runs backwards inside the windows (a late caller's `now` is
-        # clamped), which keeps each log sorted and expiry O(1).
+        # clamped), which keeps buckets and index rows in order and expiry O(1).
         self._last_now = max(self._last_now, now)
         return self._last_now
 
-    def _stream(self, key: Key) -> _Stream:
+    def bucket(self, t: float) -> int:
+        """The bucket number of time `t`."""
+        return math.floor(t / self._bucket_s)
+
+    def _stream(self, key: Key) -> BucketStream:
         st = self._streams.get(key)
         if st is None:
             number = len(self._numbered)
-            if number > _STREAM_MASK:
-                raise ValueError(f"rolling windows: more than {_STREAM_MASK} keys")
+            if number >= _STREAM_LIMIT:
+                raise ValueError(f"rolling windows: more than {_STREAM_LIMIT} keys")
             cusum = BernoulliCusum(self.config.cusum_p0, self.config.cusum_p1)
-            st = _Stream(key, number, len(self.config.windows), cusum)
+            st = BucketStream(key, number, len(self._spans), cusum)
             self._streams[key] = st
             self._numbered.append(st)
         return st
@@ -275,63 +179,55 @@ class RollingAggregator:
     ) -> AddResult:
         """Record one evaluated conversation. `task` is the reference id (tau-bench's
         task); `success=None` records an outcome that counts in no estimate. `tag` is
-        an opaque string kept (and persisted) with the entry and handed back when a
-        later revision replaces it, so the caller can undo its own bookkeeping."""
+        an opaque string kept (and persisted) with the conversation for the revision
+        horizon and handed back when a later revision replaces it, so the caller can
+        undo its own bookkeeping."""
         if not isinstance(task, str):
             raise TypeError(f"task must be a str (the reference id), got {type(task).__name__}")
         if not -_REVISION_LIMIT <= revision < _REVISION_LIMIT:
             raise ValueError(f"revision must fit in a signed 64-bit int, got {revision}")
         t = self._clock(now)
-        replaced = False
-        previous: bool | None = None
-        previous_key: Key | None = None
-        previous_tag = ""
+        result = _ACCEPTED
         fed = 0
+        index = self._index
+        slot = -1
+        hkey = (0, 0)
         if conversation_id is not None:
-            ref = self._convs.get(conversation_id)
-            if ref is not None:
-                held = self._numbered[(ref >> 1) & _STREAM_MASK]
-                position = ref >> (_STREAM_BITS + 1)
-                if revision <= held.revs[position - held.base]:
+            index.expire(t)
+            hkey = conversation_hash(conversation_id)
+            row, slot = index.find(hkey[0], hkey[1], t)
+            if row >= 0:
+                if revision <= index.revision(row):
                     return _STALE
-                previous, previous_tag = self._remove(held, position, t)
-                previous_key = held.key
-                replaced = True
-                fed = ref & _FED
+                result = self._remove(row, t)
+                fed = index.fed[row]
+                index.alive[row] = 0
         st = self._stream(key)
         self._expire(st, t)  # other keys expire lazily, at their next add or snapshot
         ok = NOT_COUNTED if success is None else int(bool(success))
         task = sys.intern(task)
-        tag = sys.intern(tag)  # a handful of distinct tags shared by a million entries
-        idx = st.end
-        st.times.append(t)
-        st.tasks.append(task)
-        st.ok.append(ok)
-        st.alive.append(1)
-        st.convs.append(conversation_id)
-        st.revs.append(revision)
-        st.tags.append(tag)
         if ok != NOT_COUNTED:
-            for counts in st.counts:
-                counts.add(task, ok, +1)
+            if self._spans:
+                st.add(math.floor(t / self._bucket_s), task, ok)
             self._decay_add(st, task, ok, t, 1.0)
             if not fed:
                 st.cusum.update(bool(ok))
-                fed = _FED
+                fed = 1
         if conversation_id is not None:
-            # `_place(idx, st.number) << 1 | fed`, inlined: this runs per evaluation.
-            self._convs[conversation_id] = (((idx << _STREAM_BITS) | st.number) << 1) | fed
-        if not replaced:
-            return _ACCEPTED
-        return AddResult(
-            accepted=True,
-            replaced=replaced,
-            previous_success=previous,
-            previous_key=previous_key,
-            previous_tag=previous_tag,
-        )
+            index.put(
+                slot,
+                hkey,
+                t=t,
+                revision=revision,
+                stream=st.number,
+                task=task,
+                tag=sys.intern(tag),
+                ok=ok,
+                fed=fed,
+            )
+        return result
 
-    def _decay_add(self, st: _Stream, task: str, ok: int, now: float, weight: float) -> None:
+    def _decay_add(self, st: BucketStream, task: str, ok: int, now: float, weight: float) -> None:
         hl = self.config.decay_half_life_s
         if hl is None:
             return
@@ -339,83 +235,43 @@ class RollingAggregator:
         st.decay.add(weight, ok)
         d = st.decay_tasks.get(task)
         if d is None:
-            d = st.decay_tasks[task] = _Decayed(t=now)
+            d = st.decay_tasks[task] = Decayed(t=now)
         d.advance(now, hl)
         d.add(weight, ok)
 
-    def _remove(self, st: _Stream, position: int, now: float) -> tuple[bool | None, str]:
-        """Take a superseded outcome (at absolute `position` of `st`) out of every window
-        still holding it."""
-        i = position - st.base
-        if not st.alive[i]:
-            return None, ""
-        st.alive[i] = 0
-        ok = st.ok[i]
+    def _remove(self, row: int, now: float) -> AddResult:
+        """Take a superseded outcome (index row `row`) out of its bucket, every window
+        still holding it and the decayed window."""
+        ix = self._index
+        held = self._numbered[ix.streams[row]]
+        ok = ix.ok[row]
+        tag = ix.value(ix.tags[row])
         if ok == NOT_COUNTED:
-            return None, st.tags[i]
-        for w, counts in enumerate(st.counts):
-            if st.cursors[w] <= position:
-                counts.add(st.tasks[i], ok, -1)
+            return AddResult(True, True, None, held.key, tag)
+        task = ix.value(ix.tasks[row])
+        t_old = ix.times[row]
+        if self._spans:
+            held.remove(math.floor(t_old / self._bucket_s), task, ok)
         hl = self.config.decay_half_life_s
         if hl is not None:
-            weight = math.exp2(-(now - st.times[i]) / hl)
-            self._decay_add(st, st.tasks[i], ok, now, -weight)
-        return bool(ok), st.tags[i]
+            weight = math.exp2(-(now - t_old) / hl)
+            self._decay_add(held, task, ok, now, -weight)
+        return AddResult(True, True, bool(ok), held.key, tag)
 
     # ------------------------------------------------------------------ expiry
 
     def expire(self, now: float) -> None:
-        self._expire_all(self._clock(now))
+        t = self._clock(now)
+        self._expire_all(t)
+        self._index.expire(t)
 
     def _expire_all(self, now: float) -> None:
         for st in self._streams.values():
             self._expire(st, now)
 
-    def _expire(self, st: _Stream, now: float) -> None:
-        times, base = st.times, st.base
-        end = base + len(times)
-        for w, (_, seconds) in enumerate(self.config.windows):
-            cutoff = now - seconds
-            cur = st.cursors[w]
-            if cur >= end or times[cur - base] > cutoff:
-                continue  # the common case: nothing to expire
-            counts = st.counts[w]
-            while cur < end and times[cur - base] <= cutoff:
-                i = cur - st.base
-                if st.alive[i] and st.ok[i] != NOT_COUNTED:
-                    counts.add(st.tasks[i], st.ok[i], -1)
-                cur += 1
-            st.cursors[w] = cur
-        # Drop log entries no window needs and that are older than the retention
-        # horizon (kept longer so a revision can still find its decayed contribution).
-        cutoff = now - self._longest
-        keep = st.keep
-        limit = min(st.cursors, default=end)
-        while keep < limit and st.times[keep - st.base] <= cutoff:
-            keep += 1
-        st.keep = keep
-        drop = keep - st.base
-        if drop and (drop == len(st.times) or (drop > 1024 and drop * 2 >= len(st.times))):
-            self._compact(st, drop)
-
-    def _compact(self, st: _Stream, drop: int) -> None:
-        convs, number, base = self._convs, st.number, st.base
-        for i in range(drop):
-            cid = st.convs[i]
-            if cid is not None:
-                ref = convs.get(cid)
-                # Only if the ref is this entry (stream and position): a revision may
-                # have moved the conversation to another key's log.
-                if ref is not None and ref >> 1 == _place(base + i, number):
-                    del convs[cid]
-        del st.times[:drop]
-        del st.tasks[:drop]
-        del st.ok[:drop]
-        del st.alive[:drop]
-        del st.convs[:drop]
-        del st.revs[:drop]
-        del st.tags[:drop]
-        st.base += drop
+    def _expire(self, st: BucketStream, now: float) -> None:
+        if self._spans:
+            st.expire(math.floor(now / self._bucket_s), self._spans)
 
     # ------------------------------------------------------------------ reading
 
@@ -423,8 +279,33 @@ class RollingAggregator:
         return list(self._streams)
 
     def __len__(self) -> int:
-        """Entries held in logs (alive or superseded)."""
-        return sum(len(st.times) for st in self._streams.values())
+        """What the windows hold: conversation-index rows (one per evaluation within
+        the revision horizon, superseded ones until dropped) plus bucket cells (one
+        per key, bucket and task)."""
+        cells = sum(
+            len(b) if isinstance(b, dict) else len(b[0])
+            for st in self._streams.values()
+            for b in st.buckets
+        )
+        return len(self._index) + cells
+
+    def nbytes(self) -> int:
+        """Bytes the windows' own containers allocate (`sys.getsizeof` of the index
+        columns and table, the bucket lists, buckets and their cells; the interned task
+        and tag strings they share are not counted): what grows with traffic or time."""
+        total = self._index.nbytes()
+        for st in self._streams.values():
+            total += sys.getsizeof(st.numbers) + sys.getsizeof(st.buckets)
+            for b in st.buckets:
+                if isinstance(b, dict):
+                    total += sys.getsizeof(b) + sum(sys.getsizeof(v) for v in b.values())
+                else:
+                    total += sys.getsizeof(b) + sys.getsizeof(b[0]) + sys.getsizeof(b[1])
+        return total
+
+    def conversations(self) -> int:
+        """Conversation-index rows held."""
+        return len(self._index)
 
     def cusum(self, key: Key) -> float | None:
         st = self._streams.get(key)
@@ -489,6 +370,7 @@ class RollingAggregator:
                 unb_pow: float | None = None
                 used = 0
                 if tasks:
+                    tasks = sorted(tasks)  # summation order independent of arrival
                     tn = np.fromiter((x[0] for x in tasks), np.float64, len(tasks))
                     tc = np.fromiter((x[1] for x in tasks), np.float64, len(tasks))
                     unb_at, unb_pow, used = tau_bench_means(tn, tc, k)
@@ -524,41 +406,26 @@ class RollingAggregator:
 
     def capture(self) -> StateCapture:
         """A point-in-time copy for `StateCapture.to_state()`, cheap enough to take under
-        the caller's lock: flat list copies and one dict copy (tens of milliseconds for a
-        million entries), no per-entry Python work. The expensive encoding then runs on
-        the capture, outside the lock (and off the event loop if the caller wishes)
-        while `add` keeps changing the aggregator."""
+        the caller's lock: the buckets' cells (keys x buckets x tasks, not traffic) and
+        flat copies of the index columns. The encoding then runs on the capture, outside
+        the lock, while `add` keeps changing the aggregator. Buckets no window holds any
+        more are dropped first, so equal windows save equal states."""
+        if math.isfinite(self._last_now):
+            self._expire_all(self._last_now)
         streams = tuple(
-            StreamCapture(
+            BucketCapture(
                 key=key,
-                fed_uncounted=self._fed_uncounted(st),
-                times=st.times[:],
-                tasks=st.tasks.copy(),
-                ok=st.ok[:],
-                alive=st.alive.copy(),
-                convs=st.convs.copy(),
-                revs=st.revs[:],
-                tags=st.tags.copy(),
+                numbers=st.numbers.copy(),
+                cells=[[(t, n, c) for t, n, c in bucket_items(b) if n] for b in st.buckets],
                 decay=(st.decay.n, st.decay.c, st.decay.t),
                 decay_tasks={k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
                 cusum=st.cusum.to_state(),
             )
             for key, st in self._streams.items()
         )
-        return StateCapture(self.config, self._last_now, streams)
-
-    def _fed_uncounted(self, st: _Stream) -> list[int]:
-        """Log positions of live uncounted entries whose conversation already fed the
-        CUSUM (a counted entry always has). The scan for uncounted entries runs in C;
-        they are rare (judge errors, unscored conversations), so the lookups are few."""
-        uncounted = compress(count(), map(eq, st.ok, repeat(NOT_COUNTED)))
-        out = []
-        for i in uncounted:
-            c = st.convs[i]
-            ref = self._convs.get(c) if c is not None and st.alive[i] else None
-            if ref is not None and ref & _FED:
-                out.append(i)
-        return out
+        return StateCapture(
+            self.config, self._last_now, streams, self._index.capture(self._last_now)
+        )
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able state, `capture().to_state()` in one go (see `StateCapture`)."""
@@ -568,15 +435,15 @@ class RollingAggregator:
     def from_state(
         cls, state: Mapping[str, Any], config: RollingConfig | None = None
     ) -> RollingAggregator:
-        """Rebuild from `to_state()` (this version's format or version 1's). With
-        `config`, the new configuration wins (e.g. windows changed across a restart):
-        counts are rebuilt from the saved log. A malformed state raises ValueError
-        naming the stream and field."""
+        """Rebuild from `to_state()`: this version's format (3, buckets) or an earlier
+        one (1 or 2: one entry per conversation, folded into buckets and the index).
+        With `config`, the new configuration wins (windows, bucket size or horizon
+        changed across a restart). A malformed state raises ValueError naming the
+        stream and field."""
         if not isinstance(state, Mapping):
             raise ValueError(f"rolling state: expected a mapping, got {type(state).__name__}")
-        # Millions of new objects would trigger repeated full GC passes for nothing.
         gc_was_enabled = gc.isenabled()
-        gc.disable()
+        gc.disable()  # an upgrade builds many short-lived objects
         try:
             return cls._from_state(state, config)
         except (KeyError, TypeError, IndexError, OverflowError) as exc:
@@ -590,73 +457,62 @@ class RollingAggregator:
         cls, state: Mapping[str, Any], config: RollingConfig | None
     ) -> RollingAggregator:
         version = state.get("version")
-        if version not in (1, STATE_VERSION):
-            raise ValueError(
-                f"rolling state: unsupported version {version!r} (expected 1 or {STATE_VERSION})"
-            )
-        decode = decode_columns_v1 if version == 1 else decode_columns
-        agg = cls(config or RollingConfig.from_dict(state["config"]))
+        if version not in (1, 2, 3):
+            raise ValueError(f"rolling state: unsupported version {version!r} (expected 1, 2 or 3)")
+        saved = RollingConfig.from_dict(state["config"])
+        agg = cls(config or saved)
         if state.get("last_now") is not None:
             agg._last_now = float(state["last_now"])
-        for s in state["streams"]:
-            key_list = s["key"]
-            if not (isinstance(key_list, list) and len(key_list) == 3):
-                raise ValueError(
-                    f"rolling state: key must be a list of 3 strings, got {key_list!r}"
-                )
-            key: Key = (str(key_list[0]), str(key_list[1]), str(key_list[2]))
+        now = agg._last_now
+        current = math.floor(now / agg._bucket_s) if math.isfinite(now) else 0
+        keys = [agg._saved_key(s) for s in state["streams"]]
+        legacy: list[Columns] = []
+        for key, s in zip(keys, state["streams"], strict=True):
+            st = agg._stream(key)
             try:
-                cols = decode(s)
+                if version == 3:
+                    numbers, buckets = decode_buckets(s)
+                    if saved.bucket_s != agg._bucket_s:
+                        numbers, buckets = rebucket(numbers, buckets, saved.bucket_s, agg._bucket_s)
+                else:
+                    legacy.append(decode_columns_v1(s) if version == 1 else decode_columns(s))
+                    numbers, buckets = legacy_buckets(legacy[-1], agg._bucket_s)
             except ValueError as exc:
                 raise ValueError(f"rolling state: stream {key}: {exc}") from exc
-            agg._load_stream(key, s, cols)
-        # Compacts what no window needs any more (e.g. after windows were shortened).
-        if math.isfinite(agg._last_now):
-            agg._expire_all(agg._last_now)
+            if agg._spans:
+                st.load(numbers, buckets, current, agg._spans)
+            cs = s["cusum"]
+            st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
+            dn, dc, dt = s["decay"]
+            st.decay = Decayed(float(dn), float(dc), float(dt))
+            st.decay_tasks = {
+                str(k): Decayed(float(v[0]), float(v[1]), float(v[2]))
+                for k, v in s["decay_tasks"].items()
+            }
+        try:
+            if version == 3:
+                rows = decode_index(state["index"], len(keys))
+            else:
+                rows = legacy_index(legacy, now - agg.config.revision_horizon_s)
+        except ValueError as exc:
+            raise ValueError(f"rolling state: conversation index: {exc}") from exc
+        agg._index.load(rows)
+        if math.isfinite(now):
+            agg.expire(now)
         return agg
 
-    def _load_stream(self, key: Key, s: Mapping[str, Any], cols: Columns) -> None:
-        """Bulk rebuild of one stream (a 24 h log can hold a million entries), with no
-        Python-level work per entry: column assignment; each window's cursor found by
-        bisection (the log is time-sorted) and its counts tallied, in log order, from
-        the entries after it; the conversation index built in C."""
-        st = self._stream(key)
-        st.cusum = BernoulliCusum(self.config.cusum_p0, self.config.cusum_p1)
-        cs = s["cusum"]
-        st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
-        size = len(cols.times)
-        st.times, st.tasks, st.ok = cols.times, cols.tasks, cols.ok
-        st.alive = bytearray(b"\x01") * size
-        st.convs, st.revs, st.tags = cols.convs, cols.revs, cols.tags
-        st.base = st.keep = 0
-        now = self._last_now
-        cursors = [
-            bisect_right(st.times, now - seconds) if math.isfinite(now) else 0
-            for _, seconds in self.config.windows
-        ]
-        for w, cur in enumerate(cursors):
-            st.cursors[w] = cur
-            counts = st.counts[w]
-            for (task, ok), m in Tally(zip(st.tasks[cur:], st.ok[cur:], strict=True)).items():
-                if ok != NOT_COUNTED:
-                    counts.add(task, ok, m)
-        # Each entry's ref (`_place` << 1 | fed), computed in numpy: positions from 0.
-        places = (np.arange(size, dtype=np.int64) << _STREAM_BITS) | st.number
-        refs: list[int] = ((places << 1) | cols.fed.astype(np.int64)).tolist()
-        with_conv = compress(zip(st.convs, refs, strict=True), map(is_not, st.convs, repeat(None)))
-        self._convs.update(cast("Iterator[tuple[str, int]]", with_conv))
-        dn, dc, dt = s["decay"]
-        st.decay = _Decayed(float(dn), float(dc), float(dt))
-        st.decay_tasks = {
-            str(k): _Decayed(float(v[0]), float(v[1]), float(v[2]))
-            for k, v in s["decay_tasks"].items()
-        }
+    @staticmethod
+    def _saved_key(s: Mapping[str, Any]) -> Key:
+        key_list = s["key"]
+        if not (isinstance(key_list, list) and len(key_list) == 3):
+            raise ValueError(f"rolling state: key must be a list of 3 strings, got {key_list!r}")
+        return (str(key_list[0]), str(key_list[1]), str(key_list[2]))
 
     def __iter__(self) -> Iterator[Key]:
         return iter(self._streams)
 
 
-def _stale(d: _Decayed, now: float, half_life: float) -> bool:
+def _stale(d: Decayed, now: float, half_life: float) -> bool:
     d.advance(now, half_life)
     return d.n < 1e-9
 

@@ -28,6 +28,7 @@ from tracepass.collector.api.candidates import ReferenceCandidates, edited_yaml
 from tracepass.collector.api.failure_modes import failure_modes, failure_versions
 from tracepass.collector.api.mode_summaries import ModeSummaries
 from tracepass.collector.api.params import ParamError
+from tracepass.collector.api.reference_writer import ApprovalError
 from tracepass.collector.api.ui.pages import FAILING, UI_PREFIX, _env
 from tracepass.collector.api.ui.write_pages import WritePages
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
@@ -161,7 +162,7 @@ class TriagePages(WritePages):
             text = await edited_yaml(request)
         except ValueError as exc:
             return await self.candidate(request, status=400, error=str(exc))
-        status, body = self.candidates.approve(cid, text)
+        status, body = await asyncio.to_thread(self.candidates.approve, cid, text)
         if status >= 400:
             return await self.candidate(request, status=status, error=body["error"], edited=text)
         notice = f"approved: written to {body['path']}"
@@ -183,7 +184,10 @@ class TriagePages(WritePages):
 
     async def from_conversation(self, request: web.Request) -> web.StreamResponse:
         conversation_id = request.match_info["conversation_id"]
-        body = self.candidates.from_conversation(conversation_id)
+        try:
+            body = await asyncio.to_thread(self.candidates.from_conversation, conversation_id)
+        except ApprovalError as exc:
+            return self._error(request, str(exc), exc.status)
         if body is None:
             return self._error(request, f"conversation {conversation_id!r} not found", 404)
         raise web.HTTPSeeOther(f"{UI_PREFIX}/reference-candidates/{quote(body['id'], safe='')}")

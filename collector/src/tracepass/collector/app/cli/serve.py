@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ipaddress
 import json
 import logging
 import os
@@ -12,11 +13,14 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tracepass.collector.app.cli.common import MultiValueCommand, fail, stderr_console
+
+if TYPE_CHECKING:
+    from tracepass.collector.config import CollectorConfig
 
 EPILOG = """\
 Examples:
@@ -171,6 +175,33 @@ def tuned_gc(gen0: int = GC_GEN0_THRESHOLD) -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+def exposure_line(config: CollectorConfig) -> str:
+    """What the bind address exposes, said at start-up: the API and UI serve conversation
+    contents, so a bind beyond loopback without a token is called out, not implied."""
+    host = config.receiver.host
+    if is_loopback_host(host):
+        return (
+            f"bound to {host}: reachable from this machine only "
+            "(--host 0.0.0.0 or receiver.host to accept other machines)"
+        )
+    if config.receiver.bearer_token:
+        return f"bound to {host}: other machines can reach it; the API and UI need the bearer token"
+    return (
+        f"warning: bound to {host} without receiver.bearer_token: every machine that reaches "
+        "this address can read conversation contents through the API and UI"
+    )
+
+
+def is_loopback_host(host: str) -> bool:
+    """`localhost` or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(
     config_file: Annotated[
         Path | None,
@@ -190,7 +221,7 @@ def serve(
         typer.Option(
             "--host",
             help="Bind address of the receivers, the API and /metrics (unless "
-            "metrics.prometheus_host is set).  [default: receiver.host, 0.0.0.0]",
+            "metrics.prometheus_host is set).  [default: receiver.host, 127.0.0.1: loopback only; 0.0.0.0 for every interface]",
             show_default=False,
         ),
     ] = None,
@@ -274,6 +305,7 @@ def serve(
 ) -> None:
     """Run the collector: OTLP receivers, conversation assembly, evaluation, /metrics."""
     from tracepass.collector.config import ConfigError, load_config
+    from tracepass.collector.pipeline import batch_gc_pause
     from tracepass.collector.service import CollectorService, with_overrides
 
     if log_level.lower() not in LOG_LEVELS:
@@ -305,6 +337,7 @@ def serve(
             fail(f"{path}: no such file or directory (references in {config_file})")
     setup_logging(log_level.lower())
     tune_gc()
+    batch_gc_pause.enable()  # serve's GC policy: none mid-batch (pipeline/gc_pause.py)
     service = CollectorService(config)
     console = stderr_console()
 
@@ -322,6 +355,7 @@ def serve(
             "(Ctrl-C to stop)",
             highlight=False,
         )
+        console.print(exposure_line(config), highlight=False)
 
     with startup_errors_reported(ports_file):
         asyncio.run(run_until_signal(service, announce))

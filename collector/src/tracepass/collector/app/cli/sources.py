@@ -65,8 +65,7 @@ def conversations_from_otlp(
     requests in them (GenAI events as log records) are joined to their spans.
     `conventions` (a config's section) adds its `custom` mappings, as `serve` and
     `inspect --config` read them."""
-    from tracepass.collector.pipeline import assemble_offline
-    from tracepass.collector.pipeline.offline import default_normalizer
+    from tracepass.collector.pipeline import assemble_offline, default_normalizer
 
     normalizer = default_normalizer(conversation_id_keys, custom=conventions)
     return assemble_offline(

@@ -1,5 +1,5 @@
-"""TEST ORACLE, not product code: `evaluator/stats/_rolling_state.py` as it was at
-68c296e (list columns), for `_rolling_lists_oracle.py`; see its docstring.
+"""TEST ORACLE (`_rolling_columns_oracle.py`): `evaluator/stats/_rolling_state.py` at
+f528d52, the version-2 encoder the product now only reads (`_rolling_legacy.py`).
 
 The persisted form of `RollingAggregator` state (columnar, versioned).
 
@@ -15,6 +15,7 @@ import base64
 import binascii
 import math
 import sys
+from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
@@ -34,12 +35,12 @@ NOT_COUNTED = -1  # `ok` of an entry that is no trial (success None: error, unsc
 class StreamCapture:
     key: Key
     fed_uncounted: list[int]  # positions in the log columns below (tombstones included)
-    times: list[float]
+    times: array[float]
     tasks: list[str]
-    ok: list[int]
-    alive: list[bool]
+    ok: array[int]
+    alive: bytearray
     convs: list[str | None]
-    revs: list[int]
+    revs: array[int]
     tags: list[str]
     decay: tuple[float, float, float]
     decay_tasks: dict[str, list[float]]
@@ -73,28 +74,29 @@ class StateCapture:
 
     def _stream(self, s: StreamCapture) -> dict[str, Any]:
         fed_uncounted = s.fed_uncounted
-        if all(s.alive):  # the common case: no revision tombstone in the log
-            times, tasks, ok, convs, revs, tags = s.times, s.tasks, s.ok, s.convs, s.revs, s.tags
-        else:
+        # The numeric columns are flat arrays: numpy reads them in place.
+        times = np.frombuffer(s.times, dtype=np.float64)
+        ok = np.frombuffer(s.ok, dtype=np.int8)
+        revs = np.frombuffer(s.revs, dtype=np.int64)
+        tasks, convs, tags = s.tasks, s.convs, s.tags
+        if 0 in s.alive:  # revision tombstones: superseded entries are not kept
             alive = s.alive
-            times = list(compress(s.times, alive))
-            tasks = list(compress(s.tasks, alive))
-            ok = list(compress(s.ok, alive))
-            convs = list(compress(s.convs, alive))
-            revs = list(compress(s.revs, alive))
-            tags = list(compress(s.tags, alive))
+            mask = np.frombuffer(alive, dtype=np.uint8).astype(bool)
+            times, ok, revs = times[mask], ok[mask], revs[mask]
+            tasks = list(compress(tasks, alive))
+            convs = list(compress(convs, alive))
+            tags = list(compress(tags, alive))
             # Positions among the live entries: live entries before each position.
-            live_before = np.cumsum(np.asarray(alive, dtype=np.int64)) - 1
+            live_before = np.cumsum(mask, dtype=np.int64) - 1
             fed_uncounted = live_before[np.asarray(fed_uncounted, dtype=np.int64)].tolist()
-        ok_arr = np.asarray(ok, dtype=np.int8)
         task_values, task_codes = _dictionary(tasks)
         tag_values, tag_codes = _dictionary(tags)
         return {
             "key": list(s.key),
             "size": len(times),
-            "t": _pack(np.asarray(times, dtype="<f8")),
-            "ok": _pack(ok_arr),
-            "rev": _pack(np.asarray(revs, dtype="<i8")),
+            "t": _pack(times.astype("<f8", copy=False)),
+            "ok": _pack(ok),
+            "rev": _pack(revs.astype("<i8", copy=False)),
             "task_values": task_values,
             "task": _pack(task_codes),
             "tag_values": tag_values,
@@ -112,17 +114,26 @@ class StateCapture:
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    times: list[float]
+    """A stream's log as read back: the aggregator's column types, and `fed` (the
+    entry's conversation already fed the CUSUM) for building its conversation refs."""
+
+    times: array[float]
     tasks: list[str]
-    ok: list[int]
+    ok: array[int]
     convs: list[str | None]
-    revs: list[int]
+    revs: array[int]
     tags: list[str]
-    fed: list[bool]
+    fed: npt.NDArray[np.bool_]
+
+
+def _column(typecode: str, values: npt.NDArray[Any]) -> array[Any]:
+    """A numpy column as the aggregator's flat `array` (native byte order)."""
+    return array(typecode, values.astype(values.dtype.newbyteorder("="), copy=False).tobytes())
 
 
 def _pack(arr: npt.NDArray[Any]) -> str:
-    return base64.b64encode(arr.tobytes()).decode("ascii")
+    # base64 reads the array in place (no `tobytes()` copy of a million-entry column).
+    return base64.b64encode(np.ascontiguousarray(arr).data.cast("B")).decode("ascii")
 
 
 def _unpack(s: Mapping[str, Any], field: str, dtype: str, size: int) -> npt.NDArray[Any]:
@@ -186,16 +197,15 @@ def decode_columns(s: Mapping[str, Any]) -> Columns:
     convs: list[str | None] = [
         None if n < 0 else chars[e - n : e] for n, e in zip(lengths.tolist(), ends, strict=True)
     ]
-    ok_list: list[int] = ok.tolist()
-    fed = [o != NOT_COUNTED for o in ok_list]
+    fed = ok != NOT_COUNTED
     for i in s["fed_uncounted"]:
         fed[i] = True
     return Columns(
-        times=times.tolist(),
+        times=_column("d", times),
         tasks=_undictionary(s, "task", size),
-        ok=ok_list,
+        ok=_column("b", ok),
         convs=convs,
-        revs=_unpack(s, "rev", "<i8", size).tolist(),
+        revs=_column("q", _unpack(s, "rev", "<i8", size)),
         tags=_undictionary(s, "tag", size),
         fed=fed,
     )
@@ -208,12 +218,15 @@ def decode_columns_v1(s: Mapping[str, Any]) -> Columns:
     columns = (s["task"], s["ok"], s["conv"], s["rev"], s["fed"], tags)
     if any(len(col) != size for col in columns):
         raise ValueError("columns differ in length")
+    ok = [int(o) for o in s["ok"]]
+    if any(o not in (NOT_COUNTED, 0, 1) for o in ok):
+        raise ValueError("field 'ok': values must be -1 (not counted), 0 or 1")
     return Columns(
-        times=_check_times(np.asarray(s["t"], dtype=np.float64)).tolist(),
+        times=array("d", _check_times(np.asarray(s["t"], dtype=np.float64)).tolist()),
         tasks=[sys.intern(str(t)) for t in s["task"]],
-        ok=[int(o) for o in s["ok"]],
+        ok=array("b", ok),
         convs=list(s["conv"]),
-        revs=[int(r) for r in s["rev"]],
+        revs=array("q", [int(r) for r in s["rev"]]),
         tags=[sys.intern(str(t)) for t in tags],
-        fed=[bool(f) for f in s["fed"]],
+        fed=np.array([bool(f) for f in s["fed"]], dtype=bool),
     )

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from tracepass.collector.export.window_entry import WindowEntry
+from tracepass.collector.export.windows.window_entry import WindowEntry
 from tracepass.evaluator.stats.readiness import ReadinessRule
 from tracepass.evaluator.stats.rolling import (
     AddResult,
@@ -119,7 +119,7 @@ class MetricWindows:
             ("tracepass_window_successes", self._obs_counts("c"), "Passing conversations (c) in a rolling window"),
             ("tracepass_cusum", self._obs_cusum, "Bernoulli CUSUM statistic of the success rate"),
             ("tracepass_readiness", self._obs_readiness, "1 for the current readiness tier"),
-            ("tracepass_window_entries", self._obs_entries, "Entries the rolling windows hold (alive or superseded), all keys"),
+            ("tracepass_window_entries", self._obs_entries, "Rows the rolling windows hold: conversation-index rows within the revision horizon plus bucket cells, all keys"),
         ):  # fmt: skip
             meter.create_observable_gauge(name, callbacks=[fn], description=desc)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from tracepass.collector.export.outcomes import success_of
-from tracepass.collector.export.window_entry import WindowEntry, encode_entry, window_entry
+from tracepass.collector.export.windows.window_entry import WindowEntry, encode_entry, window_entry
 from tracepass.evaluator.judge.conversation_judges import judge_reference_set
 from tracepass.evaluator.models import ConversationResult
 

@@ -1,10 +1,11 @@
-"""TEST ORACLE, not product code: `evaluator/stats/rolling.py` as it was at 68c296e
-(every log column a Python list, a `_ConvRef` named tuple per conversation), kept
-verbatim so `test_rolling_columns.py` can check that the compact columns change no
-window statistic, revision, expiry or persisted state. One fix applied, the one the
-equality test found: compaction dropped a conversation's ref when its entry in ANOTHER
-key's log had the same position (a revision that moved the conversation to another key
-was then counted twice); marked "ORACLE FIX".
+"""TEST ORACLE, not product code: `evaluator/stats/rolling.py` as it was at f528d52
+(one log entry per evaluated conversation, in flat columns, kept for the longest window),
+so `test_rolling_buckets.py` can check that the bucketed windows estimate exactly what
+the per-entry ones did under the bucket-edge definition (docs/statistics.md,
+"Buckets"). Two changes, marked "ORACLE CHANGE": it imports its persisted form from
+`_rolling_columns_oracle_state.py` (the version-2 encoder, which the product only
+reads now), and `_estimate_rows` sums the per-task terms in sorted order (the bucketed
+windows do too), so the tau-bench mean does not depend on a dict's insertion order.
 
 Rolling pass@k / pass^k over sliding time windows, a decayed window and a CUSUM.
 
@@ -25,6 +26,12 @@ Design, and why:
 * The decayed ("fast") window weighs an outcome 2^(-age/half_life); counts are
   fractional, so only the plug-in and Bayesian estimators exist there (the unbiased
   estimators need integer counts).
+* Memory: a 24 h window at 150 conversations/s holds 13 million entries, so an entry
+  is a row of flat columns (times in an `array('d')`, outcome and liveness in byte
+  arrays, revisions in an `array('q')`, the interned task and tag and the conversation
+  id in lists) and the conversation -> entry index maps each id to one int (its
+  stream, position and CUSUM flag packed together): ≈ 110 bytes per entry besides the
+  id itself, and no object the garbage collector tracks per entry.
 * Revisions: a later revision of the same conversation replaces the earlier outcome in
   every window still holding it (the old entry is tombstoned and its counts removed)
   and is appended at `now`. Stale revisions (<= the one held) are ignored.
@@ -42,17 +49,17 @@ from __future__ import annotations
 import gc
 import math
 import sys
+from array import array
 from bisect import bisect_right
 from collections import Counter as Tally
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import compress, count, repeat
 from operator import eq, is_not
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import numpy as np
-from _rolling_lists_oracle_state import (
+from _rolling_columns_oracle_state import (  # ORACLE CHANGE
     NOT_COUNTED,
     STATE_VERSION,
     Columns,
@@ -166,18 +173,25 @@ class _Decayed:
         self.c = min(self.n, max(0.0, self.c + weight * ok))
 
 
-class _ConvRef(NamedTuple):
-    """Where a conversation's live entry is. A tuple (not a dataclass) so a restore can
-    build a million of them with `tuple.__new__` in C, without a Python call each."""
+# Where a conversation's live entry is, as one int (`RollingAggregator._convs`' value):
+# bit 0 = the conversation already fed the CUSUM, bits 1-32 = its stream's number,
+# above = the entry's absolute position in that stream's log. A named tuple per entry
+# cost ≈ 110 bytes more and one object the garbage collector tracks.
+_FED = 1
+_STREAM_BITS = 32
+_STREAM_MASK = (1 << _STREAM_BITS) - 1
+_REVISION_LIMIT = 1 << 63  # revisions are stored as signed 64-bit ints
 
-    key: Key
-    position: int  # absolute index in the key's log
-    revision: int
-    fed: bool  # already seen by the CUSUM
+
+def _place(position: int, number: int) -> int:
+    """An entry's place (stream number and absolute position) as one int: a reference
+    without its CUSUM flag (`ref >> 1`)."""
+    return (position << _STREAM_BITS) | number
 
 
 class _Stream:
-    """Log + window cursors + counts for one key."""
+    """Log + window cursors + counts for one key. The log is columns of flat arrays
+    (see the module docstring); `number` identifies the stream in conversation refs."""
 
     __slots__ = (
         "alive",
@@ -189,6 +203,8 @@ class _Stream:
         "decay",
         "decay_tasks",
         "keep",
+        "key",
+        "number",
         "ok",
         "revs",
         "tags",
@@ -196,13 +212,15 @@ class _Stream:
         "times",
     )
 
-    def __init__(self, n_windows: int, cusum: BernoulliCusum) -> None:
-        self.times: list[float] = []
+    def __init__(self, key: Key, number: int, n_windows: int, cusum: BernoulliCusum) -> None:
+        self.key = key
+        self.number = number
+        self.times = array("d")
         self.tasks: list[str] = []
-        self.ok: list[int] = []
-        self.alive: list[bool] = []
+        self.ok = array("b")  # 1 pass, 0 fail, NOT_COUNTED
+        self.alive = bytearray()  # 0 once a revision superseded the entry
         self.convs: list[str | None] = []
-        self.revs: list[int] = []
+        self.revs = array("q")
         self.tags: list[str] = []
         self.base = 0
         self.keep = 0  # absolute index of the first entry still retained
@@ -223,7 +241,8 @@ class RollingAggregator:
     def __init__(self, config: RollingConfig | None = None) -> None:
         self.config = config or RollingConfig()
         self._streams: dict[Key, _Stream] = {}
-        self._convs: dict[str, _ConvRef] = {}
+        self._numbered: list[_Stream] = []  # by `_Stream.number`
+        self._convs: dict[str, int] = {}  # conversation id -> ref (see `_place`)
         self._last_now = -math.inf
         self._longest = max((s for _, s in self.config.windows), default=0.0)
         # The log must also hold entries the decayed window could still need to revise.
@@ -243,8 +262,13 @@ class RollingAggregator:
     def _stream(self, key: Key) -> _Stream:
         st = self._streams.get(key)
         if st is None:
+            number = len(self._numbered)
+            if number > _STREAM_MASK:
+                raise ValueError(f"rolling windows: more than {_STREAM_MASK} keys")
             cusum = BernoulliCusum(self.config.cusum_p0, self.config.cusum_p1)
-            st = self._streams[key] = _Stream(len(self.config.windows), cusum)
+            st = _Stream(key, number, len(self.config.windows), cusum)
+            self._streams[key] = st
+            self._numbered.append(st)
         return st
 
     def add(
@@ -264,21 +288,25 @@ class RollingAggregator:
         later revision replaces it, so the caller can undo its own bookkeeping."""
         if not isinstance(task, str):
             raise TypeError(f"task must be a str (the reference id), got {type(task).__name__}")
+        if not -_REVISION_LIMIT <= revision < _REVISION_LIMIT:
+            raise ValueError(f"revision must fit in a signed 64-bit int, got {revision}")
         t = self._clock(now)
         replaced = False
         previous: bool | None = None
         previous_key: Key | None = None
         previous_tag = ""
-        fed = False
+        fed = 0
         if conversation_id is not None:
             ref = self._convs.get(conversation_id)
             if ref is not None:
-                if revision <= ref.revision:
+                held = self._numbered[(ref >> 1) & _STREAM_MASK]
+                position = ref >> (_STREAM_BITS + 1)
+                if revision <= held.revs[position - held.base]:
                     return _STALE
-                previous, previous_tag = self._remove(ref, t)
-                previous_key = ref.key
+                previous, previous_tag = self._remove(held, position, t)
+                previous_key = held.key
                 replaced = True
-                fed = ref.fed
+                fed = ref & _FED
         st = self._stream(key)
         self._expire(st, t)  # other keys expire lazily, at their next add or snapshot
         ok = NOT_COUNTED if success is None else int(bool(success))
@@ -288,7 +316,7 @@ class RollingAggregator:
         st.times.append(t)
         st.tasks.append(task)
         st.ok.append(ok)
-        st.alive.append(True)
+        st.alive.append(1)
         st.convs.append(conversation_id)
         st.revs.append(revision)
         st.tags.append(tag)
@@ -298,9 +326,10 @@ class RollingAggregator:
             self._decay_add(st, task, ok, t, 1.0)
             if not fed:
                 st.cusum.update(bool(ok))
-                fed = True
+                fed = _FED
         if conversation_id is not None:
-            self._convs[conversation_id] = _ConvRef(key, idx, revision, fed)
+            # `_place(idx, st.number) << 1 | fed`, inlined: this runs per evaluation.
+            self._convs[conversation_id] = (((idx << _STREAM_BITS) | st.number) << 1) | fed
         if not replaced:
             return _ACCEPTED
         return AddResult(
@@ -323,20 +352,18 @@ class RollingAggregator:
         d.advance(now, hl)
         d.add(weight, ok)
 
-    def _remove(self, ref: _ConvRef, now: float) -> tuple[bool | None, str]:
-        """Take a superseded outcome out of every window still holding it."""
-        st = self._streams.get(ref.key)
-        if st is None or ref.position < st.base:
-            return None, ""
-        i = ref.position - st.base
+    def _remove(self, st: _Stream, position: int, now: float) -> tuple[bool | None, str]:
+        """Take a superseded outcome (at absolute `position` of `st`) out of every window
+        still holding it."""
+        i = position - st.base
         if not st.alive[i]:
             return None, ""
-        st.alive[i] = False
+        st.alive[i] = 0
         ok = st.ok[i]
         if ok == NOT_COUNTED:
             return None, st.tags[i]
         for w, counts in enumerate(st.counts):
-            if st.cursors[w] <= ref.position:
+            if st.cursors[w] <= position:
                 counts.add(st.tasks[i], ok, -1)
         hl = self.config.decay_half_life_s
         if hl is not None:
@@ -381,17 +408,15 @@ class RollingAggregator:
             self._compact(st, drop)
 
     def _compact(self, st: _Stream, drop: int) -> None:
+        convs, number, base = self._convs, st.number, st.base
         for i in range(drop):
             cid = st.convs[i]
             if cid is not None:
-                ref = self._convs.get(cid)
-                # ORACLE FIX: the ref must be this stream's entry (the key too).
-                if (
-                    ref is not None
-                    and ref.position == st.base + i
-                    and self._streams.get(ref.key) is st
-                ):
-                    del self._convs[cid]
+                ref = convs.get(cid)
+                # Only if the ref is this entry (stream and position): a revision may
+                # have moved the conversation to another key's log.
+                if ref is not None and ref >> 1 == _place(base + i, number):
+                    del convs[cid]
         del st.times[:drop]
         del st.tasks[:drop]
         del st.ok[:drop]
@@ -473,6 +498,7 @@ class RollingAggregator:
                 unb_pow: float | None = None
                 used = 0
                 if tasks:
+                    tasks = sorted(tasks)  # ORACLE CHANGE
                     tn = np.fromiter((x[0] for x in tasks), np.float64, len(tasks))
                     tc = np.fromiter((x[1] for x in tasks), np.float64, len(tasks))
                     unb_at, unb_pow, used = tau_bench_means(tn, tc, k)
@@ -516,12 +542,12 @@ class RollingAggregator:
             StreamCapture(
                 key=key,
                 fed_uncounted=self._fed_uncounted(st),
-                times=st.times.copy(),
+                times=st.times[:],
                 tasks=st.tasks.copy(),
-                ok=st.ok.copy(),
+                ok=st.ok[:],
                 alive=st.alive.copy(),
                 convs=st.convs.copy(),
-                revs=st.revs.copy(),
+                revs=st.revs[:],
                 tags=st.tags.copy(),
                 decay=(st.decay.n, st.decay.c, st.decay.t),
                 decay_tasks={k: [d.n, d.c, d.t] for k, d in st.decay_tasks.items()},
@@ -540,7 +566,7 @@ class RollingAggregator:
         for i in uncounted:
             c = st.convs[i]
             ref = self._convs.get(c) if c is not None and st.alive[i] else None
-            if ref is not None and ref.fed:
+            if ref is not None and ref & _FED:
                 out.append(i)
         return out
 
@@ -563,7 +589,7 @@ class RollingAggregator:
         gc.disable()
         try:
             return cls._from_state(state, config)
-        except (KeyError, TypeError, IndexError) as exc:
+        except (KeyError, TypeError, IndexError, OverflowError) as exc:
             raise ValueError(f"rolling state: malformed ({type(exc).__name__}: {exc})") from exc
         finally:
             if gc_was_enabled:
@@ -610,8 +636,9 @@ class RollingAggregator:
         st.cusum.value, st.cusum.observations = float(cs["value"]), int(cs["n"])
         size = len(cols.times)
         st.times, st.tasks, st.ok = cols.times, cols.tasks, cols.ok
-        st.alive = [True] * size
+        st.alive = bytearray(b"\x01") * size
         st.convs, st.revs, st.tags = cols.convs, cols.revs, cols.tags
+        st.base = st.keep = 0
         now = self._last_now
         cursors = [
             bisect_right(st.times, now - seconds) if math.isfinite(now) else 0
@@ -623,10 +650,11 @@ class RollingAggregator:
             for (task, ok), m in Tally(zip(st.tasks[cur:], st.ok[cur:], strict=True)).items():
                 if ok != NOT_COUNTED:
                     counts.add(task, ok, m)
-        new_ref = partial(tuple.__new__, _ConvRef)
-        refs = map(new_ref, zip(repeat(key), count(), st.revs, cols.fed))
+        # Each entry's ref (`_place` << 1 | fed), computed in numpy: positions from 0.
+        places = (np.arange(size, dtype=np.int64) << _STREAM_BITS) | st.number
+        refs: list[int] = ((places << 1) | cols.fed.astype(np.int64)).tolist()
         with_conv = compress(zip(st.convs, refs, strict=True), map(is_not, st.convs, repeat(None)))
-        self._convs.update(cast("Iterator[tuple[str, _ConvRef]]", with_conv))
+        self._convs.update(cast("Iterator[tuple[str, int]]", with_conv))
         dn, dc, dt = s["decay"]
         st.decay = _Decayed(float(dn), float(dc), float(dt))
         st.decay_tasks = {

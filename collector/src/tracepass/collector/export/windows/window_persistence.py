@@ -1,18 +1,23 @@
 """The rolling windows' durable life, in one component: restore, replay, persist.
 
-The windows (`evaluator/stats/rolling.py`, inside `EvaluationMetrics`) are a cache of
-evaluated outcomes that must survive restarts and `kill -9`:
+The windows (`evaluator/stats/rolling.py`, held by `EvaluationMetrics` through
+`metric_windows.py`) are a cache of evaluated outcomes that must survive restarts and
+`kill -9`:
 
 - `start()` restores the last snapshot from the state file (`AGGREGATOR_BLOB`) and
   replays the window-journal entries committed after it (evaluations up to a crash),
   so the windows equal those of a run that never stopped;
 - `on_result` notes the journal sequence number the results store wrote for each
-  evaluation (the chain runs this link after the store and before the metrics add it);
+  evaluation (the chain runs this link after the store and after the metrics link,
+  which adds the result to the windows: a snapshot never claims an entry it lacks);
 - a background task persists a snapshot every `persist_interval_s` when something
   changed, and `shutdown()` persists a last one (the state file is still open then).
 
 The snapshot records the journal position it includes, and the store drops those
-entries in the same transaction (`state/window_journal.py`).
+entries in the same transaction (`state/window_journal.py`). What the journal keeps of
+each result is this room's encoder (`judge_series.journal_entry`): the component offers
+it through the chain (`journal_encoder`), and the results store, earlier in the chain,
+takes it when the chain starts.
 """
 
 from __future__ import annotations
@@ -21,9 +26,15 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tracepass.collector.export.window_entry import decode_entries
+from tracepass.collector.export.windows.judge_series import journal_entry
+from tracepass.collector.export.windows.window_entry import (
+    WindowEntry,
+    decode_entries,
+    window_entry,
+)
 from tracepass.collector.pipeline import ResultComponent, ResultInfo
 from tracepass.collector.state import JOURNAL_RESULT, JOURNAL_WINDOW, StateStore
 from tracepass.evaluator.models import ConversationResult
@@ -32,7 +43,7 @@ from tracepass.evaluator.stats.rolling import RollingAggregator, StateCapture
 if TYPE_CHECKING:
     from tracepass.collector.export.metrics import EvaluationMetrics
 
-__all__ = ["AGGREGATOR_BLOB", "RollingWindows"]
+__all__ = ["AGGREGATOR_BLOB", "RollingWindows", "replay_entry", "replay_result"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +85,11 @@ class RollingWindows(ResultComponent):
             self._task = None
             await self.persist()
 
+    def journal_encoder(self) -> Callable[[ConversationResult], str] | None:
+        """What the window journal keeps of a result (None: no state file, nothing to
+        replay)."""
+        return None if self.store is None else journal_entry
+
     def on_result(self, result: ConversationResult, info: ResultInfo) -> None:
         if info.journal_seq is not None:
             self._journal_applied = max(self._journal_applied, info.journal_seq)
@@ -95,7 +111,8 @@ class RollingWindows(ResultComponent):
                 "%s: rolling windows could not be restored, starting empty: %s", store.path, exc
             )
             return
-        self.metrics.restore_windows(agg)
+        self.metrics.windows.adopt(agg)
+        self.metrics.seed_labels(agg)
         log.info("restored rolling windows for %d keys from %s", len(agg), store.path)
 
     def _replay(self, store: StateStore) -> None:
@@ -110,12 +127,14 @@ class RollingWindows(ResultComponent):
             try:
                 if entry.format == JOURNAL_RESULT:  # written before schema version 5
                     result = ConversationResult.model_validate_json(entry.text)
-                    added = metrics.replay(result, revision=entry.revision, now=entry.evaluated_at)
+                    added = replay_result(
+                        metrics, result, revision=entry.revision, now=entry.evaluated_at
+                    )
                 elif entry.format == JOURNAL_WINDOW:
                     added = False
                     for window in decode_entries(entry.text):  # + judge series' entries
-                        added |= metrics.replay_entry(
-                            window, revision=entry.revision, now=entry.evaluated_at
+                        added |= replay_entry(
+                            metrics, window, revision=entry.revision, now=entry.evaluated_at
                         )
                 else:
                     raise ValueError(f"unknown journal entry format {entry.format}")
@@ -146,7 +165,7 @@ class RollingWindows(ResultComponent):
         # receivers nor `record` wait for it. Every journal entry up to `upto` is in the
         # capture (entries are applied in commit order); the store drops them with the
         # snapshot, atomically.
-        capture, upto = self.metrics.capture_windows(lambda: self._journal_applied)
+        capture, upto = self.metrics.windows.capture(lambda: self._journal_applied)
         handover = [capture]
         del capture  # `_encode_state` frees the copy once encoded (see there)
         blob = await asyncio.to_thread(_encode_state, handover)
@@ -167,12 +186,30 @@ class RollingWindows(ResultComponent):
                 log.exception("persisting the rolling windows failed")
 
 
+def replay_entry(
+    metrics: EvaluationMetrics, entry: WindowEntry, *, revision: int, now: float
+) -> bool:
+    """Put a journalled evaluation back into the windows (crash recovery), exactly as
+    `record` added it, under the labels it maps to now, without counting it again or
+    emitting its event: the counters and events of a previous process are not this
+    process's. Idempotent: an entry the restored snapshot already holds is a stale
+    revision and changes nothing. Returns whether it changed the windows."""
+    return metrics.windows.add(metrics.key_of(entry), entry, revision, now).accepted
+
+
+def replay_result(
+    metrics: EvaluationMetrics, result: ConversationResult, *, revision: int, now: float
+) -> bool:
+    """`replay_entry` of a whole result (journals written before schema version 5)."""
+    return replay_entry(metrics, window_entry(result), revision=revision, now=now)
+
+
 def _encode_state(handover: list[StateCapture]) -> bytes:
     """The captured windows as JSON bytes (in a worker thread: the capture is a copy, so
     nothing here touches the live aggregator). Every stage is dropped as soon as the
     next exists (the capture once encoded into the state, the state once serialized):
-    this runs every `persist_interval_s`, and its peak grows with the windows' entries
-    (≈ 180 bytes per entry when all stages were alive together, ≈ 100 now)."""
+    this runs every `persist_interval_s`; with buckets its size follows keys x buckets
+    and one revision horizon of conversations, not the longest window's traffic."""
     state = handover.pop().to_state()
     text = json.dumps(state, separators=(",", ":"), allow_nan=False)
     del state
