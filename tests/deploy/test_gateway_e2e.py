@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 from _gateway_support import (
+    AGENT,
     GROUP_WAIT_S,
     REFERENCES,
     SHAPES,
@@ -157,11 +158,30 @@ def test_gateway_keeps_conversations_whole_across_replicas(
             raise AssertionError(f"{exc}\n--- gateway:\n{logs}") from None
 
 
+def warm_up(replicas: list[Replica]) -> None:
+    """Each replica evaluates, sent directly, a failing, a revised (late span) and a
+    logs conversation of its own before Prometheus starts: every counter series the
+    measured traffic touches then exists, and `increase()` sees all of that traffic (a
+    series born mid-window loses its first value to Prometheus's extrapolation)."""
+    for i, replica in enumerate(replicas):
+        convs = [
+            make_conversation(f"w{i}-fail", "every", fail=True),
+            make_conversation(f"w{i}-late", "every", late=True),
+            make_logs_conversation(f"w{i}-logs"),
+        ]
+        send_all(Sender(replica.endpoint), convs)
+        wait_counts([replica], {replica.endpoint: 3.0}, f"{replica.endpoint}'s warm-up")
+        for conv in convs:
+            want = ("pass" if conv.passing else "fail", True)
+            assert outcome_of(replica, conv.id, want) == want, conv.id
+
+
 def check_all(
     tmp_path: Path, replicas: list[Replica], solo: Replica, gateway: Gateway, extra: Replica
 ) -> None:
     ring3 = Ring(r.endpoint for r in replicas)
     sender = Sender(gateway.endpoint)
+    warm_up([*replicas, solo])
     # Prometheus watches from before the traffic (the rules count increases).
     with contextlib.ExitStack() as stack:
         pooled = stack.enter_context(
@@ -170,7 +190,15 @@ def check_all(
         single = stack.enter_context(
             prometheus(tmp_path / "prom1", [solo.metrics_port], short=False)
         )
-        time.sleep(3)  # a few scrapes of the empty replicas first
+        # Both have scraped the warm-up (every series exists) before the traffic.
+        for prom, want in ((pooled, 9.0), (single, 3.0)):
+
+            def scraped(prom: Any = prom, want: float = want) -> bool:
+                rows = prom.query("sum(tracepass_conversations_total)")
+                return bool(rows) and float(rows[0]["value"][1]) >= want
+
+            wait_until(scraped, DEADLINE_S, "Prometheus to scrape the warm-up", interval=1.0)
+        time.sleep(3)  # a few more samples of the settled counters
         check_phases(tmp_path, replicas, solo, gateway, extra, ring3, sender, pooled, single)
 
 
@@ -199,10 +227,10 @@ def check_phases(
     keys = {c.id: c.key for c in convs} | {d: routing_key(d) for d in decorated}
     predicted = Counter(ring3.owner(keys[i]) for i in ids)
     assert len(predicted) == 3, predicted  # the traffic spreads over the three
-    want = {r.endpoint: float(predicted[r.endpoint]) for r in replicas}
+    want = {r.endpoint: 3.0 + predicted[r.endpoint] for r in replicas}  # + the warm-up
     wait_listed([*replicas, solo], ids)
     wait_counts(replicas, want, "each replica to evaluate the conversations the ring gives it")
-    wait_counts([solo], {solo.endpoint: float(len(ids))}, "the single replica's evaluations")
+    wait_counts([solo], {solo.endpoint: 3.0 + len(ids)}, "the single replica's evaluations")
     outcomes = {c.id: expected_outcome(c) for c in convs} | dict.fromkeys(decorated, "pass")
     for cid, outcome in outcomes.items():
         assert outcome_of(solo, cid, (outcome, True)) == (outcome, True), ("solo", cid)
@@ -215,9 +243,15 @@ def check_phases(
     traceless = [c.id for c in convs if c.shape == "traceless"]
     assert len({ring3.owner(routing_key(t)) for t in traceless}) >= 1
 
-    check_prometheus(
-        tmp_path, replicas, solo, len(ids), sum(o != "pass" for o in outcomes.values())
-    )
+    agents = {c.id: ("weather" if c.shape == "logs" else AGENT) for c in convs}
+    rates: dict[str, float] = {}
+    for agent in set(agents.values()):
+        mine = [o for cid, o in outcomes.items() if agents.get(cid, AGENT) == agent]
+        # The rules' minimum-sample guard (tracepass:min_conversations, 5): below it
+        # pass^k is absent, pooled or not.
+        if len(mine) >= 5:
+            rates[agent] = sum(o == "pass" for o in mine) / len(mine)
+    check_prometheus(pooled, single, len(ids), sum(o != "pass" for o in outcomes.values()), rates)
 
     # ---- phase B: kill -9 of the replica that owns the most, mid-traffic.
     batch_b = [make_conversation(f"b-{i}", SHAPES[i % len(SHAPES)]) for i in range(9)]
@@ -272,48 +306,74 @@ def check_phases(
         assert outcome_of(extra, conv.id) == ("pass", True), conv.id
 
 
-def check_prometheus(pooled: Any, single: Any, n: int, failing: int) -> None:
-    """The pooled recording rules over the three replicas equal one replica's."""
-    expected_rate = (n - failing) / n
-    if True:
-        # Net counts (revisions netted out): every conversation once, with its latest outcome.
-        net = (
-            "sum(tracepass_conversations_total{{{sel}}})"
-            " - (sum(tracepass_conversations_superseded_total{{{sel}}}) or vector(0))"
-        )
+def check_prometheus(
+    pooled: Any, single: Any, n: int, failing: int, rates: dict[str, float]
+) -> None:
+    """The pooled recording rules over the three replicas equal one replica's, agent by
+    agent (the rules keep `agent_name`)."""
+    # Net counts (revisions netted out): every conversation once, with its latest outcome.
+    net = (
+        "sum(tracepass_conversations_total{{{sel}}})"
+        " - (sum(tracepass_conversations_superseded_total{{{sel}}}) or vector(0))"
+    )
 
-        def counts(prom: Any) -> tuple[float, float] | None:
-            rows = [prom.query(net.format(sel=sel)) for sel in ("", 'outcome="pass"')]
-            if not all(rows):
+    def counts(prom: Any) -> tuple[float, float] | None:
+        rows = [prom.query(net.format(sel=sel)) for sel in ("", 'outcome="pass"')]
+        if not all(rows):
+            return None
+        return float(rows[0][0]["value"][1]), float(rows[1][0]["value"][1])
+
+    # Both count their replicas' warm-up (3 conversations each, 2 passing) besides.
+    def same_counts() -> tuple[float, float] | None:
+        a, b = counts(pooled), counts(single)
+        if a is None or b is None:
+            return None
+        a, b = (a[0] - 9, a[1] - 6), (b[0] - 3, b[1] - 2)
+        return a if a == b and a[0] == n else None
+
+    got = wait_until(same_counts, DEADLINE_S, "both Prometheus to count every conversation")
+    assert got == (n, n - failing), got
+
+    def pass_pow(prom: Any, k: str) -> dict[str, float] | None:
+        rows = prom.query(f'tracepass:pass_pow_k:pooled{{k="{k}",window="1h"}}')
+        by_agent = {r["metric"].get("agent_name", ""): float(r["value"][1]) for r in rows}
+        return by_agent if set(by_agent) == set(rates) else None
+
+    for k in ("1", "3"):
+        try:
+            a = wait_until(lambda k=k: pass_pow(pooled, k), 60, "pooled pass^k")
+        except AssertionError:
+            rules = pooled.api("/api/v1/rules")
+            bad = [
+                (r.get("name"), r.get("health"), r.get("lastError"))
+                for g in rules["groups"]
+                for r in g["rules"]
+                if r.get("health") != "ok"
+            ]
+            seen = [
+                (r["metric"], r["value"][1])
+                for q in (
+                    f'tracepass:pass_pow_k:pooled{{k="{k}"}}',
+                    "tracepass:min_conversations",
+                    "increase(tracepass_conversations_total[1h])",
+                )
+                for r in pooled.query(q)
+            ]
+            raise AssertionError(f"no pooled pass^k: unhealthy rules {bad}; {seen}") from None
+        b = wait_until(lambda k=k: pass_pow(single, k), DEADLINE_S, "single pass^k")
+
+        # The increase() chain settles a few evaluations after the raw counts do.
+        def settled(k: str = k) -> tuple[dict[str, float], dict[str, float]] | None:
+            got = pass_pow(pooled, k), pass_pow(single, k)
+            if got[0] is None or got[1] is None:
                 return None
-            return float(rows[0][0]["value"][1]), float(rows[1][0]["value"][1])
+            near = all(abs(got[0][x] - got[1][x]) <= 0.05 for x in rates)
+            return got if near else None
 
-        def same_counts() -> tuple[float, float] | None:
-            a, b = counts(pooled), counts(single)
-            return a if a is not None and a == b and a[0] == n else None
-
-        got = wait_until(same_counts, DEADLINE_S, "both Prometheus to count every conversation")
-        assert got == (n, n - failing), got
-
-        def pass_pow(prom: Any, k: str) -> float | None:
-            rows = prom.query(f'tracepass:pass_pow_k:pooled{{k="{k}",window="1h"}}')
-            return float(rows[0]["value"][1]) if rows else None
-
-        for k in ("1", "3"):
-            try:
-                a = wait_until(lambda k=k: pass_pow(pooled, k), 60, "pooled pass^k")
-            except AssertionError:
-                rules = pooled.api("/api/v1/rules")
-                bad = [
-                    (r.get("name"), r.get("health"), r.get("lastError"))
-                    for g in rules["groups"]
-                    for r in g["rules"]
-                    if r.get("health") != "ok"
-                ]
-                seen = pooled.query("tracepass:window_conversations:pooled")
-                raise AssertionError(f"no pooled pass^k: unhealthy rules {bad}; n {seen}") from None
-            b = wait_until(lambda k=k: pass_pow(single, k), DEADLINE_S, "single pass^k")
+        with contextlib.suppress(AssertionError):
+            a, b = wait_until(settled, 60, "pooled and single pass^k to settle", interval=1.0)
+        for agent, rate in rates.items():
             # increase() over the window extrapolates each series from its first sample:
             # the same traffic, the same estimate, up to that extrapolation.
-            assert a == pytest.approx(b, abs=0.05), (k, a, b)
-            assert a == pytest.approx(expected_rate ** int(k), abs=0.1), (k, a)
+            assert a[agent] == pytest.approx(b[agent], abs=0.05), (k, agent, a, b)
+            assert a[agent] == pytest.approx(rate ** int(k), abs=0.1), (k, agent, a)
