@@ -27,8 +27,8 @@ setup: $(VENV)/.synced
 demo: setup
 	$(BIN)/tracepass demo $(DEMO_ARGS)
 
-## The whole suite: lint, types, tests (CI runs exactly this).
-test: setup lint pytest
+## The whole suite: lint, types, the Go component's tests, tests (CI runs exactly this).
+test: setup lint otelcol-test pytest
 
 lint: setup
 	$(BIN)/ruff check .
@@ -56,9 +56,14 @@ reliability: setup
 otelcol:
 	@deploy/otelcol/build.sh
 
-## The Go tests of the project's Collector component.
+## The Go tests of the project's Collector component (part of `make test`; skipped with
+## a message when go is not installed). Same Go caches as `make otelcol` (.tools/go).
 otelcol-test:
-	cd deploy/otelcol/conversationidprocessor && go test -count=1 ./...
+	@if command -v go >/dev/null 2>&1; then \
+		. deploy/otelcol/go-env.sh && cd deploy/otelcol/conversationidprocessor && go test -count=1 ./...; \
+	else \
+		echo "go not found: skipping the conversationid processor's Go tests (make otelcol-test)"; \
+	fi
 
 ## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework
 ## under .tools/frameworks, installed from PyPI; not part of `make test`.

@@ -2,23 +2,26 @@
 # Build the project's Collector distribution (deploy/otelcol/builder-config.yaml) into
 # .tools/bin/otelcol-tracepass with the Collector's builder at the manifest's release.
 # Cached: rebuilt only when the manifest, the project's Go component or this script
-# changes (a SHA-256 of them is kept in .tools/otelcol-tracepass.stamp). Go's module and
-# build caches stay in their defaults (GOPATH, GOCACHE), so a rebuild is incremental.
+# changes (a SHA-256 of them is kept in .tools/otelcol-tracepass.stamp). Go's module
+# cache, build cache and GOPATH live under .tools/go (go-env.sh, shared with
+# `make otelcol-test`), so a fresh clone writes nothing to ~/go or ~/.cache, `make clean`
+# removes them with the rest of .tools/, and a rebuild is incremental.
 # Prints the binary's path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/otelcol/go-env.sh
+. deploy/otelcol/go-env.sh
 BUILDER_VERSION=v0.148.0
 TOOLS=.tools
 BIN="$TOOLS/bin/otelcol-tracepass"
 STAMP="$TOOLS/otelcol-tracepass.stamp"
 BUILDER="$TOOLS/bin/builder-$BUILDER_VERSION"
-export GOFLAGS="${GOFLAGS:--modcacherw}"
 export CGO_ENABLED=0
 
 hash=$(
   {
     echo "$BUILDER_VERSION"
-    cat deploy/otelcol/builder-config.yaml deploy/otelcol/build.sh
+    cat deploy/otelcol/builder-config.yaml deploy/otelcol/build.sh deploy/otelcol/go-env.sh
     find deploy/otelcol/conversationidprocessor -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) \
       -not -name '*_test.go' | LC_ALL=C sort | xargs cat
   } | sha256sum | cut -d' ' -f1
@@ -32,7 +35,7 @@ mkdir -p "$TOOLS/bin"
 if [ ! -x "$BUILDER" ]; then
   echo "installing the Collector builder $BUILDER_VERSION" >&2
   tmp=$(mktemp -d)
-  GOBIN="$(pwd)/$tmp" go install "go.opentelemetry.io/collector/cmd/builder@$BUILDER_VERSION"
+  GOBIN="$tmp" go install "go.opentelemetry.io/collector/cmd/builder@$BUILDER_VERSION"
   mv "$tmp/builder" "$BUILDER"
   rmdir "$tmp"
 fi

@@ -18,6 +18,13 @@ ids of files approved but not yet reloaded by the watcher: two approvals sharing
 reference id within the reload interval used to be both written (the second is a 409).
 A candidate whose YAML exceeds the approval body limit (`MAX_YAML_BYTES`) is refused
 with 413: it could never come back edited.
+
+With a shared results store (PostgreSQL, several replicas behind the gateway) each
+replica evaluates only its share, so a miner fed by its own evaluations would propose
+from that share and two replicas would list different candidates. There the miner is
+instead rebuilt from the database's unreferenced results (`refresh`: the newest
+`SHARED_MINE_LIMIT`, in one total order, so every replica builds the same miner), at
+most every `SHARED_REFRESH_S` when the candidates are asked for, off the event loop.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +57,8 @@ from tracepass.evaluator.references.matching import ReferenceCatalog, normalize_
 __all__ = [
     "CANDIDATES_PATH",
     "CONVERSATION_REFERENCE_PATH",
+    "SHARED_MINE_LIMIT",
+    "SHARED_REFRESH_S",
     "ReferenceCandidates",
     "candidate_json",
     "candidate_read_routes",
@@ -61,6 +71,10 @@ CANDIDATES_PATH = "/api/v1/reference-candidates"
 CANDIDATE_PATH = CANDIDATES_PATH + "/{candidate_id}"
 CONVERSATION_REFERENCE_PATH = "/api/v1/conversations/{conversation_id}/reference"
 MAX_YAML_BYTES = 1 << 20
+# Shared store: how stale a replica's candidates may be, and how many unreferenced
+# results they are mined from (the newest; the state file's warm-up reads as many).
+SHARED_REFRESH_S = 10.0
+SHARED_MINE_LIMIT = 20000
 
 
 def candidate_json(candidate: Candidate, state: str = "proposed") -> dict[str, Any]:
@@ -92,8 +106,13 @@ class ReferenceCandidates:
         catalog: Callable[[], ReferenceCatalog] = ReferenceCatalog,
         lookup: Callable[[str], StoredResult | None] = lambda _: None,
         blocked: Callable[[], dict[str, str]] = dict,
+        shared: Callable[[int], list[StoredResult]] | None = None,
     ) -> None:
         self.miner = miner
+        # The shared store's `unreferenced_results` (None: mine this replica's own).
+        self._shared = shared
+        self._refreshing = asyncio.Lock()
+        self._mined_at: float | None = None
         self._blocked = blocked  # reference files the watcher's last reload blocked
         # One approval at a time (they run in threads); ids written by approvals, with
         # their file, until the watcher has loaded them.
@@ -112,10 +131,42 @@ class ReferenceCandidates:
     # ------------------------------------------------------------------ feeding
 
     def observe(self, result: ConversationResult, conversation: Conversation | None) -> bool:
-        """Feed one evaluated conversation: used only when it matched no reference."""
-        if result.reference_id is not None or conversation is None:
+        """Feed one evaluated conversation: used only when it matched no reference.
+        Ignored with a shared store: this replica's results come back from it."""
+        if self._shared is not None or result.reference_id is not None or conversation is None:
             return False
         return self.miner.add(conversation, result)
+
+    async def refresh(self) -> None:
+        """With a shared store, re-mine from it if the last read is `SHARED_REFRESH_S`
+        old (one read at a time, in a thread). Raises LookupError (the API's 503) when
+        the database cannot be read; the previous candidates stay."""
+        if self._shared is None:
+            return
+        async with self._refreshing:
+            now = time.monotonic()
+            if self._mined_at is not None and now - self._mined_at < SHARED_REFRESH_S:
+                return
+            closed = set(self.miner.closed)
+            miner = await asyncio.to_thread(self._mine, closed)
+            for task in self.miner.closed - closed:  # approved while it was read
+                miner.close(task)
+            self.miner = miner
+            self._mined_at = now
+
+    def _mine(self, closed: set[str]) -> CandidateMiner:
+        """A new miner (same settings, same closed tasks) fed from the shared store."""
+        assert self._shared is not None
+        old = self.miner
+        miner = CandidateMiner(
+            old.min_conversations, min_agreement=old.min_agreement, max_tasks=old.max_tasks
+        )
+        miner.closed = closed
+        for stored in self._shared(SHARED_MINE_LIMIT):
+            if stored.result is not None and stored.result.reference_id is None:
+                miner.add(stored.conversation, stored.result)
+        miner.candidates()  # the proposals are computed here, not on the event loop
+        return miner
 
     # ------------------------------------------------------------------ reading
 
@@ -286,10 +337,18 @@ async def edited_yaml(request: web.Request) -> str | None:
 
 def candidate_read_routes(candidates: ReferenceCandidates) -> list[GetRoute]:
     async def listing(request: web.Request) -> web.StreamResponse:
+        try:
+            await candidates.refresh()
+        except LookupError as exc:
+            return _json({"error": str(exc)}, 503)
         return _json(candidates.listing())
 
     async def one(request: web.Request) -> web.StreamResponse:
         cid = request.match_info["candidate_id"]
+        try:
+            await candidates.refresh()
+        except LookupError as exc:
+            return _json({"error": str(exc)}, 503)
         body = candidates.one(cid)
         if body is None:
             return _json({"error": f"no reference candidate {cid!r}"}, 404)

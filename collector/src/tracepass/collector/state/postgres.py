@@ -51,7 +51,7 @@ from tracepass.collector.state.pg_failure_modes import (
 )
 from tracepass.collector.state.pg_review import REVIEW_PG_SCHEMA, PostgresReviewLabels
 from tracepass.collector.state.reference_tools import REFERENCE_TOOLS_SCHEMA, ToolsLookup
-from tracepass.collector.state.results import TrendRow
+from tracepass.collector.state.results import UNREFERENCED_SQL, TrendRow, decode_unreferenced
 from tracepass.collector.state.schema import StateError
 
 __all__ = [
@@ -355,6 +355,15 @@ class PostgresResults:
         with self.reading() as conn:
             row = conn.execute("SELECT view FROM results WHERE conv_key = %s", (key,)).fetchone()
         return None if row is None else decode_result(row[0], self._tools)
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+    def unreferenced_results(self, limit: int) -> list[StoredResult]:
+        with self.reading() as conn:
+            rows = conn.execute(UNREFERENCED_SQL.replace("?", "%s"), (limit,)).fetchall()
+        return decode_unreferenced(rows, self._tools)
 
     def _fetch_tools(self, digest: str) -> str | None:
         """A `reference_tools` row's list (JSON text), or None."""

@@ -113,6 +113,10 @@ class TriagePages(WritePages):
     # ------------------------------------------------------------------ candidates
 
     async def candidate_list(self, request: web.Request) -> web.StreamResponse:
+        try:
+            await self.candidates.refresh()
+        except LookupError as exc:
+            return self._error(request, str(exc), 503)
         body = self.candidates.listing()
         for c in body["candidates"]:
             c["url"] = f"{UI_PREFIX}/reference-candidates/{quote(c['id'], safe='')}"
@@ -133,6 +137,10 @@ class TriagePages(WritePages):
         edited: str | None = None,
     ) -> web.StreamResponse:
         cid = request.match_info["candidate_id"]
+        try:
+            await self.candidates.refresh()
+        except LookupError as exc:
+            return self._error(request, str(exc), 503)
         c = self.candidates.one(cid)
         if c is None:
             return self._error(request, f"no reference candidate {cid!r}", 404)

@@ -1,0 +1,96 @@
+"""A real `tracepass serve` replica for the tests that run several on one PostgreSQL
+results store (test_replicas_postgres.py, test_replicas_shared_triage.py)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from _live_support import TRACEPASS, clean_env, http_get, wait_until
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+__all__ = ["Replica"]
+
+
+class Replica:
+    """`tracepass serve` on its own state file; `kill()` is SIGKILL, `start()` again
+    resumes from the same file (new ports)."""
+
+    def __init__(self, directory: Path, config: Path, env: dict[str, str] | None = None) -> None:
+        self.dir = directory
+        self.config = config
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ports: dict[str, Any] = {}
+
+    def start(self) -> None:
+        ports_file = self.dir / "ports.json"
+        ports_file.unlink(missing_ok=True)
+        err = (self.dir / "serve.stderr").open("ab")
+        self.proc = subprocess.Popen(
+            [TRACEPASS, "serve", "--config", str(self.config), "--ports-file", str(ports_file)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=clean_env(**self.env),
+        )
+        err.close()
+        proc = self.proc
+
+        def listening() -> dict[str, Any] | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited {proc.returncode}:\n{self.stderr()}")
+            return json.loads(ports_file.read_text()) if ports_file.exists() else None
+
+        self.ports = wait_until(listening, 120, "tracepass serve to listen")
+
+    def stderr(self) -> str:
+        return (self.dir / "serve.stderr").read_text(errors="replace")
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.ports['http_port']}"
+
+    def export(self, spans: list[ReadableSpan]) -> bool:
+        exporter = OTLPSpanExporter(endpoint=f"{self.http}/v1/traces", timeout=10)
+        try:
+            return exporter.export(spans) == SpanExportResult.SUCCESS
+        except Exception:
+            return False
+        finally:
+            exporter.shutdown()
+
+    def send(self, spans: list[ReadableSpan]) -> None:
+        """Until acknowledged (a refused or lost export is retried, as exporters do)."""
+        wait_until(lambda: self.export(spans), 120, "an export to be acknowledged", 0.5)
+
+    def json(self, path: str) -> Any:
+        status, body = http_get(self.http + path, timeout=30)
+        assert status == 200, (path, status, body[:500])
+        return json.loads(body)
+
+    def listed(self) -> set[str] | None:
+        """Every conversation the list returns (None: 503, the database is reconnecting)."""
+        status, body = http_get(self.http + "/api/v1/conversations?limit=500", timeout=30)
+        if status == 503:
+            return None
+        assert status == 200, (status, body[:500])
+        return {c["conversation_id"] for c in json.loads(body)["conversations"]}
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
