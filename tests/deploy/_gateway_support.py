@@ -149,6 +149,9 @@ class Replica:
     metrics_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     ports: dict[str, Any] = field(default_factory=dict)
+    # Above the test's longest gap between a conversation's two traces (the bench
+    # lowers it: its traffic has no gaps).
+    idle_timeout_s: float = 6.0
 
     @property
     def endpoint(self) -> str:
@@ -167,7 +170,11 @@ class Replica:
         data = {
             "references": [str(self.refs)],
             "receiver": {"host": "127.0.0.1", "grpc_port": self.grpc_port, "http_port": 0},
-            "assembly": {"idle_timeout_s": 6, "trace_grace_s": 0.5, "tick_interval_s": 0.2},
+            "assembly": {
+                "idle_timeout_s": self.idle_timeout_s,
+                "trace_grace_s": 0.5,
+                "tick_interval_s": 0.2,
+            },
             "state": {"path": str(self.directory / "state.sqlite")}
             | ({"results_url": self.results_url} if self.results_url else {}),
             "metrics": {
