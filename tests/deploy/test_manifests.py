@@ -149,11 +149,12 @@ def test_otelcol_configs_match_component_schemas(name: str) -> None:
 
 def test_otelcol_keeps_traces_whole_before_routing() -> None:
     """groupbytrace, then the conversationid processor writing the one attribute the
-    loadbalancing exporter routes on, for traces and logs; the queue is persistent."""
+    loadbalancing exporter routes on, for traces and logs (then batch: the released
+    traces leave together); the queue is persistent."""
     for name in ("gateway.yaml", "static-two-replicas.yaml"):
         config = _load_all(DEPLOY / "otelcol" / name)[0]
         pipelines = config["service"]["pipelines"]
-        assert pipelines["traces"]["processors"][-2:] == ["groupbytrace", "conversationid"]
+        assert pipelines["traces"]["processors"][-3:] == ["groupbytrace", "conversationid", "batch"]
         assert pipelines["logs"]["processors"][-1] == "conversationid"
         assert config["processors"]["conversationid"]["routing_attribute"] == ROUTING_ATTRIBUTE
         wait = config["processors"]["groupbytrace"]["wait_duration"]
