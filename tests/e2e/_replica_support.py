@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _live_support import TRACEPASS, clean_env, http_get, wait_until
+from _live_support import TRACEPASS, clean_env, http_get, wait_until, write_config
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-__all__ = ["Replica"]
+__all__ = ["Replica", "post", "replica_config"]
 
 
 class Replica:
@@ -94,3 +96,38 @@ class Replica:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+def replica_config(
+    directory: Path, refs: Path, url: str, write_token: str, **sections: Any
+) -> Path:
+    """A replica's config: loopback ports picked by the OS, fast assembly, its own state
+    file, the shared results store `url`, the write token; `sections` add or replace
+    top-level sections."""
+    return write_config(
+        directory / "tracepass.yaml",
+        {
+            "references": [str(refs)],
+            "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+            "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
+            "state": {"path": str(directory / "state.sqlite"), "results_url": url},
+            "api": {"write_token": write_token},
+            "metrics": {"prometheus_port": 0, "windows": [{"name": "1h", "seconds": 3600}]},
+            **sections,
+        },
+    )
+
+
+def post(replica: Replica, path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
+    """A JSON POST to a write route with the write token: (status, decoded body)."""
+    request = urllib.request.Request(
+        f"{replica.http}{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return int(r.status), json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()[:500]

@@ -22,13 +22,12 @@ import json
 import os
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _live_support import http_get, scrape, total, wait_until, write_config
-from _replica_support import Replica
+from _live_support import http_get, scrape, total, wait_until
+from _replica_support import Replica, post, replica_config
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -95,20 +94,16 @@ def conversation_spans(conversation: str, agent: str, fail: bool = False) -> lis
 
 
 def _config(directory: Path, refs: Path, url: str) -> Path:
-    return write_config(
-        directory / "tracepass.yaml",
-        {
-            "references": [str(refs)],
-            "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
-            "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
-            "state": {"path": str(directory / "state.sqlite"), "results_url": url},
-            "api": {"write_token": WRITE_TOKEN},
-            "review": {"rules": [{"when": "new_failure_mode"}, {"when": "failing"}]},
-            "metrics": {
-                "prometheus_port": 0,
-                "windows": [{"name": "1h", "seconds": 3600}],
-                "min_conversations": 1,
-            },
+    return replica_config(
+        directory,
+        refs,
+        url,
+        WRITE_TOKEN,
+        review={"rules": [{"when": "new_failure_mode"}, {"when": "failing"}]},
+        metrics={
+            "prometheus_port": 0,
+            "windows": [{"name": "1h", "seconds": 3600}],
+            "min_conversations": 1,
         },
     )
 
@@ -210,17 +205,8 @@ def test_two_replicas_share_one_postgres_through_kill_9_and_an_outage(
 
 
 def post_label(replica: Replica, conversation: str, body: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{replica.http}/api/v1/review/{urllib.parse.quote(conversation)}/label",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {WRITE_TOKEN}"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            return int(r.status), json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()[:500]
+    path = f"/api/v1/review/{urllib.parse.quote(conversation)}/label"
+    return post(replica, path, body, WRITE_TOKEN)
 
 
 def check_failure_modes_and_labels(a: Replica, b: Replica) -> None:

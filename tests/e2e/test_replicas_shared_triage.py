@@ -6,7 +6,8 @@ The traffic is split by conversation, as the gateway splits it: three conversati
 one unreferenced task ("plan a trip to Bergen", the same tool call each time) on
 replica A and three on replica B, with `candidates.min_conversations: 5`. Mined from
 its own evaluations neither replica would propose anything (3 < 5); mined from the
-shared results both list the same candidate, built from all six conversations. Then a
+shared results both list the same candidate, built from all six conversations, and a
+rejection through A takes it off B's list too. Then a
 conversation judged by the (real, scripted-model) LLM judge on B is labelled through
 A, and `tracepass review export --results-url` writes that label from the database
 (neither state file holds it).
@@ -18,13 +19,12 @@ import csv
 import json
 import subprocess
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _live_support import TRACEPASS, clean_env, http_get, wait_until, write_config
-from _replica_support import Replica
+from _live_support import TRACEPASS, clean_env, http_get, wait_until
+from _replica_support import Replica, post, replica_config
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -94,33 +94,14 @@ def conversation_spans(
 
 
 def _config(directory: Path, refs: Path, url: str) -> Path:
-    return write_config(
-        directory / "tracepass.yaml",
-        {
-            "references": [str(refs)],
-            "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
-            "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
-            "state": {"path": str(directory / "state.sqlite"), "results_url": url},
-            "api": {"write_token": WRITE_TOKEN},
-            "evaluation": {"judge": "_counting_judge:model"},
-            "candidates": {"min_conversations": 5},
-            "metrics": {"prometheus_port": 0, "windows": [{"name": "1h", "seconds": 3600}]},
-        },
+    return replica_config(
+        directory,
+        refs,
+        url,
+        WRITE_TOKEN,
+        evaluation={"judge": "_counting_judge:model"},
+        candidates={"min_conversations": 5},
     )
-
-
-def post_label(replica: Replica, conversation: str, body: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{replica.http}/api/v1/review/{urllib.parse.quote(conversation)}/label",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {WRITE_TOKEN}"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            return int(r.status), json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()[:500]
 
 
 def export(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -184,8 +165,22 @@ def test_candidates_and_review_export_read_the_shared_store(
             assert status == 200
             assert candidate["id"].encode() in page
 
+        # Rejected through A: gone from B's list too (at B's next read, ≤ 10 s).
+        cid = urllib.parse.quote(candidate["id"])
+        status, answer = post(a, f"/api/v1/reference-candidates/{cid}/reject", {}, WRITE_TOKEN)
+        assert status == 200, answer
+        assert a.json("/api/v1/reference-candidates")["candidates"] == []
+        wait_until(
+            lambda: b.json("/api/v1/reference-candidates")["candidates"] == [] or None,
+            DEADLINE_S,
+            "A's rejection on replica B",
+            1.0,
+        )
+        assert b.json(f"/api/v1/reference-candidates/{cid}")["state"] == "rejected"
+
         # B's judged conversation, labelled through A; exported from the database.
-        status, answer = post_label(a, "b-flight", {"passed": "pass", "turns": {"0": "pass"}})
+        label = {"passed": "pass", "turns": {"0": "pass"}}
+        status, answer = post(a, "/api/v1/review/b-flight/label", label, WRITE_TOKEN)
         assert status == 200, answer
         out = tmp_path / "labelled.csv"
         done = export("--results-url", postgres_url, "-o", str(out))

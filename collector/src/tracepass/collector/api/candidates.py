@@ -25,6 +25,8 @@ from that share and two replicas would list different candidates. There the mine
 instead rebuilt from the database's unreferenced results (`refresh`: the newest
 `SHARED_MINE_LIMIT`, in one total order, so every replica builds the same miner), at
 most every `SHARED_REFRESH_S` when the candidates are asked for, off the event loop.
+Approvals and rejections are recorded there too (`CandidateDecisions`), so a candidate
+decided on one replica leaves every replica's list.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -95,6 +97,17 @@ def candidate_json(candidate: Candidate, state: str = "proposed") -> dict[str, A
     }
 
 
+class CandidateDecisions(Protocol):
+    """Approvals and rejections shared by the replicas (`state/pg_candidates.py`);
+    blocking, LookupError when unreachable."""
+
+    def decided(self) -> dict[str, str]:
+        """candidate id → "approved" or "rejected"."""
+        ...
+
+    def decide(self, candidate_id: str, state: str) -> None: ...
+
+
 class ReferenceCandidates:
     """The miner, the one-click candidates, and what was approved or rejected."""
 
@@ -107,10 +120,14 @@ class ReferenceCandidates:
         lookup: Callable[[str], StoredResult | None] = lambda _: None,
         blocked: Callable[[], dict[str, str]] = dict,
         shared: Callable[[int], list[StoredResult]] | None = None,
+        decisions: CandidateDecisions | None = None,
     ) -> None:
         self.miner = miner
-        # The shared store's `unreferenced_results` (None: mine this replica's own).
+        # The shared store's `unreferenced_results` (None: mine this replica's own), and
+        # its record of what people decided (read with each refresh).
         self._shared = shared
+        self._decisions = decisions
+        self._decided: dict[str, str] = {}
         self._refreshing = asyncio.Lock()
         self._mined_at: float | None = None
         self._blocked = blocked  # reference files the watcher's last reload blocked
@@ -148,15 +165,18 @@ class ReferenceCandidates:
             if self._mined_at is not None and now - self._mined_at < SHARED_REFRESH_S:
                 return
             closed = set(self.miner.closed)
-            miner = await asyncio.to_thread(self._mine, closed)
+            miner, decided = await asyncio.to_thread(self._mine, closed)
             for task in self.miner.closed - closed:  # approved while it was read
                 miner.close(task)
             self.miner = miner
+            self._decided = decided
             self._mined_at = now
 
-    def _mine(self, closed: set[str]) -> CandidateMiner:
-        """A new miner (same settings, same closed tasks) fed from the shared store."""
+    def _mine(self, closed: set[str]) -> tuple[CandidateMiner, dict[str, str]]:
+        """A new miner (same settings, same closed tasks) fed from the shared store,
+        and the decisions recorded there."""
         assert self._shared is not None
+        decided = self._decisions.decided() if self._decisions is not None else {}
         old = self.miner
         miner = CandidateMiner(
             old.min_conversations, min_agreement=old.min_agreement, max_tasks=old.max_tasks
@@ -166,7 +186,7 @@ class ReferenceCandidates:
             if stored.result is not None and stored.result.reference_id is None:
                 miner.add(stored.conversation, stored.result)
         miner.candidates()  # the proposals are computed here, not on the event loop
-        return miner
+        return miner, decided
 
     # ------------------------------------------------------------------ reading
 
@@ -175,7 +195,9 @@ class ReferenceCandidates:
             self.directory is not None and (self.directory / f"{candidate_id}.yaml").exists()
         ):
             return "approved"
-        return "rejected" if candidate_id in self.rejected else "proposed"
+        if candidate_id in self.rejected:
+            return "rejected"
+        return self._decided.get(candidate_id, "proposed")
 
     def _referenced(self, candidate: Candidate) -> bool:
         """The task got a reference since (approved, or a person wrote one)."""
@@ -262,6 +284,11 @@ class ReferenceCandidates:
                 self._written_ids.setdefault(ref_id, written.path)
         self.approved[candidate.id] = written.path
         self._kept[candidate.id] = candidate
+        if self._decisions is not None:
+            try:  # the file is written: the other replicas hide it from their next read
+                self._decisions.decide(candidate.id, "approved")
+            except LookupError as exc:
+                log.warning("reference candidate %s approved, not recorded: %s", candidate.id, exc)
         self.rejected.discard(candidate.id)
         self.miner.close(normalize_query(candidate.query))
         log.info("reference candidate %s approved: %s", candidate.id, written.path)
@@ -290,6 +317,11 @@ class ReferenceCandidates:
             return 404, {"error": f"no reference candidate {candidate_id!r}"}
         if self._state(candidate_id) == "approved":
             return 409, {"error": f"reference candidate {candidate_id!r} is already approved"}
+        if self._decisions is not None:  # blocking: the routes call this in a thread
+            try:
+                self._decisions.decide(candidate_id, "rejected")
+            except LookupError as exc:
+                return 503, {"error": str(exc)}
         self.rejected.add(candidate_id)
         return 200, {"id": candidate_id, "state": "rejected"}
 
@@ -369,7 +401,9 @@ def candidate_write_routes(candidates: ReferenceCandidates) -> list[WriteRoute]:
         return _json(body, status)
 
     async def reject(request: web.Request) -> web.StreamResponse:
-        status, body = candidates.reject(request.match_info["candidate_id"])
+        status, body = await asyncio.to_thread(
+            candidates.reject, request.match_info["candidate_id"]
+        )
         return _json(body, status)
 
     async def from_conversation(request: web.Request) -> web.StreamResponse:

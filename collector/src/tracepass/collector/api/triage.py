@@ -30,6 +30,7 @@ from tracepass.collector.api.write_access import WriteAccess, mount_write_routes
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import GetRoute
+from tracepass.collector.state.postgres import PostgresResults
 from tracepass.evaluator.judge import LLMJudge
 from tracepass.evaluator.references.candidate_mining import CandidateMiner
 
@@ -80,6 +81,7 @@ class Triage:
             lookup=pipeline.latest_result,
             blocked=lambda: dict(getattr(pipeline.references, "blocked", {})),
             shared=store.unreferenced_results if store is not None and self._shared else None,
+            decisions=store.candidate_decisions if isinstance(store, PostgresResults) else None,
         )
         # `failure_modes.summarize`: summaries by the evaluator's judge model.
         self.summaries: ModeSummaries | None = None

@@ -44,6 +44,10 @@ from tracepass.collector.state.index import (
     version_costs,
 )
 from tracepass.collector.state.outbox import OutboxRow
+from tracepass.collector.state.pg_candidates import (
+    CANDIDATES_PG_SCHEMA,
+    PostgresCandidateDecisions,
+)
 from tracepass.collector.state.pg_failure_modes import (
     FAILURE_MODES_PG_SCHEMA,
     ModeEntry,
@@ -95,6 +99,7 @@ CREATE INDEX IF NOT EXISTS results_evaluated ON results (evaluated_at);
     + FAILURE_MODES_PG_SCHEMA
     + REVIEW_PG_SCHEMA
     + REFERENCE_TOOLS_SCHEMA
+    + CANDIDATES_PG_SCHEMA
 )
 
 _INDEXED = [name for name, _ in INDEX_COLUMNS]
@@ -160,6 +165,9 @@ class PostgresResults:
         # The failure-mode index and the review queue, in the same database.
         self.failure_modes = PostgresFailureModes(self)
         self.review = PostgresReviewLabels(self)
+        # Which reference candidates people approved or rejected (`pg_candidates.py`; a
+        # table added without a schema version: older tracepass ignores it).
+        self.candidate_decisions = PostgresCandidateDecisions(self)
         # Format-4 rows' expected tools, read once per digest (`reference_tools.py`).
         self._tools = ToolsLookup(self._fetch_tools)
 

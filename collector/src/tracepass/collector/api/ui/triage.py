@@ -183,7 +183,7 @@ class TriagePages(WritePages):
 
     async def reject(self, request: web.Request) -> web.StreamResponse:
         cid = request.match_info["candidate_id"]
-        status, body = self.candidates.reject(cid)
+        status, body = await asyncio.to_thread(self.candidates.reject, cid)
         if status >= 400:
             return self._error(request, body["error"], status)
         raise web.HTTPSeeOther(
