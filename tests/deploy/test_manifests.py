@@ -250,3 +250,17 @@ def test_images_run_the_one_distribution() -> None:
             for component in config.get(kind) or {}:
                 kind_name = component.split("/")[0].replace("_", "")
                 assert any(m.startswith(kind_name) for m in modules), (name, kind, component)
+
+
+def test_gateway_reads_the_conversation_id_keys_tracepass_reads() -> None:
+    """The Go processor's built-in keys are tracepass's, in the same order (the gateway
+    must route by the id tracepass will group by)."""
+    import re
+
+    from tracepass.collector.normalize.conversation_ids import CONVERSATION_ID_KEYS
+
+    source = (DEPLOY / "otelcol" / "conversationidprocessor" / "config.go").read_text(
+        encoding="utf-8"
+    )
+    block = source.split("var builtinKeys = []string{", 1)[1].split("}", 1)[0]
+    assert tuple(re.findall(r'"([^"]+)"', block)) == CONVERSATION_ID_KEYS
