@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test test-fast lint pytest bench reliability corpus lock dist clean
+.PHONY: setup demo test test-fast lint pytest bench reliability corpus lock dist clean otelcol otelcol-test
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -27,8 +27,8 @@ setup: $(VENV)/.synced
 demo: setup
 	$(BIN)/tracepass demo $(DEMO_ARGS)
 
-## The whole suite: lint, types, tests (CI runs exactly this).
-test: setup lint pytest
+## The whole suite: lint, types, the Go component's tests, tests (CI runs exactly this).
+test: setup lint otelcol-test pytest
 
 lint: setup
 	$(BIN)/ruff check .
@@ -55,6 +55,21 @@ reliability: setup
 		TRACEPASS_INFLIGHT_REQUESTS=48 TRACEPASS_IDLE_CONNECTIONS=1100 TRACEPASS_QUERY_RESULTS=100000 TRACEPASS_QUERY_FUZZ=20000 \
 		TRACEPASS_FUZZ_SCHEMAS=2000 \
 		$(BIN)/python -m pytest tests/reliability -p no:xdist -s -rA $(PYTEST_ARGS)
+
+## The project's OpenTelemetry Collector distribution (deploy/otelcol/builder-config.yaml,
+## with the conversationid processor) -> .tools/bin/otelcol-tracepass; cached, rebuilt
+## only when the manifest or the Go component changes. Needs go and the Go module proxy.
+otelcol:
+	@deploy/otelcol/build.sh
+
+## The Go tests of the project's Collector component (part of `make test`; skipped with
+## a message when go is not installed). Same Go caches as `make otelcol` (.tools/go).
+otelcol-test:
+	@if command -v go >/dev/null 2>&1; then \
+		. deploy/otelcol/go-env.sh && cd deploy/otelcol/conversationidprocessor && go test -count=1 ./...; \
+	else \
+		echo "go not found: skipping the conversationid processor's Go tests (make otelcol-test)"; \
+	fi
 
 ## Regenerate the real-framework corpus (tests/frameworks/README.md): one venv per framework
 ## under .tools/frameworks, installed from PyPI; not part of `make test`.

@@ -180,3 +180,20 @@ def test_export_from_a_state_file_without_labels(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "no labelled judged turns" in res.output
     assert not out.exists()
+
+
+def test_export_from_a_results_database_that_cannot_be_reached(tmp_path: Path) -> None:
+    out = tmp_path / "out.csv"
+    url = "postgresql://tracepass:s3cret@127.0.0.1:1/tracepass"
+    res = runner.invoke(app, ["review", "export", "--results-url", url, "-o", str(out)])
+    assert res.exit_code == 2
+    assert "cannot read the results database" in res.output
+    assert "s3cret" not in res.output  # the password is not echoed
+    assert not out.exists()
+    res = runner.invoke(
+        app,
+        ["review", "export", "-o", str(out)],
+        env={"TRACEPASS_RESULTS_URL": url},
+    )
+    assert res.exit_code == 2
+    assert "cannot read the results database" in res.output

@@ -260,6 +260,42 @@ def test_log_events_join_their_span_whichever_arrives_first(logs_first: bool) ->
     assert call.arguments_source == "model_request"
 
 
+def _through_gateway(req: ExportLogsServiceRequest, original: str | None) -> None:
+    """What the gateway's conversationid processor does to a record: its trace id becomes
+    the 16-byte routing digest, its own trace id moves to an attribute."""
+    for lr in req.resource_logs[0].scope_logs[0].log_records:
+        if original is not None:
+            lr.attributes.extend(kvs({"tracepass.original_trace_id": original}))
+        lr.trace_id = b"0123456789abcdef"
+
+
+def test_log_events_rewritten_by_the_gateway_join_their_own_trace() -> None:
+    req = ExportLogsServiceRequest()
+    req.CopyFrom(LOGS[1])
+    _through_gateway(req, TRACE.hex())
+    (rec,), rejections = normalize_logs_request(req)
+    assert rejections == []
+    assert rec.trace_id == TRACE.hex()
+    fields = rec.attributes["tracepass.event"]["fields"]
+    assert "tracepass.original_trace_id" not in fields
+    logs = [ExportLogsServiceRequest(), ExportLogsServiceRequest()]
+    for copy, orig in zip(logs, LOGS, strict=True):
+        copy.CopyFrom(orig)
+        _through_gateway(copy, TRACE.hex())
+    (conv,) = assemble_offline([*logs, make_request(*content_less_spans())])
+    (call,) = conv.turns[0].tool_calls
+    assert call.result == "Sunny, 21 C"
+
+
+@pytest.mark.parametrize("bad", ["zz" * 16, "ab" * 15, ""])
+def test_malformed_original_trace_id_keeps_the_record_trace_id(bad: str) -> None:
+    req = ExportLogsServiceRequest()
+    req.CopyFrom(LOGS[1])
+    _through_gateway(req, bad)
+    (rec,), _ = normalize_logs_request(req)
+    assert rec.trace_id == b"0123456789abcdef".hex()
+
+
 def test_log_records_that_are_not_genai_events_are_skipped_and_unplaceable_ones_rejected() -> None:
     req = log_request(2, ("app.started", {"x": 1}), ("gen_ai.user.message", {"content": "q"}))
     req.resource_logs[0].scope_logs[0].log_records[1].span_id = b""

@@ -3,13 +3,16 @@
 What can be checked here without Docker or a cluster: every YAML parses; Kubernetes
 objects validate (strict) against the Kubernetes OpenAPI schemas that kubernetes-validate
 ships; the OpenTelemetry Collector configs use only keys of the components' documented
-config schemas (the load_balancing exporter's config.schema.yaml, the routing connector's
-and transform processor's documented fields), and their pipelines are wired consistently;
-kustomize and compose only reference files that exist.
+config schemas (the loadbalancing exporter's config.schema.yaml), and their pipelines are
+wired consistently; kustomize and compose only reference files that exist. The project's
+own Collector distribution (`make otelcol`) then validates both configs for real
+(`otelcol-tracepass validate`), and tests/deploy/test_gateway_e2e.py runs them.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ LOAD_BALANCING_KEYS = {
     "timeout",
     "retry_on_failure",
 }
+ROUTING_ATTRIBUTE = "tracepass.routing_key"
 RESOLVER_KEYS = {
     "static": {"hostnames"},
     "dns": {"hostname", "port", "interval", "timeout"},
@@ -80,9 +84,8 @@ def test_statefulset_uses_headless_service_and_persistent_state() -> None:
     assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "state"
     # The gateway's dns resolver must point at that headless Service.
     gateway = _load_all(DEPLOY / "otelcol" / "gateway.yaml")[0]
-    for name in ("load_balancing/conversation", "load_balancing/trace"):
-        host = gateway["exporters"][name]["resolver"]["dns"]["hostname"]
-        assert host.startswith("tracepass-headless.tracepass.svc")
+    host = gateway["exporters"]["loadbalancing"]["resolver"]["dns"]["hostname"]
+    assert host.startswith("tracepass-headless.tracepass.svc")
 
 
 def test_kustomization_references_existing_files() -> None:
@@ -100,14 +103,14 @@ def _check_otelcol(config: dict[str, Any]) -> None:
         for kind in ("receivers", "processors", "exporters", "connectors", "extensions")
     }
     for name, exp in config["exporters"].items():
-        if name.split("/")[0] != "load_balancing":
+        if name.split("/")[0] != "loadbalancing":
             continue
         assert set(exp) <= LOAD_BALANCING_KEYS, (
             f"{name}: unknown keys {set(exp) - LOAD_BALANCING_KEYS}"
         )
         assert exp["routing_key"] in ROUTING_KEYS
         if exp["routing_key"] == "attributes":
-            assert exp["routing_attributes"] == ["gen_ai.conversation.id"]
+            assert exp["routing_attributes"] == [ROUTING_ATTRIBUTE]
         assert set(exp["protocol"]) == {"otlp"}
         assert "endpoint" not in exp["protocol"]["otlp"], "the resolver sets endpoints"
         (resolver,) = exp["resolver"].items()
@@ -144,18 +147,61 @@ def test_otelcol_configs_match_component_schemas(name: str) -> None:
     _check_otelcol(_load_all(DEPLOY / "otelcol" / name)[0])
 
 
-def test_otelcol_copies_session_keys_into_conversation_id() -> None:
-    gateway = _load_all(DEPLOY / "otelcol" / "gateway.yaml")[0]
-    statements = " ".join(
-        gateway["processors"]["transform/conversation_id"]["trace_statements"][0]["statements"]
+def test_otelcol_keeps_traces_whole_before_routing() -> None:
+    """groupbytrace, then the conversationid processor writing the one attribute the
+    loadbalancing exporter routes on, for traces and logs (then batch: the released
+    traces leave together); the queue is persistent."""
+    for name in ("gateway.yaml", "static-two-replicas.yaml"):
+        config = _load_all(DEPLOY / "otelcol" / name)[0]
+        pipelines = config["service"]["pipelines"]
+        assert pipelines["traces"]["processors"][-3:] == ["groupbytrace", "conversationid", "batch"]
+        assert pipelines["logs"]["processors"][-1] == "conversationid"
+        assert config["processors"]["conversationid"]["routing_attribute"] == ROUTING_ATTRIBUTE
+        wait = config["processors"]["groupbytrace"]["wait_duration"]
+        log_wait = config["processors"]["conversationid"]["log_wait_duration"]
+        assert float(log_wait.rstrip("s")) > float(wait.rstrip("s"))
+        lb = config["exporters"]["loadbalancing"]
+        storage = lb["sending_queue"]["storage"]
+        assert storage in config["extensions"]
+        assert storage in config["service"]["extensions"]
+        assert lb["protocol"]["otlp"]["sending_queue"]["enabled"] is False
+
+
+def _otelcol_binary() -> Path:
+    binary = DEPLOY.parent / ".tools" / "bin" / "otelcol-tracepass"
+    if not binary.exists():
+        reason = os.environ.get("TRACEPASS_GATEWAY_SKIP")  # .ci/run without go
+        if reason:
+            pytest.skip(reason)
+        if os.environ.get("TRACEPASS_REQUIRE_SYSTEM_TOOLS") == "1":
+            pytest.fail("otelcol-tracepass is required in CI: `make otelcol` builds it")
+        pytest.skip("otelcol-tracepass not built (`make otelcol`)")
+    return binary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gateway.yaml", "static-two-replicas.yaml"])
+def test_otelcol_configs_validate_with_the_real_collector(name: str) -> None:
+    done = subprocess.run(
+        [str(_otelcol_binary()), "validate", f"--config={DEPLOY / 'otelcol' / name}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    for key in (
-        'attributes["session.id"]',
-        'attributes["traceloop.association.properties.session_id"]',
-        'attributes["traceloop.association.properties.conversation_id"]',
-        'attributes["traceloop.association.properties.thread_id"]',
-    ):
-        assert key in statements
+    assert done.returncode == 0, done.stderr
+
+
+def test_make_test_runs_the_go_component_tests() -> None:
+    """`go test` of the project's Collector processor runs from `make test` (target
+    `otelcol-test`, skipped with a message where go is absent), not from pytest: CI
+    runs it once, on the Go caches `make otelcol` filled (.tools/go)."""
+    makefile = (DEPLOY.parent / "Makefile").read_text(encoding="utf-8")
+    test_deps = next(line for line in makefile.splitlines() if line.startswith("test:"))
+    assert "otelcol-test" in test_deps.split()
+    recipe = makefile.split("\notelcol-test:", 1)[1].split("\n\n", 1)[0]
+    assert "go-env.sh" in recipe
+    assert "go test" in recipe
+    assert "go not found" in recipe
 
 
 def test_compose_mounts_existing_files() -> None:
@@ -166,3 +212,55 @@ def test_compose_mounts_existing_files() -> None:
             src = vol.split(":", 1)[0]
             if src.startswith("."):
                 assert (base / src).exists(), src
+
+
+def test_images_run_the_one_distribution() -> None:
+    """The Dockerfile's gateway image is built by `make otelcol`'s script from the same
+    builder manifest, and compose and Kubernetes run that image; every component the
+    configs use is in the manifest."""
+    dockerfile = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
+    stages = dockerfile.split("\nFROM ")
+    build = next(s for s in stages if " AS otelcol-build" in s.splitlines()[0])
+    assert any(
+        line.startswith("RUN ") and line.endswith(" deploy/otelcol/build.sh")
+        for line in build.splitlines()
+    )
+    runtime = next(s for s in stages if s.splitlines()[0].endswith(" AS otelcol"))
+    assert "/src/.tools/bin/otelcol-tracepass" in runtime
+    assert "--config deploy/otelcol/builder-config.yaml" in (
+        DEPLOY / "otelcol" / "build.sh"
+    ).read_text(encoding="utf-8")
+    image = "tracepass-otelcol:0.1.0"
+    assert f"--target otelcol -t {image}" in dockerfile
+    objs = {n.split(":", 1)[1]: o for n, o in _k8s_objects()}
+    pod = objs["Deployment/otelcol-gateway"]["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["containers"]] == [image]
+    compose = _load_all(DEPLOY / "compose" / "docker-compose.yaml")[0]
+    otelcol = compose["services"]["otelcol"]
+    assert otelcol["image"] == image
+    assert (otelcol["build"]["dockerfile"], otelcol["build"]["target"]) == (
+        "deploy/Dockerfile",
+        "otelcol",
+    )
+    manifest = _load_all(DEPLOY / "otelcol" / "builder-config.yaml")[0]
+    for kind in ("receivers", "processors", "exporters", "extensions"):
+        modules = [m["gomod"].split()[0].rsplit("/", 1)[1] for m in manifest.get(kind) or []]
+        for name in ("gateway.yaml", "static-two-replicas.yaml"):
+            config = _load_all(DEPLOY / "otelcol" / name)[0]
+            for component in config.get(kind) or {}:
+                kind_name = component.split("/")[0].replace("_", "")
+                assert any(m.startswith(kind_name) for m in modules), (name, kind, component)
+
+
+def test_gateway_reads_the_conversation_id_keys_tracepass_reads() -> None:
+    """The Go processor's built-in keys are tracepass's, in the same order (the gateway
+    must route by the id tracepass will group by)."""
+    import re
+
+    from tracepass.collector.normalize.conversation_ids import CONVERSATION_ID_KEYS
+
+    source = (DEPLOY / "otelcol" / "conversationidprocessor" / "config.go").read_text(
+        encoding="utf-8"
+    )
+    block = source.split("var builtinKeys = []string{", 1)[1].split("}", 1)[0]
+    assert tuple(re.findall(r'"([^"]+)"', block)) == CONVERSATION_ID_KEYS

@@ -28,7 +28,7 @@ import sys
 import threading
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,16 @@ def short_rules(text: str) -> dict[str, Any]:
     return doc
 
 
+def full_rules() -> dict[str, Any]:
+    """The rules unchanged but for the minimum-sample guard (5 instead of 20)."""
+    doc: dict[str, Any] = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            if rule.get("record") == "tracepass:min_conversations":
+                rule["expr"] = "vector(5)"
+    return doc
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -168,17 +178,21 @@ class Prometheus:
 @contextlib.contextmanager
 def prometheus(
     tmp_path: Path,
-    metrics_port: int,
+    metrics_port: int | Sequence[int],
     *flags: str,
     rules_file: bool = True,
     alertmanager: str | None = None,
+    short: bool = True,
 ) -> Iterator[Prometheus]:
-    """A Prometheus scraping `metrics_port` with the short rules; `alertmanager`
-    (host:port) receives its alerts."""
+    """A Prometheus scraping `metrics_port` (or several) with the short rules;
+    `alertmanager` (host:port) receives its alerts."""
     binary = require_tool("prometheus")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    ports = [metrics_port] if isinstance(metrics_port, int) else list(metrics_port)
     rules = tmp_path / "tracepass.rules.yaml"
     rules.write_text(
-        yaml.safe_dump(short_rules(RULES.read_text(encoding="utf-8"))), encoding="utf-8"
+        yaml.safe_dump(short_rules(RULES.read_text(encoding="utf-8")) if short else full_rules()),
+        encoding="utf-8",
     )
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -186,7 +200,7 @@ def prometheus(
         "scrape_configs": [
             {
                 "job_name": "tracepass",
-                "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
+                "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
             }
         ],
     }

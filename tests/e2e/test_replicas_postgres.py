@@ -20,20 +20,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _live_support import TRACEPASS, clean_env, http_get, scrape, total, wait_until, write_config
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from _live_support import http_get, scrape, total, wait_until
+from _replica_support import Replica, post, replica_config
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 PAUSE_S = float(os.environ.get("TRACEPASS_PG_PAUSE_S", "10"))  # `make reliability`: 30
@@ -96,99 +93,17 @@ def conversation_spans(conversation: str, agent: str, fail: bool = False) -> lis
     return list(exporter.get_finished_spans())
 
 
-class Replica:
-    """`tracepass serve` on its own state file; `kill()` is SIGKILL, `start()` again
-    resumes from the same file (new ports)."""
-
-    def __init__(self, directory: Path, config: Path) -> None:
-        self.dir = directory
-        self.config = config
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.ports: dict[str, Any] = {}
-
-    def start(self) -> None:
-        ports_file = self.dir / "ports.json"
-        ports_file.unlink(missing_ok=True)
-        err = (self.dir / "serve.stderr").open("ab")
-        self.proc = subprocess.Popen(
-            [TRACEPASS, "serve", "--config", str(self.config), "--ports-file", str(ports_file)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=clean_env(),
-        )
-        err.close()
-        proc = self.proc
-
-        def listening() -> dict[str, Any] | None:
-            if proc.poll() is not None:
-                raise AssertionError(f"serve exited {proc.returncode}:\n{self.stderr()}")
-            return json.loads(ports_file.read_text()) if ports_file.exists() else None
-
-        self.ports = wait_until(listening, 120, "tracepass serve to listen")
-
-    def stderr(self) -> str:
-        return (self.dir / "serve.stderr").read_text(errors="replace")
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.ports['http_port']}"
-
-    def export(self, spans: list[ReadableSpan]) -> bool:
-        exporter = OTLPSpanExporter(endpoint=f"{self.http}/v1/traces", timeout=10)
-        try:
-            return exporter.export(spans) == SpanExportResult.SUCCESS
-        except Exception:
-            return False
-        finally:
-            exporter.shutdown()
-
-    def send(self, spans: list[ReadableSpan]) -> None:
-        """Until acknowledged (a refused or lost export is retried, as exporters do)."""
-        wait_until(lambda: self.export(spans), 120, "an export to be acknowledged", 0.5)
-
-    def json(self, path: str) -> Any:
-        status, body = http_get(self.http + path, timeout=30)
-        assert status == 200, (path, status, body[:500])
-        return json.loads(body)
-
-    def listed(self) -> set[str] | None:
-        """Every conversation the list returns (None: 503, the database is reconnecting)."""
-        status, body = http_get(self.http + "/api/v1/conversations?limit=500", timeout=30)
-        if status == 503:
-            return None
-        assert status == 200, (status, body[:500])
-        return {c["conversation_id"] for c in json.loads(body)["conversations"]}
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
 def _config(directory: Path, refs: Path, url: str) -> Path:
-    return write_config(
-        directory / "tracepass.yaml",
-        {
-            "references": [str(refs)],
-            "receiver": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
-            "assembly": {"idle_timeout_s": 0.5, "trace_grace_s": 0.2, "tick_interval_s": 0.1},
-            "state": {"path": str(directory / "state.sqlite"), "results_url": url},
-            "api": {"write_token": WRITE_TOKEN},
-            "review": {"rules": [{"when": "new_failure_mode"}, {"when": "failing"}]},
-            "metrics": {
-                "prometheus_port": 0,
-                "windows": [{"name": "1h", "seconds": 3600}],
-                "min_conversations": 1,
-            },
+    return replica_config(
+        directory,
+        refs,
+        url,
+        WRITE_TOKEN,
+        review={"rules": [{"when": "new_failure_mode"}, {"when": "failing"}]},
+        metrics={
+            "prometheus_port": 0,
+            "windows": [{"name": "1h", "seconds": 3600}],
+            "min_conversations": 1,
         },
     )
 
@@ -290,17 +205,8 @@ def test_two_replicas_share_one_postgres_through_kill_9_and_an_outage(
 
 
 def post_label(replica: Replica, conversation: str, body: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{replica.http}/api/v1/review/{urllib.parse.quote(conversation)}/label",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {WRITE_TOKEN}"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            return int(r.status), json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()[:500]
+    path = f"/api/v1/review/{urllib.parse.quote(conversation)}/label"
+    return post(replica, path, body, WRITE_TOKEN)
 
 
 def check_failure_modes_and_labels(a: Replica, b: Replica) -> None:

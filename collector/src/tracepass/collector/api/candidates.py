@@ -18,6 +18,15 @@ ids of files approved but not yet reloaded by the watcher: two approvals sharing
 reference id within the reload interval used to be both written (the second is a 409).
 A candidate whose YAML exceeds the approval body limit (`MAX_YAML_BYTES`) is refused
 with 413: it could never come back edited.
+
+With a shared results store (PostgreSQL, several replicas behind the gateway) each
+replica evaluates only its share, so a miner fed by its own evaluations would propose
+from that share and two replicas would list different candidates. There the miner is
+instead rebuilt from the database's unreferenced results (`refresh`: the newest
+`SHARED_MINE_LIMIT`, in one total order, so every replica builds the same miner), at
+most every `SHARED_REFRESH_S` when the candidates are asked for, off the event loop.
+Approvals and rejections are recorded there too (`CandidateDecisions`), so a candidate
+decided on one replica leaves every replica's list.
 """
 
 from __future__ import annotations
@@ -27,9 +36,10 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -49,6 +59,8 @@ from tracepass.evaluator.references.matching import ReferenceCatalog
 __all__ = [
     "CANDIDATES_PATH",
     "CONVERSATION_REFERENCE_PATH",
+    "SHARED_MINE_LIMIT",
+    "SHARED_REFRESH_S",
     "ReferenceCandidates",
     "candidate_json",
     "candidate_read_routes",
@@ -61,6 +73,10 @@ CANDIDATES_PATH = "/api/v1/reference-candidates"
 CANDIDATE_PATH = CANDIDATES_PATH + "/{candidate_id}"
 CONVERSATION_REFERENCE_PATH = "/api/v1/conversations/{conversation_id}/reference"
 MAX_YAML_BYTES = 1 << 20
+# Shared store: how stale a replica's candidates may be, and how many unreferenced
+# results they are mined from (the newest; the state file's warm-up reads as many).
+SHARED_REFRESH_S = 10.0
+SHARED_MINE_LIMIT = 20000
 
 
 def candidate_json(candidate: Candidate, state: str = "proposed") -> dict[str, Any]:
@@ -81,6 +97,17 @@ def candidate_json(candidate: Candidate, state: str = "proposed") -> dict[str, A
     }
 
 
+class CandidateDecisions(Protocol):
+    """Approvals and rejections shared by the replicas (`state/pg_candidates.py`);
+    blocking, LookupError when unreachable."""
+
+    def decided(self) -> dict[str, str]:
+        """candidate id → "approved" or "rejected"."""
+        ...
+
+    def decide(self, candidate_id: str, state: str) -> None: ...
+
+
 class ReferenceCandidates:
     """The miner, the one-click candidates, and what was approved or rejected."""
 
@@ -92,8 +119,17 @@ class ReferenceCandidates:
         catalog: Callable[[], ReferenceCatalog] = ReferenceCatalog,
         lookup: Callable[[str], StoredResult | None] = lambda _: None,
         blocked: Callable[[], dict[str, str]] = dict,
+        shared: Callable[[int], list[StoredResult]] | None = None,
+        decisions: CandidateDecisions | None = None,
     ) -> None:
         self.miner = miner
+        # The shared store's `unreferenced_results` (None: mine this replica's own), and
+        # its record of what people decided (read with each refresh).
+        self._shared = shared
+        self._decisions = decisions
+        self._decided: dict[str, str] = {}
+        self._refreshing = asyncio.Lock()
+        self._mined_at: float | None = None
         self._blocked = blocked  # reference files the watcher's last reload blocked
         # One approval at a time (they run in threads); ids written by approvals, with
         # their file, until the watcher has loaded them.
@@ -112,10 +148,45 @@ class ReferenceCandidates:
     # ------------------------------------------------------------------ feeding
 
     def observe(self, result: ConversationResult, conversation: Conversation | None) -> bool:
-        """Feed one evaluated conversation: used only when it matched no reference."""
-        if result.reference_id is not None or conversation is None:
+        """Feed one evaluated conversation: used only when it matched no reference.
+        Ignored with a shared store: this replica's results come back from it."""
+        if self._shared is not None or result.reference_id is not None or conversation is None:
             return False
         return self.miner.add(conversation, result)
+
+    async def refresh(self) -> None:
+        """With a shared store, re-mine from it if the last read is `SHARED_REFRESH_S`
+        old (one read at a time, in a thread). Raises LookupError (the API's 503) when
+        the database cannot be read; the previous candidates stay."""
+        if self._shared is None:
+            return
+        async with self._refreshing:
+            now = time.monotonic()
+            if self._mined_at is not None and now - self._mined_at < SHARED_REFRESH_S:
+                return
+            closed = set(self.miner.closed)
+            miner, decided = await asyncio.to_thread(self._mine, closed)
+            for task in self.miner.closed - closed:  # approved while it was read
+                miner.close(task)
+            self.miner = miner
+            self._decided = decided
+            self._mined_at = now
+
+    def _mine(self, closed: set[str]) -> tuple[CandidateMiner, dict[str, str]]:
+        """A new miner (same settings, same closed tasks) fed from the shared store,
+        and the decisions recorded there."""
+        assert self._shared is not None
+        decided = self._decisions.decided() if self._decisions is not None else {}
+        old = self.miner
+        miner = CandidateMiner(
+            old.min_conversations, min_agreement=old.min_agreement, max_tasks=old.max_tasks
+        )
+        miner.closed = closed
+        for stored in self._shared(SHARED_MINE_LIMIT):
+            if stored.result is not None and stored.result.reference_id is None:
+                miner.add(stored.conversation, stored.result)
+        miner.candidates()  # the proposals are computed here, not on the event loop
+        return miner, decided
 
     # ------------------------------------------------------------------ reading
 
@@ -124,7 +195,9 @@ class ReferenceCandidates:
             self.directory is not None and (self.directory / f"{candidate_id}.yaml").exists()
         ):
             return "approved"
-        return "rejected" if candidate_id in self.rejected else "proposed"
+        if candidate_id in self.rejected:
+            return "rejected"
+        return self._decided.get(candidate_id, "proposed")
 
     def _referenced(self, candidate: Candidate) -> bool:
         """The task got a reference since (approved, or a person wrote one)."""
@@ -211,6 +284,11 @@ class ReferenceCandidates:
                 self._written_ids.setdefault(ref_id, written.path)
         self.approved[candidate.id] = written.path
         self._kept[candidate.id] = candidate
+        if self._decisions is not None:
+            try:  # the file is written: the other replicas hide it from their next read
+                self._decisions.decide(candidate.id, "approved")
+            except LookupError as exc:
+                log.warning("reference candidate %s approved, not recorded: %s", candidate.id, exc)
         self.rejected.discard(candidate.id)
         self.miner.close(candidate.query)
         log.info("reference candidate %s approved: %s", candidate.id, written.path)
@@ -239,6 +317,11 @@ class ReferenceCandidates:
             return 404, {"error": f"no reference candidate {candidate_id!r}"}
         if self._state(candidate_id) == "approved":
             return 409, {"error": f"reference candidate {candidate_id!r} is already approved"}
+        if self._decisions is not None:  # blocking: the routes call this in a thread
+            try:
+                self._decisions.decide(candidate_id, "rejected")
+            except LookupError as exc:
+                return 503, {"error": str(exc)}
         self.rejected.add(candidate_id)
         return 200, {"id": candidate_id, "state": "rejected"}
 
@@ -286,10 +369,18 @@ async def edited_yaml(request: web.Request) -> str | None:
 
 def candidate_read_routes(candidates: ReferenceCandidates) -> list[GetRoute]:
     async def listing(request: web.Request) -> web.StreamResponse:
+        try:
+            await candidates.refresh()
+        except LookupError as exc:
+            return _json({"error": str(exc)}, 503)
         return _json(candidates.listing())
 
     async def one(request: web.Request) -> web.StreamResponse:
         cid = request.match_info["candidate_id"]
+        try:
+            await candidates.refresh()
+        except LookupError as exc:
+            return _json({"error": str(exc)}, 503)
         body = candidates.one(cid)
         if body is None:
             return _json({"error": f"no reference candidate {cid!r}"}, 404)
@@ -310,7 +401,9 @@ def candidate_write_routes(candidates: ReferenceCandidates) -> list[WriteRoute]:
         return _json(body, status)
 
     async def reject(request: web.Request) -> web.StreamResponse:
-        status, body = candidates.reject(request.match_info["candidate_id"])
+        status, body = await asyncio.to_thread(
+            candidates.reject, request.match_info["candidate_id"]
+        )
         return _json(body, status)
 
     async def from_conversation(request: web.Request) -> web.StreamResponse:

@@ -18,6 +18,7 @@ from pathlib import Path
 from aiohttp import web
 
 from tracepass.collector.api.candidates import (
+    SHARED_MINE_LIMIT,
     ReferenceCandidates,
     candidate_read_routes,
     candidate_write_routes,
@@ -29,7 +30,7 @@ from tracepass.collector.api.write_access import WriteAccess, mount_write_routes
 from tracepass.collector.config import CollectorConfig
 from tracepass.collector.pipeline import Pipeline
 from tracepass.collector.receiver import GetRoute
-from tracepass.collector.state import decode_result
+from tracepass.collector.state.postgres import PostgresResults
 from tracepass.evaluator.judge import LLMJudge
 from tracepass.evaluator.references.candidate_mining import CandidateMiner
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 # Unreferenced results read back from the state file at start (newest first), so the
 # candidates survive a restart without a rescan per request.
-WARM_UP_LIMIT = 20000
+WARM_UP_LIMIT = SHARED_MINE_LIMIT
 
 
 def reference_directory(cfg: CollectorConfig) -> Path | None:
@@ -70,6 +71,9 @@ class Triage:
             ):
                 # Approved references must be loaded by the watcher.
                 pipeline.references.paths.append(directory)
+        store = pipeline.results.results
+        # Several replicas on one database: mine every replica's results, not this one's.
+        self._shared = store is not None and store.shared
         self.candidates = ReferenceCandidates(
             CandidateMiner(
                 cfg.candidates.min_conversations,
@@ -80,6 +84,8 @@ class Triage:
             catalog=lambda: pipeline.references.catalog,
             lookup=pipeline.latest_result,
             blocked=lambda: dict(getattr(pipeline.references, "blocked", {})),
+            shared=store.unreferenced_results if store is not None and self._shared else None,
+            decisions=store.candidate_decisions if isinstance(store, PostgresResults) else None,
         )
         # `failure_modes.summarize`: summaries by the evaluator's judge model.
         self.summaries: ModeSummaries | None = None
@@ -98,25 +104,13 @@ class Triage:
             )
 
     def warm_up(self) -> int:
-        """Feed the unreferenced results stored by earlier runs; returns how many."""
-        store = self.pipeline.store
-        if store is None:
+        """Feed the unreferenced results stored by earlier runs; returns how many. None
+        with a shared store: the candidates are mined from it when asked for."""
+        store = self.pipeline.results.results
+        if store is None or self._shared:
             return 0
-        rows = store.read(
-            lambda conn: conn.execute(
-                "SELECT conv_key, view FROM results WHERE reference_id IS NULL "
-                "AND outcome IS NOT NULL ORDER BY closed_at DESC LIMIT ?",
-                (WARM_UP_LIMIT,),
-            ).fetchall()
-        )
         fed = 0
-        tools = store.results.tools_lookup()
-        for key, text in reversed(rows):
-            try:
-                stored = decode_result(text, tools)
-            except (ValueError, TypeError, KeyError) as exc:
-                log.warning("candidates: stored result of %s not read: %s", key, exc)
-                continue
+        for stored in store.unreferenced_results(WARM_UP_LIMIT):
             if stored.result is not None and self.candidates.observe(
                 stored.result, stored.conversation
             ):

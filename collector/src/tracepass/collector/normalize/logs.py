@@ -11,6 +11,11 @@ joins its conversation when a span names one, whichever came first), and
 (`genai_events.apply_events`). Its own `span_id` is derived from the log record's
 content, so an exporter's retry is a duplicate, not a second event.
 
+Behind the project's Collector gateway (deploy/otelcol), a record's trace id is the
+routing digest of its conversation, and its own trace id is in the attribute
+`tracepass.original_trace_id` (the loadbalancing exporter routes logs by trace id only);
+`record_trace_id` reads that one back.
+
 Log records without a trace and span id cannot be placed and are rejected (counted as
 any rejection); records that are not GenAI events are skipped (not an error: logs
 pipelines carry everything).
@@ -38,8 +43,24 @@ EVENT_ATTR: Final = "tracepass.event"
 # Before `LogRecord.event_name` existed, the events API put the name in this attribute.
 EVENT_NAME_ATTR: Final = "event.name"
 
+# Where the gateway's conversationid processor keeps a log record's own trace id.
+ORIGINAL_TRACE_ID_ATTR: Final = "tracepass.original_trace_id"
+
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+
+
+def record_trace_id(record: LogRecord, attrs: dict[str, Any]) -> bytes:
+    """The record's own trace id: the gateway's `tracepass.original_trace_id` (32 hex
+    digits, removed from `attrs` so it is not an event field) when present and well
+    formed, else the record's trace id."""
+    original = attrs.pop(ORIGINAL_TRACE_ID_ATTR, None)
+    if isinstance(original, str) and len(original) == 32:
+        try:
+            return bytes.fromhex(original)
+        except ValueError:
+            pass
+    return record.trace_id
 
 
 def event_name(record: LogRecord, attrs: dict[str, Any]) -> str | None:
@@ -84,7 +105,7 @@ def normalize_logs_request(
                 name = event_name(log_record, attrs)
                 if name is None or name not in genai_events.EVENT_NAMES:
                     continue
-                trace, span = log_record.trace_id, log_record.span_id
+                trace, span = record_trace_id(log_record, attrs), log_record.span_id
                 if len(trace) != 16 or trace == _ZERO_TRACE or len(span) != 8 or span == _ZERO_SPAN:
                     rejections.append(
                         Rejection(

@@ -44,6 +44,10 @@ from tracepass.collector.state.index import (
     version_costs,
 )
 from tracepass.collector.state.outbox import OutboxRow
+from tracepass.collector.state.pg_candidates import (
+    CANDIDATES_PG_SCHEMA,
+    PostgresCandidateDecisions,
+)
 from tracepass.collector.state.pg_failure_modes import (
     FAILURE_MODES_PG_SCHEMA,
     ModeEntry,
@@ -52,7 +56,7 @@ from tracepass.collector.state.pg_failure_modes import (
 from tracepass.collector.state.pg_review import REVIEW_PG_SCHEMA, PostgresReviewLabels
 from tracepass.collector.state.pg_session import Deadlines, clean_text, nul_safe
 from tracepass.collector.state.reference_tools import REFERENCE_TOOLS_SCHEMA, ToolsLookup
-from tracepass.collector.state.results import TrendRow
+from tracepass.collector.state.results import UNREFERENCED_SQL, TrendRow, decode_unreferenced
 from tracepass.collector.state.schema import StateError
 
 __all__ = [
@@ -98,6 +102,7 @@ CREATE INDEX IF NOT EXISTS results_evaluated ON results (evaluated_at);
     + FAILURE_MODES_PG_SCHEMA
     + REVIEW_PG_SCHEMA
     + REFERENCE_TOOLS_SCHEMA
+    + CANDIDATES_PG_SCHEMA
 )
 
 _INDEXED = [name for name, _ in INDEX_COLUMNS]
@@ -172,6 +177,9 @@ class PostgresResults:
         # The failure-mode index and the review queue, in the same database.
         self.failure_modes = PostgresFailureModes(self)
         self.review = PostgresReviewLabels(self)
+        # Which reference candidates people approved or rejected (`pg_candidates.py`; a
+        # table added without a schema version: older tracepass ignores it).
+        self.candidate_decisions = PostgresCandidateDecisions(self)
         # Format-4 rows' expected tools, read once per digest (`reference_tools.py`).
         self._tools = ToolsLookup(self._fetch_tools)
         # The client-side deadline of every checkout and query (`pg_session.py`).
@@ -425,6 +433,15 @@ class PostgresResults:
         with self.reading() as conn:
             row = conn.execute("SELECT view FROM results WHERE conv_key = %s", (key,)).fetchone()
         return None if row is None else decode_result(row[0], self._tools)
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+    def unreferenced_results(self, limit: int) -> list[StoredResult]:
+        with self.reading() as conn:
+            rows = conn.execute(UNREFERENCED_SQL.replace("?", "%s"), (limit,)).fetchall()
+        return decode_unreferenced(rows, self._tools)
 
     def _fetch_tools(self, digest: str) -> str | None:
         """A `reference_tools` row's list (JSON text), or None."""

@@ -16,18 +16,51 @@ stores create it) and a query method here, implemented in both stores.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from typing import Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from tracepass.collector.state.aggregates import AgentCountRow
-from tracepass.collector.state.codec import StoredResult
+from tracepass.collector.state.codec import StoredResult, ToolsByDigest, decode_result
 from tracepass.collector.state.failure_index import ModeCounts, ModeScope
 from tracepass.collector.state.index import ResultFilter, ResultRow
 
-__all__ = ["AgentCountRow", "FailureModeQueries", "ResultsStore", "TrendRow"]
+__all__ = [
+    "UNREFERENCED_SQL",
+    "AgentCountRow",
+    "FailureModeQueries",
+    "ResultsStore",
+    "TrendRow",
+    "decode_unreferenced",
+]
+
+log = logging.getLogger(__name__)
+
+# The newest `?` evaluated results that matched no reference (what reference candidates
+# are mined from), in one total order so every replica reading one database feeds its
+# miner the same rows in the same order.
+UNREFERENCED_SQL = (
+    "SELECT conv_key, view FROM results WHERE reference_id IS NULL AND outcome IS NOT NULL "
+    "ORDER BY closed_at DESC, conv_key DESC LIMIT ?"
+)
 
 # (agent name, agent version, slice index, trials, passes)
 TrendRow = tuple[str | None, str | None, int, int, int]
+
+
+def decode_unreferenced(
+    rows: Iterable[tuple[Any, Any]], tools: ToolsByDigest
+) -> list[StoredResult]:
+    """`UNREFERENCED_SQL`'s rows decoded, oldest first; a row that does not decode is
+    skipped with a warning naming it (one bad row must not hide the others)."""
+    out: list[StoredResult] = []
+    for key, text in reversed(list(rows)):
+        try:
+            out.append(decode_result(str(text), tools))
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("candidates: stored result of %s not read: %s", key, exc)
+    return out
 
 
 class FailureModeQueries(Protocol):
@@ -101,4 +134,15 @@ class ResultsStore(Protocol):
     def agent_counts(self, since: float) -> list[AgentCountRow]:
         """Trials and passes per agent × version × reference set × reference of the
         results completed since `since` (pooled pass@k: `api/pooled.py`)."""
+        ...
+
+    def unreferenced_results(self, limit: int) -> list[StoredResult]:
+        """The newest `limit` evaluated results that matched no reference, oldest first
+        (`UNREFERENCED_SQL`: what the reference candidates are mined from)."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """True when other replicas write to this store too (PostgreSQL): what one
+        replica derives from the results must then be read back from it."""
         ...

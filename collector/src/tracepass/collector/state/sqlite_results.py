@@ -33,6 +33,7 @@ from tracepass.collector.state.index import (
 )
 from tracepass.collector.state.outbox import put_outbox
 from tracepass.collector.state.reference_tools import ReferenceTools, ToolsRow, sqlite_tools
+from tracepass.collector.state.results import UNREFERENCED_SQL, decode_unreferenced
 from tracepass.collector.state.window_journal import append_entry
 from tracepass.collector.state.writer import SqliteFile
 
@@ -253,6 +254,14 @@ class SqliteResults:
         if row is None:
             return None
         return decode_result(row[0], self._tools)
+
+    @property
+    def shared(self) -> bool:
+        return False
+
+    def unreferenced_results(self, limit: int) -> list[StoredResult]:
+        rows = self.db.reader.execute(UNREFERENCED_SQL, (limit,)).fetchall()
+        return decode_unreferenced(rows, self._tools)
 
     def tools_lookup(self) -> ToolsByDigest:
         """What resolves format-4 rows' expected tools read from this file."""

@@ -113,6 +113,10 @@ class TriagePages(WritePages):
     # ------------------------------------------------------------------ candidates
 
     async def candidate_list(self, request: web.Request) -> web.StreamResponse:
+        try:
+            await self.candidates.refresh()
+        except LookupError as exc:
+            return self._error(request, str(exc), 503)
         body = self.candidates.listing()
         for c in body["candidates"]:
             c["url"] = f"{UI_PREFIX}/reference-candidates/{quote(c['id'], safe='')}"
@@ -133,6 +137,10 @@ class TriagePages(WritePages):
         edited: str | None = None,
     ) -> web.StreamResponse:
         cid = request.match_info["candidate_id"]
+        try:
+            await self.candidates.refresh()
+        except LookupError as exc:
+            return self._error(request, str(exc), 503)
         c = self.candidates.one(cid)
         if c is None:
             return self._error(request, f"no reference candidate {cid!r}", 404)
@@ -175,7 +183,7 @@ class TriagePages(WritePages):
 
     async def reject(self, request: web.Request) -> web.StreamResponse:
         cid = request.match_info["candidate_id"]
-        status, body = self.candidates.reject(cid)
+        status, body = await asyncio.to_thread(self.candidates.reject, cid)
         if status >= 400:
             return self._error(request, body["error"], status)
         raise web.HTTPSeeOther(

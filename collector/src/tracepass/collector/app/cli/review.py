@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,12 +37,17 @@ Examples:
 
   tracepass review export --state tracepass-state/state.sqlite -o labelled.csv
 
+  tracepass review export --results-url postgresql://tracepass@db/tracepass -o labelled.csv
+
 Fill the human_label column (pass/fail, yes/no, 1/0; leave empty to skip), then run
 `tracepass review import`. With --state, the rows are the judged turns of the
 conversations people labelled in the collector's review queue, human_label filled.
+Replicas sharing a PostgreSQL results store (state.results_url) keep their labels in
+the database: export them with --results-url (or TRACEPASS_RESULTS_URL), from any
+machine that reaches it; the state files hold none.
 
 Exit codes: 0 ok, 2 bad input (no judged turns, unknown output extension, not a state
-file).
+file or results database, database unreachable).
 """
 
 IMPORT_EPILOG = """\
@@ -83,6 +89,16 @@ def export(
             show_default=False,
         ),
     ] = None,
+    results_url: Annotated[
+        str | None,
+        typer.Option(
+            "--results-url",
+            envvar="TRACEPASS_RESULTS_URL",
+            help="The replicas' PostgreSQL results store (state.results_url, read only): "
+            "export the labels kept there.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write a sample of LLM-judged turns for people to label, or the labels people gave
     in the live review queue (--state).
@@ -94,10 +110,17 @@ def export(
 
     if output.suffix.lower() not in (".csv", ".jsonl", ".ndjson"):
         fail(f"{output}: output must end in .csv or .jsonl")
-    if (state is None) == (results is None):
-        fail("give either RESULTS (an `evaluate --format json` output) or --state FILE")
+    given = [x for x in (results, state, results_url) if x is not None]
+    if len(given) != 1:
+        fail(
+            "give either RESULTS (an `evaluate --format json` output), --state FILE or "
+            "--results-url URL"
+        )
     if state is not None:
         _export_state(state, output)
+        return
+    if results_url is not None:
+        _export_database(results_url, output)
         return
     assert results is not None
     if sample is None:
@@ -128,12 +151,9 @@ def _export_state(state: Path, output: Path) -> None:
     import sqlite3
 
     from tracepass.collector.state import ReadOnlyFile, ReviewLabels, decode_result, sqlite_tools
-    from tracepass.evaluator.offline import human_review as review_mod
 
     if not state.is_file():
         fail(f"{state}: no such state file (--state)")
-    rows: list[dict[str, Any]] = []
-    missing = 0
     try:
         conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
         try:
@@ -142,24 +162,68 @@ def _export_state(state: Path, output: Path) -> None:
                 fail(f"{state}: not a tracepass state file (no results table)")
             labels = ReviewLabels(ReadOnlyFile(conn)).labels() if "review_labels" in tables else []
             tools = sqlite_tools(conn.execute)
-            for label in labels:
-                found = conn.execute(
-                    "SELECT view FROM results WHERE conv_key=?", (label.conversation_id,)
-                ).fetchone()
-                stored = None if found is None else decode_result(found[0], tools)
-                if stored is None or stored.result is None:
-                    missing += 1
-                    continue
-                doc = stored.result.model_dump(mode="json")
-                rows += review_mod.labelled_rows(doc, label.turns)
+
+            def lookup(key: str) -> Any:
+                found = conn.execute("SELECT view FROM results WHERE conv_key=?", (key,)).fetchone()
+                return None if found is None else decode_result(found[0], tools)
+
+            _write_labelled(str(state), labels, lookup, output)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         fail(f"{state}: not a tracepass state file: {exc}")
-    except (ValueError, TypeError, KeyError) as exc:
-        fail(f"{state}: a stored result is unreadable: {exc}")
+
+
+def _export_database(url: str, output: Path) -> None:
+    """The labels of a shared PostgreSQL results store, in the export's columns. Read
+    only: a database without tracepass's tables is refused, not given them."""
+    import psycopg
+
+    from tracepass.collector.state.postgres import PostgresResults, ResultsUnavailable, redact_url
+
+    label = redact_url(url)
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            found = conn.execute(
+                "SELECT to_regclass('results'), to_regclass('review_labels')"
+            ).fetchone()
+    except psycopg.Error as exc:
+        fail(f"{label}: cannot read the results database: {str(exc).strip()}")
+    if found is None or found[0] is None:
+        fail(f"{label}: not a tracepass results database (no results table)")
+    if found[1] is None:
+        fail(f"{label}: no labelled judged turns (label conversations in the review queue)")
+    store = PostgresResults(url, max_connections=1, read_timeout_s=10.0)
+    store.open()
+    try:
+        _write_labelled(label, store.review.labels(), store.get_result, output)
+    except (ResultsUnavailable, psycopg.Error) as exc:
+        fail(f"{label}: cannot read the results database: {str(exc).strip()}")
+    finally:
+        store.close()
+
+
+def _write_labelled(
+    source: str, labels: list[Any], lookup: Callable[[str], Any], output: Path
+) -> None:
+    """Write the judged turns of each labelled conversation (`lookup`: its stored
+    result, None when no longer stored) with the person's labels filled."""
+    from tracepass.evaluator.offline import human_review as review_mod
+
+    rows: list[dict[str, Any]] = []
+    missing = 0
+    for item in labels:
+        try:
+            stored = lookup(item.conversation_id)
+        except (ValueError, TypeError, KeyError) as exc:
+            fail(f"{source}: a stored result is unreadable: {exc}")
+        if stored is None or stored.result is None:
+            missing += 1
+            continue
+        doc = stored.result.model_dump(mode="json")
+        rows += review_mod.labelled_rows(doc, item.turns)
     if not rows:
-        fail(f"{state}: no labelled judged turns (label conversations in the review queue)")
+        fail(f"{source}: no labelled judged turns (label conversations in the review queue)")
     try:
         review_mod.write_rows(rows, output)
     except (review_mod.ReviewError, OSError) as exc:
