@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup native native-test demo test lint pytest bench reliability corpus lock dist clean
+.PHONY: setup native native-test demo test test-fast lint pytest bench reliability corpus lock dist clean
 
 # The optional compiled evaluation core (evaluator/native: Rust, PyO3, built by maturin
 # from the dev group). Built only where cargo is; cargo's registry cache and the build
@@ -77,6 +77,12 @@ PYTHON_CORE_TESTS := tests/evaluator/test_argmatch.py tests/evaluator/test_toolc
 pytest: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 	TRACEPASS_CORE=python $(BIN)/python -m pytest -n 2 -q $(PYTHON_CORE_TESTS)
+
+## The unit layer only: no test that starts a process, a server or a system tool
+## (markers `slow`/`system`, enforced by tests/test_layout.py). Run it while you work;
+## `make test` before you hand a branch in. No lint here: run `make lint` on its own.
+test-fast: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow and not system" $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python bench/run_all.py
