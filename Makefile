@@ -11,7 +11,16 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test test-fast lint pytest bench reliability corpus lock dist clean otelcol otelcol-test
+.PHONY: setup native native-test demo test test-fast lint pytest bench reliability corpus lock dist clean otelcol otelcol-test
+
+# The optional compiled evaluation core (evaluator/native: Rust, PyO3, built by maturin
+# from the dev group). Built only where cargo is; cargo's registry cache and the build
+# live under .tools/ and the crate's ignored target/, so an unchanged crate is not rebuilt.
+NATIVE_DIR := evaluator/native
+NATIVE_SRC := $(NATIVE_DIR)/Cargo.toml $(NATIVE_DIR)/Cargo.lock $(NATIVE_DIR)/pyproject.toml $(wildcard $(NATIVE_DIR)/src/*.rs)
+CARGO := $(shell command -v cargo 2>/dev/null)
+NATIVE_ENV := CARGO_HOME=$(abspath $(TOOLS))/cargo CARGO_TARGET_DIR=$(abspath $(NATIVE_DIR))/target
+NATIVE_WHEELS := $(abspath $(TOOLS))/native-wheels
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -21,22 +30,53 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml instrumentation/pyproject.toml eva
 	$(UV) sync --frozen --all-packages --all-extras --python $(PY)
 	touch $@
 
-setup: $(VENV)/.synced
+setup: $(VENV)/.synced native
+
+## The compiled evaluation core, installed into .venv/ (skipped with a message without cargo;
+## `tracepass --version` says which core is active).
+native: $(VENV)/.synced
+ifeq ($(CARGO),)
+	@echo "native: cargo not found: the compiled evaluation core is not built (the pure-Python core runs)"
+else
+	@$(MAKE) --no-print-directory $(VENV)/.native
+endif
+
+$(VENV)/.native: $(VENV)/.synced $(NATIVE_SRC)
+	rm -rf $(NATIVE_WHEELS)
+	cd $(NATIVE_DIR) && $(NATIVE_ENV) $(abspath $(BIN))/maturin build --release --locked --quiet \
+		--interpreter $(abspath $(BIN))/python --out $(NATIVE_WHEELS)
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --reinstall $(NATIVE_WHEELS)/*.whl
+	touch $@
+
+## The crate's own tests (pure kernels, no Python): part of `make test` where cargo is.
+native-test:
+ifeq ($(CARGO),)
+	@echo "native-test: cargo not found: skipped"
+else
+	cd $(NATIVE_DIR) && $(NATIVE_ENV) cargo test --locked --quiet --no-default-features
+endif
 
 ## The main job: a real collector, an instrumented example agent, metrics on /metrics.
 demo: setup
 	$(BIN)/tracepass demo $(DEMO_ARGS)
 
-## The whole suite: lint, types, the Go component's tests, tests (CI runs exactly this).
-test: setup lint otelcol-test pytest
+## The whole suite: lint, types, the Rust core's and the Go component's tests, tests (CI runs exactly this).
+test: setup lint native-test otelcol-test pytest
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+PYTHON_CORE_TESTS := tests/evaluator/test_argmatch.py tests/evaluator/test_toolcorrectness.py \
+	tests/evaluator/test_trajectory.py tests/evaluator/test_scoring.py \
+	tests/evaluator/test_scoring_unchanged.py
+# The suite runs on the active core (native where built); the scoring tests run once more
+# on the pure-Python reference path (tests/evaluator/test_native_core.py compares the two
+# paths in one process, on every run).
 pytest: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	TRACEPASS_CORE=python $(BIN)/python -m pytest -n 2 -q $(PYTHON_CORE_TESTS)
 
 ## The unit layer only: no test that starts a process, a server or a system tool
 ## (markers `slow`/`system`, enforced by tests/test_layout.py). Run it while you work;
@@ -81,6 +121,11 @@ corpus:
 dist: setup
 	rm -rf dist
 	$(UV) build --all-packages --out-dir dist
+ifneq ($(CARGO),)
+	cd $(NATIVE_DIR) && $(NATIVE_ENV) $(abspath $(BIN))/maturin build --release --locked --quiet \
+		--interpreter $(abspath $(BIN))/python --out $(abspath dist)
+	cd $(NATIVE_DIR) && $(abspath $(BIN))/maturin sdist --out $(abspath dist)
+endif
 	$(BIN)/twine check --strict dist/*
 
 lock: $(UV)

@@ -73,6 +73,7 @@ def test_evaluator_top_level_is_foundation_only() -> None:
         "construct",
         "cost_latency",
         "models",
+        "native_core",
         "pricing",
         "ratelimited_log",
         "schema_guard",

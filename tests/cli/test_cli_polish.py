@@ -38,10 +38,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_version_names_the_three_distributions() -> None:
+def test_version_names_the_three_distributions_and_the_core() -> None:
     out = _run("--version")
     assert out.returncode == 0
-    lines = out.stdout.splitlines()
+    *lines, core = out.stdout.splitlines()
+    assert re.fullmatch(r"evaluation core: (native|python) \(.+\)", core), core
     assert [line.split()[0] for line in lines] == [
         "tracepass-collector",
         "tracepass-evaluator",

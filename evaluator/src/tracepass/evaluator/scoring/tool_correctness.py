@@ -38,6 +38,7 @@ from tracepass.evaluator.models import (
     ToolCorrectness,
     construct_unchecked,
 )
+from tracepass.evaluator.native_core import native_turn
 from tracepass.evaluator.scoring.argmatch import MATCHERS, ArgumentMatcher, compile_matcher
 
 __all__ = [
@@ -84,6 +85,9 @@ class CompiledTurn:
     # called name → the expected name it stands for, when it is the plugin-qualified
     # (or bare) form of exactly one expected name; filled on first sight (see `_alias`)
     aliases: dict[str, str | None] = field(default_factory=dict)
+    # the compiled core's form of this turn (`native_core.native_turn`), None when the
+    # Python code below scores it
+    native: Any = None
 
 
 def compile_turn(
@@ -109,6 +113,7 @@ def compile_turn(
         pure=matcher is not None
         or all(t.arguments is None or t.argument_match in MATCHERS for t in expected),
         checks_agent=any(t.agent is not None for t in expected),
+        native=None if matcher is not None else native_turn(expected, turn.tool_sequence_matters),
     )
 
 
@@ -497,15 +502,25 @@ def score_turn(
         if n_e == 0 and n_a == 0:
             return None, 0
         return make_tool_correctness(0.0, 0.0, 0.0, 0.0, weights, tool_threshold), 0
-    pairs = assign_calls(calls, turn, names)
-    p = len(pairs)
-    selection = p / (n_a + n_e - p)
-    parameters = sum([x[2] for x in pairs]) / n_e
-    if turn.sequence_matters:
-        js = [x[1] for x in pairs]
-        # expected indices are distinct: already sorted means the whole run is in order
-        sequence = (p if js == sorted(js) else lis_length(js)) / n_e
+    # The compiled core computes the same four numbers, or declines (None).
+    kernel = turn.native
+    got = (
+        None
+        if kernel is None
+        else kernel.score(calls, called_names(calls, turn) if names is None else names)
+    )
+    if got is not None:
+        p, selection, parameters, sequence = got
     else:
-        sequence = 1.0
+        pairs = assign_calls(calls, turn, names)
+        p = len(pairs)
+        selection = p / (n_a + n_e - p)
+        parameters = sum([x[2] for x in pairs]) / n_e
+        if turn.sequence_matters:
+            js = [x[1] for x in pairs]
+            # expected indices are distinct: already sorted means the whole run is in order
+            sequence = (p if js == sorted(js) else lis_length(js)) / n_e
+        else:
+            sequence = 1.0
     util = _utilization(utilization, declared, answer, calls)
     return make_tool_correctness(selection, parameters, sequence, util, weights, tool_threshold), p

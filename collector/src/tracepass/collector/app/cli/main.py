@@ -28,13 +28,17 @@ app = typer.Typer(
 
 
 def versions_text() -> str:
-    """One line per distribution: `tracepass-collector 0.1.0`."""
+    """One line per distribution (`tracepass-collector 0.1.0`), then which evaluation
+    core is active (`evaluation core: native (…)` or `python (why)`)."""
     lines = []
     for name in DISTRIBUTIONS:
         try:
             lines.append(f"{name} {version(name)}")
         except PackageNotFoundError:
             lines.append(f"{name} (not installed)")
+    from tracepass.evaluator.native_core import core_description
+
+    lines.append(f"evaluation core: {core_description()}")
     return "\n".join(lines)
 
 
@@ -52,7 +56,7 @@ def _root(
             "--version",
             callback=_print_version,
             is_eager=True,
-            help="Print the versions of the three tracepass distributions and exit.",
+            help="Print the versions of the three tracepass distributions and the active evaluation core, and exit.",
         ),
     ] = False,
 ) -> None:
