@@ -69,6 +69,7 @@ from tracepass.evaluator.scoring.learned_checks import (
     learned_violations,
     needs_schema_validation,
 )
+from tracepass.evaluator.scoring.simulated_turns import scored_turns
 from tracepass.evaluator.scoring.tool_correctness import (
     CompiledTurn,
     called_names,
@@ -461,7 +462,7 @@ class Evaluator:
     ) -> ConversationResult:
         """Score with answers already graded, or (`answers` None) grading each turn on
         the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
-        turns = conversation.turns
+        turns = scored_turns(conversation, cref.reference)
         cturns = cref.turns
         n_ref = len(cturns)
         tally = _Tally()
@@ -719,7 +720,7 @@ class Evaluator:
     async def _score_on_loop(
         self, conversation: Conversation, cref: _CompiledReference, reference_set: str | None
     ) -> ConversationResult:
-        turns = conversation.turns
+        turns = scored_turns(conversation, cref.reference)
         paired = min(len(turns), len(cref.turns))
         pending = [
             self._grade(
