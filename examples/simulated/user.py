@@ -3,7 +3,7 @@
 `tracepass probe --user-simulator examples/simulated/user.py:user` plays each
 reference's `user:` scenario with these rules: it opens with the reference's first
 line, then answers the agent's last message with the first rule whose pattern matches
-it; when no rule matches (the goal is met, or cannot be), it ends the conversation with
+it and whose message it has not sent yet; when no rule is left (the goal is met, or cannot be), it ends the conversation with
 the stop marker. It reacts to what the agent says, as a model-played user would, but
 the same agent answers always get the same user message, so runs are reproducible.
 
@@ -35,8 +35,8 @@ SCRIPTS: dict[str, Script] = {
     "sim-weather-fahrenheit": (
         None,
         [
-            (r"°C", "And in Fahrenheit?"),
-            (r"°F", f"Thanks! {STOP}"),
+            (r"Paris", "And in Fahrenheit?"),  # whatever unit came first, as instructed
+            (r".", f"Thanks! {STOP}"),
         ],
     ),
 }
@@ -71,8 +71,9 @@ class ScriptedUser:
         if not transcript:
             return opening or STOP
         last = next((text for role, text in reversed(transcript) if role == "agent"), "")
+        sent = {text for role, text in transcript if role == "user"}
         for pattern, message in rules:
-            if re.search(pattern, last):
+            if message not in sent and re.search(pattern, last):
                 return message
         return STOP
 

@@ -27,6 +27,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ PROMPT_VERSION = "tracepass-user-simulator/1"
 # pasting its prompt, or looping): an audit problem, and the bound on what is sent.
 MAX_USER_MESSAGE_CHARS = 4000
 AGENT_ERROR_PREFIX = "[agent error"
+_MANGLED_STOP = re.compile(r"#{2,}\s*stop|stop\s*#{2,}", re.IGNORECASE)
 
 Message = tuple[str, str]  # ("user" | "agent", text)
 
@@ -310,7 +312,7 @@ def audit(scenario: UserScenario, sim: SimulatedConversation) -> list[str]:
             problems.append(f"user message {i + 1} is empty")
         elif len(msg) >= MAX_USER_MESSAGE_CHARS:
             problems.append(f"user message {i + 1} is {MAX_USER_MESSAGE_CHARS}+ characters")
-        if "###" in msg:  # a mangled stop marker (the whole one ends the conversation)
+        if _MANGLED_STOP.search(msg):  # the whole marker would have ended the conversation
             problems.append(f"user message {i + 1} carries a mangled stop marker")
     said = "\n".join(sim.user_messages).casefold()
     for phrase in scenario.must_not_say:
