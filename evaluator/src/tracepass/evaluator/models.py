@@ -249,6 +249,9 @@ class JudgeAppliesTo(_Frozen):
     agent_name: str | None = None
     agent_version: str | None = None
     reference_set: str | None = None
+    # The scored result's reference id ("" without one): a judge of one task's
+    # assertions (`references import --from tau2` writes these).
+    reference_id: str | None = None
 
 
 class ConversationJudgeSpec(_Frozen):

@@ -126,7 +126,7 @@ def _turn(
 ) -> dict[str, Any]:
     raw = {"query": v} if isinstance(v, str) else _mapping(v, path)
     _unknown(raw, _TURN_KEYS, path)
-    if simulated and raw.get("query") is None:
+    if simulated and not raw.get("query"):
         query = ""  # the simulated user opens the conversation
     else:
         query = _string(raw.get("query"), (*path, "query"))

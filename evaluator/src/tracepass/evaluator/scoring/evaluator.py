@@ -704,7 +704,9 @@ class Evaluator:
         attribute test when no judge is configured and no policy has any)."""
         if not self.conversation_judges and (policy is None or not policy.conversation_judges):
             return ()
-        return self.conversation_judges.select(conversation, result.reference_set, policy)
+        return self.conversation_judges.select(
+            conversation, result.reference_set, policy, result.reference_id
+        )
 
     async def _judged(
         self,
