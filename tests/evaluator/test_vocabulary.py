@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from tracepass.collector.app.cli.evaluate import DefaultGrader, Profile
+from tracepass.collector.app.cli.scoring_options import DefaultGrader, Profile
 from tracepass.collector.config import CollectorConfig, EvaluationSettings
 from tracepass.collector.service import build_evaluator
 from tracepass.evaluator import vocabulary

@@ -135,11 +135,38 @@ class JudgeBudgetConfig(_Section):
     usd_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
+class ToolWeightsConfig(_Section):
+    """`evaluation.weights`: the four tool-correctness dimensions' weights, as the
+    scoring's `ToolWeights` (non-negative, not all zero; normalized in `default`)."""
+
+    selection: float = Field(default=0.25, ge=0, allow_inf_nan=False)
+    parameters: float = Field(default=0.25, ge=0, allow_inf_nan=False)
+    sequence: float = Field(default=0.25, ge=0, allow_inf_nan=False)
+    utilization: float = Field(default=0.25, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _not_all_zero(self) -> ToolWeightsConfig:
+        if self.selection + self.parameters + self.sequence + self.utilization <= 0:
+            raise ValueError("evaluation.weights: at least one weight must be positive")
+        return self
+
+
 class EvaluationSettings(_Section):
+    # Every scoring option of the evaluator's `EvaluationConfig` is settable here, by
+    # the same name (service.build_evaluator copies the shared fields by name).
     profile: Profile = PROFILE_DEFAULT
     threshold: float = Field(default=0.7, ge=0, le=1)
     tool_threshold: float = Field(default=1.0, ge=0, le=1)
     default_grader: DefaultGrader = DEFAULT_GRADER
+    weights: ToolWeightsConfig = ToolWeightsConfig()
+    # Trajectory unit: the tool name, or name + the expected tool's argument rule.
+    trajectory_match: Literal["name", "name_and_arguments"] = "name"
+    # Utilization: `declared` (the span says), `detected` (from the answer), `auto`.
+    utilization: Literal["auto", "declared", "detected"] = "auto"
+    # Tool names for the single-tool-use trajectory metric; empty: not computed.
+    single_tool_use: tuple[str, ...] = ()
+    # Learned check `repeated_call`: identical calls allowed per turn.
+    repeated_call_limit: int = Field(default=2, ge=1)
     # module:attr of a langchain-core BaseChatModel instance or factory, for the llm grader.
     judge: str | None = None
     judge_concurrency: int = Field(default=4, gt=0)

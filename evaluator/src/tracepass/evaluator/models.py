@@ -180,11 +180,32 @@ class MatchSpec(_Frozen):
     aliases: tuple[str, ...] = ()
 
 
+# What a simulated user says to end the conversation (docs/probe.md, "Simulated users").
+STOP_MARKER = "###STOP###"
+MAX_SIMULATED_TURNS = 50
+
+
+class UserScenario(_Frozen):
+    """A simulated user (`tracepass probe --user-simulator`): who they are and what they
+    want. `must_say` / `must_not_say` are the deterministic audit of the simulator: a
+    trial whose user left out a `must_say` phrase or said a `must_not_say` one strayed
+    from its instructions (`simulator_fault`, not the agent's failure)."""
+
+    instructions: str
+    persona: str | None = None
+    max_turns: int = Field(default=10, ge=1, le=MAX_SIMULATED_TURNS)
+    must_say: tuple[str, ...] = ()
+    must_not_say: tuple[str, ...] = ()
+
+
 class Reference(_Frozen):
     id: str
     turns: tuple[ReferenceTurn, ...]
     match: MatchSpec = MatchSpec()
     tags: tuple[str, ...] = ()
+    # A simulated user plays this reference: its one turn is checked against the whole
+    # conversation (every tool call, the last answer); the turn's query opens it.
+    user: UserScenario | None = Field(default=None, exclude_if=_is_none)
 
 
 class PolicyTool(_Frozen):
@@ -228,6 +249,9 @@ class JudgeAppliesTo(_Frozen):
     agent_name: str | None = None
     agent_version: str | None = None
     reference_set: str | None = None
+    # The scored result's reference id ("" without one): a judge of one task's
+    # assertions (`references import --from tau2` writes these).
+    reference_id: str | None = None
 
 
 class ConversationJudgeSpec(_Frozen):

@@ -83,13 +83,18 @@ class CompiledJudge:
         return self.spec.name
 
     def applies(
-        self, agent_name: str | None, agent_version: str | None, reference_set: str | None
+        self,
+        agent_name: str | None,
+        agent_version: str | None,
+        reference_set: str | None,
+        reference_id: str | None = None,
     ) -> bool:
         scope = self.spec.applies_to
         for glob, value in (
             (scope.agent_name, agent_name),
             (scope.agent_version, agent_version),
             (scope.reference_set, reference_set),
+            (scope.reference_id, reference_id),
         ):
             if glob is not None and not fnmatchcase(value or "", glob):
                 return False
@@ -171,7 +176,11 @@ class ConversationJudges:
         return merged
 
     def select(
-        self, conversation: Conversation, reference_set: str | None, policy: Policy | None
+        self,
+        conversation: Conversation,
+        reference_set: str | None,
+        policy: Policy | None,
+        reference_id: str | None = None,
     ) -> tuple[CompiledJudge, ...]:
         """The judges that read `conversation` (none when it is not complete: judges run
         when a conversation completes)."""
@@ -183,7 +192,7 @@ class ConversationJudges:
         if not pool:
             return ()
         name, version = conversation.agent_name, conversation.agent_version
-        return tuple(j for j in pool if j.applies(name, version, reference_set))
+        return tuple(j for j in pool if j.applies(name, version, reference_set, reference_id))
 
     async def run(
         self, conversation: Conversation, judges: Sequence[CompiledJudge]

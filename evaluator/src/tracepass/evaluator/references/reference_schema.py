@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tracepass.evaluator.models import (
+    MAX_SIMULATED_TURNS,
     ExpectedTool,
     Policy,
     Reference,
@@ -50,7 +51,8 @@ __all__ = ["Path", "parse_reference", "parse_reference_set"]
 
 _SET_KEYS = {"name", "version", "defaults", "references", "policies"}
 _DEFAULT_KEYS = {"graders", "argument_match", "tool_sequence_matters", "abs_tol", "rel_tol"}
-_REF_KEYS = {"id", "turns", "match", "tags"}
+_REF_KEYS = {"id", "turns", "match", "tags", "user"}
+_USER_KEYS = {"instructions", "persona", "max_turns", "must_say", "must_not_say"}
 _TURN_KEYS = {"query", "expected_answer", "graders", "expected_tools", "tool_sequence_matters"}
 _TOOL_KEYS = {"name", "arguments", "argument_match", "abs_tol", "rel_tol", "agent"}
 
@@ -96,10 +98,39 @@ def _tool(v: Any, path: Path, defaults: Mapping[str, Any]) -> ExpectedTool:
     return tool
 
 
-def _turn(v: Any, path: Path, defaults: Mapping[str, Any]) -> dict[str, Any]:
+def _user(v: Any, path: Path) -> dict[str, Any]:
+    raw = _mapping(v, path)
+    _unknown(raw, _USER_KEYS, path)
+    out: dict[str, Any] = {
+        "instructions": _string(raw.get("instructions"), (*path, "instructions"))
+    }
+    if raw.get("persona") is not None:
+        out["persona"] = _string(raw["persona"], (*path, "persona"))
+    if "max_turns" in raw:
+        n = raw["max_turns"]
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SIMULATED_TURNS:
+            raise _fail(
+                (*path, "max_turns"),
+                f"expected an integer from 1 to {MAX_SIMULATED_TURNS}, got {n!r}",
+            )
+        out["max_turns"] = n
+    for key in ("must_say", "must_not_say"):
+        if key in raw:
+            kp = (*path, key)
+            out[key] = tuple(_string(x, (*kp, i)) for i, x in enumerate(_list(raw[key], kp)))
+    return out
+
+
+def _turn(
+    v: Any, path: Path, defaults: Mapping[str, Any], *, simulated: bool = False
+) -> dict[str, Any]:
     raw = {"query": v} if isinstance(v, str) else _mapping(v, path)
     _unknown(raw, _TURN_KEYS, path)
-    out: dict[str, Any] = {"query": _string(raw.get("query"), (*path, "query"))}
+    if simulated and not raw.get("query"):
+        query = ""  # the simulated user opens the conversation
+    else:
+        query = _string(raw.get("query"), (*path, "query"))
+    out: dict[str, Any] = {"query": query}
     if raw.get("expected_answer") is not None:
         ans = raw["expected_answer"]
         if isinstance(ans, bool) or not isinstance(ans, str | int | float):
@@ -129,15 +160,28 @@ def parse_reference(
 ) -> Reference:
     defaults = defaults or {}
     raw = _mapping(v, path)
-    single = "turns" not in raw and "query" in raw
+    simulated = raw.get("user") is not None
+    single = "turns" not in raw and ("query" in raw or simulated)
     _unknown(raw, _REF_KEYS | _TURN_KEYS if single else _REF_KEYS, path)
     rid = raw.get("id")
     if isinstance(rid, int) and not isinstance(rid, bool):
         rid = str(rid)
     data: dict[str, Any] = {"id": _string(rid, (*path, "id"))}
+    if simulated:
+        data["user"] = _user(raw["user"], (*path, "user"))
     if single:
         turn_raw = {k: raw[k] for k in _TURN_KEYS if k in raw}
-        data["turns"] = (_turn(turn_raw, path, defaults),)
+        data["turns"] = (_turn(turn_raw, path, defaults, simulated=simulated),)
+    elif simulated:
+        tp = (*path, "turns")
+        turns = _list(raw["turns"], tp)
+        if len(turns) != 1:
+            raise _fail(
+                tp,
+                "a reference with a simulated `user` has one turn (checked against the "
+                f"whole conversation), got {len(turns)}",
+            )
+        data["turns"] = (_turn(turns[0], (*tp, 0), defaults, simulated=True),)
     else:
         if "turns" not in raw:
             raise _fail(path, "missing field 'turns' (or 'query' for a single-turn reference)")

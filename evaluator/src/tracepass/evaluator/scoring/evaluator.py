@@ -69,6 +69,7 @@ from tracepass.evaluator.scoring.learned_checks import (
     learned_violations,
     needs_schema_validation,
 )
+from tracepass.evaluator.scoring.simulated_turns import scored_turns
 from tracepass.evaluator.scoring.tool_correctness import (
     CompiledTurn,
     called_names,
@@ -461,7 +462,7 @@ class Evaluator:
     ) -> ConversationResult:
         """Score with answers already graded, or (`answers` None) grading each turn on
         the spot with `grade_sync` — which raises `NeedsEventLoop` if a grader awaits."""
-        turns = conversation.turns
+        turns = scored_turns(conversation, cref.reference)
         cturns = cref.turns
         n_ref = len(cturns)
         tally = _Tally()
@@ -703,7 +704,9 @@ class Evaluator:
         attribute test when no judge is configured and no policy has any)."""
         if not self.conversation_judges and (policy is None or not policy.conversation_judges):
             return ()
-        return self.conversation_judges.select(conversation, result.reference_set, policy)
+        return self.conversation_judges.select(
+            conversation, result.reference_set, policy, result.reference_id
+        )
 
     async def _judged(
         self,
@@ -719,7 +722,7 @@ class Evaluator:
     async def _score_on_loop(
         self, conversation: Conversation, cref: _CompiledReference, reference_set: str | None
     ) -> ConversationResult:
-        turns = conversation.turns
+        turns = scored_turns(conversation, cref.reference)
         paired = min(len(turns), len(cref.turns))
         pending = [
             self._grade(

@@ -34,17 +34,22 @@ from tracepass.collector.app.cli.common import (
     stdout_console,
     write_text,
 )
+from tracepass.collector.app.cli.scoring_options import (
+    DefaultGrader,
+    DefaultGraderOption,
+    ProfileOption,
+    RepeatedCallLimitOption,
+    SingleToolUseOption,
+    ThresholdOption,
+    ToolThresholdOption,
+    TrajectoryMatchOption,
+    UtilizationOption,
+    WeightsOption,
+    scoring_fields,
+)
 from tracepass.collector.app.cli.serve import tuned_gc
 from tracepass.evaluator.offline import gates
-from tracepass.evaluator.vocabulary import (
-    GRADER_CONTAINS,
-    GRADER_EXACT,
-    GRADER_LLM,
-    GRADER_NUMERIC,
-    K_METRIC_SYMBOLS,
-    PROFILE_DEFAULT,
-    PROFILE_FAIR_FORGE,
-)
+from tracepass.evaluator.vocabulary import K_METRIC_SYMBOLS
 
 log = logging.getLogger(__name__)
 
@@ -74,18 +79,6 @@ class EvalFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     HTML = "html"
-
-
-class Profile(StrEnum):
-    DEFAULT = PROFILE_DEFAULT
-    FAIR_FORGE = PROFILE_FAIR_FORGE
-
-
-class DefaultGrader(StrEnum):
-    EXACT = GRADER_EXACT
-    CONTAINS = GRADER_CONTAINS
-    NUMERIC = GRADER_NUMERIC
-    LLM = GRADER_LLM
 
 
 def register(app: typer.Typer) -> None:
@@ -121,13 +114,8 @@ def evaluate(
         ),
     ] = None,
     k: Annotated[str, typer.Option("--k", help="Comma-separated k values.")] = "1,3,5",
-    profile: Annotated[
-        Profile, typer.Option("--profile", help="Scoring definitions.")
-    ] = Profile.DEFAULT,
-    default_grader: Annotated[
-        DefaultGrader,
-        typer.Option("--default-grader", help="Answer grader for references that name none."),
-    ] = DefaultGrader.CONTAINS,
+    profile: ProfileOption = None,
+    default_grader: DefaultGraderOption = None,
     judge: Annotated[
         str | None,
         typer.Option(
@@ -148,14 +136,13 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
-    threshold: Annotated[
-        float,
-        typer.Option("--threshold", min=0.0, max=1.0, help="Answer score needed to pass."),
-    ] = 0.7,
-    tool_threshold: Annotated[
-        float,
-        typer.Option("--tool-threshold", min=0.0, max=1.0, help="Tool correctness needed to pass."),
-    ] = 1.0,
+    threshold: ThresholdOption = None,
+    tool_threshold: ToolThresholdOption = None,
+    trajectory_match: TrajectoryMatchOption = None,
+    utilization: UtilizationOption = None,
+    weights: WeightsOption = None,
+    single_tool_use: SingleToolUseOption = None,
+    repeated_call_limit: RepeatedCallLimitOption = None,
     output_format: Annotated[
         EvalFormat, typer.Option("--format", help="table, json or html.")
     ] = EvalFormat.TABLE,
@@ -239,6 +226,7 @@ def evaluate(
         if not references:
             fail("--references PATH is required with trace FILEs")
     conversation_judges: list[Any] = []
+    file_settings = None
     rule = None
     conventions = None
     config_prices = None
@@ -250,7 +238,7 @@ def evaluate(
             loaded = load_config(config_file)
         except ConfigError as exc:
             fail(str(exc))
-        settings = loaded.evaluation
+        settings = file_settings = loaded.evaluation
         rule = loaded.metrics.readiness_rule()  # the serve config's headline_k and target
         conversation_judges = list(settings.conversation_judges)
         # Read the files as `serve` and `inspect --config` would with this config.
@@ -264,12 +252,30 @@ def evaluate(
                 f"{config_file}: evaluation.conversation_judges needs a model: "
                 "evaluation.judge in the file, or --judge module:attr"
             )
+    try:
+        scoring = scoring_fields(
+            {
+                "profile": profile,
+                "threshold": threshold,
+                "tool_threshold": tool_threshold,
+                "default_grader": default_grader,
+                "trajectory_match": trajectory_match,
+                "utilization": utilization,
+                "weights": weights,
+                "single_tool_use": single_tool_use,
+                "repeated_call_limit": repeated_call_limit,
+            },
+            file_settings,
+        )
+        config = EvaluationConfig.model_validate(scoring)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        fail(str(exc))
     judge_obj = None
     if judge is not None:
         from tracepass.evaluator.judge.llm_judge import LLMJudge
 
-        judge_obj = LLMJudge(load_chat_model(judge), pass_threshold=threshold)
-    elif default_grader is DefaultGrader.LLM:
+        judge_obj = LLMJudge(load_chat_model(judge), pass_threshold=config.threshold)
+    elif config.default_grader == DefaultGrader.LLM.value:
         fail("--default-grader llm needs --judge module:attr")
 
     # ---- inputs
@@ -308,12 +314,6 @@ def evaluate(
             highlight=False,
         )
 
-    config = EvaluationConfig(
-        profile=profile.value,
-        threshold=threshold,
-        tool_threshold=tool_threshold,
-        default_grader=default_grader.value,
-    )
     evaluator = Evaluator(config, judge=judge_obj, conversation_judges=conversation_judges)
     catalog = ReferenceCatalog(sets)
 
@@ -340,7 +340,9 @@ def evaluate(
         level=level,
         metadata={
             "source": source,
-            "profile": profile.value,
+            "profile": config.profile,
+            "trajectory_match": config.trajectory_match,
+            "utilization": config.utilization,
             "gate_on": gate_on.value,
             "sample_rate": sample_rate,
             "sample_seed": sample_seed,

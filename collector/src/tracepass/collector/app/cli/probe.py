@@ -84,6 +84,32 @@ def _ks(text: str | None, trials: int) -> list[int]:
     return ks
 
 
+def _simulator(spec: str | None, all_trials: list[Any]) -> tuple[Any, dict[str, Any] | None]:
+    """The simulator and what the run records of it (None without one). References with
+    a `user:` scenario need one: without, exit 2 naming them."""
+    scenarios = sorted({t.reference.id for t in all_trials if t.reference.user is not None})
+    if spec is None:
+        if scenarios:
+            fail(
+                f"reference(s) {', '.join(scenarios[:5])} have a simulated `user:` scenario: "
+                "give --user-simulator MODULE:ATTR (docs/probe.md)"
+            )
+        return None, None
+    from tracepass.collector.app.probe.simulation import SimulatorError, load_simulator
+
+    try:
+        simulator = load_simulator(spec)
+    except SimulatorError as exc:
+        fail(str(exc))
+    if not scenarios:
+        stderr_console().print(
+            "[yellow]warning:[/] --user-simulator given, but no reference has a `user:` "
+            "scenario: every reference plays its fixed queries",
+            highlight=False,
+        )
+    return simulator, simulator.describe()
+
+
 def probe(
     references: Annotated[
         list[Path],
@@ -172,6 +198,16 @@ def probe(
             "(the embedded collector's evaluation.allow_command_graders).",
         ),
     ] = False,
+    user_simulator: Annotated[
+        str | None,
+        typer.Option(
+            "--user-simulator",
+            help="MODULE:ATTR (or file.py:ATTR) playing the `user:` scenario of references "
+            "that have one: a langchain-core chat model, a factory of one, or an object "
+            "with reply() (a scripted user, examples/simulated/user.py).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Replay every reference K times against an agent; per-reference pass@k / pass^k."""
     from tracepass.collector.app.cli import sources
@@ -187,6 +223,7 @@ def probe(
         fail("--resume needs --checkpoint PATH")
     sets = sources.reference_sets(references, allow_command_graders=allow_command_graders)
     all_trials = plan(sets, trials)
+    simulator, simulator_info = _simulator(user_simulator, all_trials)
     ckpt = Checkpoint(checkpoint) if checkpoint is not None else None
     run_id = uuid.uuid4().hex[:8]
     done: list[Any] = []
@@ -196,6 +233,7 @@ def probe(
         "agent": agent_spec,
         "trials": trials,
         "references": sorted(t.reference.id for t in all_trials if t.index == 0),
+        "simulator": simulator_info,
     }
     if ckpt is not None and resume:
         try:
@@ -206,6 +244,11 @@ def probe(
             fail(
                 f"{checkpoint}: recorded --agent {old.get('agent')!r} --trials {old.get('trials')}; "
                 f"resume with the same values (got {agent_spec!r}, {trials})"
+            )
+        if old.get("simulator") != simulator_info:
+            fail(
+                f"{checkpoint}: recorded with simulator {old.get('simulator')!r}; resume "
+                f"with the same --user-simulator (got {simulator_info!r})"
             )
         run_id = str(old["run_id"])
         header["run_id"] = run_id
@@ -240,6 +283,7 @@ def probe(
                     result_timeout_s=result_timeout,
                 ),
                 show_progress=progress if progress is not None else sys.stderr.isatty(),
+                simulator=simulator,
             )
         )
     finally:
@@ -257,6 +301,7 @@ def probe(
             "trials": trials,
             "collector": collector or "embedded",
             "interrupted": run.interrupted,
+            "simulator": simulator_info,
         },
         level=level,
     )
@@ -294,6 +339,7 @@ async def _run(
     ports: tuple[int, int],
     opts: dict[str, Any],
     show_progress: bool,
+    simulator: Any = None,
 ) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -400,6 +446,7 @@ async def _run(
                     checkpoint=ckpt,
                     on_done=on_done,
                     stop=stop,
+                    simulator=simulator,
                 )
         finally:
             await target.close()
@@ -480,6 +527,12 @@ def _print_tables(document: dict[str, Any], ks: list[int], output: Path | None) 
     console.print(
         f"trials counted {s['trials']} of {s['trials'] + s['not_counted']}", highlight=False
     )
+    if (faults := s.get("simulator_faults")) is not None:
+        console.print(
+            f"simulator faults {faults['count']} of {faults['of']} simulated trials "
+            f"({faults['share']:.0%}), not counted against the agent",
+            highlight=False,
+        )
     console.print(verdict, highlight=False, soft_wrap=True)
 
 

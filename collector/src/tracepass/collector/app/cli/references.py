@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -62,6 +62,7 @@ Exit codes: 0 ok, 2 invalid reference set.
 
 class ImportFormat(StrEnum):
     FAIR_FORGE = "fair-forge"
+    TAU2 = "tau2"
     ADK = "adk"
 
 
@@ -106,6 +107,14 @@ def import_(
     name: Annotated[
         str | None, typer.Option("--name", help="Reference set name (default: file stem).")
     ] = None,
+    skip_unmappable: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unmappable",
+            help="tau2: skip tasks that need τ²'s environment (listed on stderr) instead "
+            "of exit 2.",
+        ),
+    ] = False,
 ) -> None:
     """Convert a Fair Forge dataset or an ADK eval set to a tracepass YAML reference set."""
     from tracepass.evaluator.references import (
@@ -126,6 +135,9 @@ def import_(
     except json.JSONDecodeError as exc:
         fail(f"{file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}")
     set_name = name or file.name.split(".")[0]
+    if source_format is ImportFormat.TAU2:
+        _import_tau2(data, file, set_name, output, skip_unmappable)
+        return
     importer = import_fair_forge if source_format is ImportFormat.FAIR_FORGE else import_adk
     try:
         imported = importer(data, source=str(file), name=set_name)
@@ -134,6 +146,61 @@ def import_(
     for line in imported.skipped:
         stderr_console().print(plain(f"skipped: {line}"))
     write_text(dump_reference_set_yaml(imported.reference_set), output)
+
+
+def _import_tau2(
+    data: Any, file: Path, set_name: str, output: Path | None, skip_unmappable: bool
+) -> None:
+    """τ² tasks → the reference set (-o FILE or stdout) and, for nl_assertions, the
+    conversation judges beside it (`FILE.judges.yaml`, an `evaluation:` config snippet)."""
+    import yaml
+
+    from tracepass.evaluator.references import (
+        ReferenceLoadError,
+        dump_reference_set_yaml,
+        import_tau2,
+    )
+
+    try:
+        imported = import_tau2(
+            data, source=str(file), name=set_name, skip_unmappable=skip_unmappable
+        )
+    except ReferenceLoadError as exc:
+        fail(str(exc))
+    for line in imported.skipped:
+        stderr_console().print(plain(f"skipped: {line}"))
+    write_text(dump_reference_set_yaml(imported.reference_set), output)
+    if not imported.judges:
+        return
+    snippet = yaml.safe_dump(
+        {
+            "evaluation": {
+                "conversation_judges": [
+                    j.model_dump(mode="json", exclude_defaults=True) for j in imported.judges
+                ]
+            }
+        },
+        sort_keys=False,
+        allow_unicode=True,
+        width=100,
+    )
+    if output is None:
+        stderr_console().print(
+            plain(
+                f"note: {len(imported.judges)} task(s) carry nl_assertions; give -o FILE to "
+                "write their conversation judges to FILE.judges.yaml"
+            )
+        )
+        return
+    judges_path = output.with_name(output.stem + ".judges.yaml")
+    write_text(snippet, judges_path)
+    stderr_console().print(
+        plain(
+            f"{len(imported.judges)} conversation judge(s) (nl_assertions) written to "
+            f"{judges_path}: merge into your config's evaluation.conversation_judges "
+            "(they need evaluation.judge)"
+        )
+    )
 
 
 def _tools(expected: tuple[ExpectedTool, ...] | None) -> str:

@@ -25,10 +25,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tracepass.collector.app.probe.simulation import UserSimulator, audit, simulate
 from tracepass.collector.app.probe.targets import Target, TransportError
 from tracepass.evaluator.models import Reference, ReferenceSet
 
-__all__ = ["Checkpoint", "ProbeOptions", "ProbeRun", "Trial", "TrialResult", "run_probe"]
+__all__ = [
+    "SIMULATOR_FAULT",
+    "Checkpoint",
+    "ProbeOptions",
+    "ProbeRun",
+    "Trial",
+    "TrialResult",
+    "run_probe",
+]
+
+# A trial whose simulated user strayed from its instructions (the audit): not counted.
+SIMULATOR_FAULT = "simulator_fault"
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +62,13 @@ class TrialResult:
     reference_set: str
     trial: int
     conversation_id: str
-    outcome: str  # pass | fail | error | incomplete | missing | transport
+    outcome: str  # pass | fail | error | incomplete | missing | transport | simulator_fault
     correct: bool
     evaluation: dict[str, Any] | None = None
     answers: list[str] = field(default_factory=list)
     error: str | None = None
+    # A simulated user's trial: its messages, why it ended, the audit's problems.
+    simulation: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +81,7 @@ class TrialResult:
             "answers": self.answers,
             "error": self.error,
             "evaluation": self.evaluation,
+            **({} if self.simulation is None else {"simulation": self.simulation}),
         }
 
     @classmethod
@@ -81,6 +96,7 @@ class TrialResult:
             evaluation=d.get("evaluation"),
             answers=list(d.get("answers") or []),
             error=d.get("error"),
+            simulation=d.get("simulation"),
         )
 
 
@@ -205,20 +221,42 @@ async def _await_evaluation(
     return latest
 
 
+async def _play(
+    trial: Trial, cid: str, target: Target, simulator: UserSimulator | None
+) -> tuple[list[str], dict[str, Any] | None]:
+    """The answers, and for a simulated user what the simulation recorded."""
+    ref = trial.reference
+    if ref.user is None or simulator is None:
+        return await target.play(cid, ref.id, [t.query for t in ref.turns]), None
+    sim = await simulate(
+        lambda next_query: target.converse(cid, ref.id, next_query),
+        simulator,
+        ref.user,
+        ref.id,
+        ref.turns[0].query,
+    )
+    problems = audit(ref.user, sim)
+    return sim.answers, {
+        "user_messages": sim.user_messages,
+        "ended_by": sim.ended_by,
+        "audit": {"followed": not problems, "problems": problems},
+    }
+
+
 async def run_trial(
     trial: Trial,
     run_id: str,
     target: Target,
     source: ResultSource,
     opts: ProbeOptions,
+    simulator: UserSimulator | None = None,
 ) -> TrialResult:
-    queries = [t.query for t in trial.reference.turns]
     base = f"probe-{run_id}-{trial.reference.id}-{trial.index}"
     last_error = ""
     for attempt in range(opts.retries + 1):
         cid = base if attempt == 0 else f"{base}-r{attempt}"
         try:
-            answers = await target.play(cid, trial.reference.id, queries)
+            answers, simulation = await _play(trial, cid, target, simulator)
         except TransportError as exc:
             last_error = str(exc)
             log.warning("trial %s attempt %d: %s", trial.key, attempt + 1, exc)
@@ -226,7 +264,7 @@ async def run_trial(
                 delay = opts.backoff_s * 2**attempt
                 await asyncio.sleep(delay * (0.5 + random.random()))
             continue
-        view = await _await_evaluation(source, cid, len(queries), opts)
+        view = await _await_evaluation(source, cid, len(answers), opts)
         evaluation = None if view is None else view.get("evaluation")
         if evaluation is None:
             return TrialResult(
@@ -234,16 +272,25 @@ async def run_trial(
                 answers=answers,
                 error=f"no evaluation of conversation {cid} within {opts.result_timeout_s:g}s "
                 "(is the agent sending its traces to the collector?)",
+                simulation=simulation,
             )  # fmt: skip
+        outcome, correct = str(evaluation.get("outcome")), bool(evaluation.get("correct"))
+        error = None
+        if simulation is not None and not simulation["audit"]["followed"]:
+            # The simulated user strayed: the trial says nothing about the agent.
+            outcome, correct = SIMULATOR_FAULT, False
+            error = "; ".join(simulation["audit"]["problems"])
         return TrialResult(
             trial.reference.id,
             trial.reference_set,
             trial.index,
             cid,
-            str(evaluation.get("outcome")),
-            bool(evaluation.get("correct")),
+            outcome,
+            correct,
             evaluation=evaluation,
             answers=answers,
+            error=error,
+            simulation=simulation,
         )
     return TrialResult(
         trial.reference.id, trial.reference_set, trial.index, base, "transport", False,
@@ -262,6 +309,7 @@ async def run_probe(
     checkpoint: Checkpoint | None = None,
     on_done: Callable[[TrialResult], None] | None = None,
     stop: asyncio.Event | None = None,
+    simulator: UserSimulator | None = None,
 ) -> ProbeRun:
     """Run the trials not in `done` with bounded concurrency and rate."""
     run_id = run_id or uuid.uuid4().hex[:8]
@@ -279,7 +327,7 @@ async def run_probe(
             await limiter.wait()
             if stop.is_set():
                 return
-            result = await run_trial(trial, run_id, target, source, opts)
+            result = await run_trial(trial, run_id, target, source, opts, simulator)
         results.append(result)
         if checkpoint is not None and result.outcome not in ("missing", "transport"):
             checkpoint.append(result)

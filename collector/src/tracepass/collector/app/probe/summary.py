@@ -4,7 +4,9 @@ for the suite, the same `summary` block as `tracepass evaluate --format json`.
 
 Counted trials are outcomes pass / fail / incomplete. `error` (a grader could not
 decide), `missing` (no evaluation arrived) and `transport` (agent unreachable) are
-reported per reference but are not trials: they say nothing about the agent."""
+reported per reference but are not trials: they say nothing about the agent; nor does
+`simulator_fault` (a simulated user that strayed from its instructions), whose share of
+the simulated trials the summary reports (`summary.simulator_faults`)."""
 
 from __future__ import annotations
 
@@ -84,6 +86,15 @@ def probe_document(
     ]
     summary = summarize(evaluations, ks, level=level)
     summary["not_counted"] = sum(1 for r in results if r.outcome not in COUNTED)
+    simulated = [r for r in results if r.simulation is not None]
+    if simulated:
+        faults = sum(1 for r in simulated if r.outcome == "simulator_fault")
+        # τ²: up to 30 % of failures were the simulated user's; say how many here.
+        summary["simulator_faults"] = {
+            "count": faults,
+            "of": len(simulated),
+            "share": faults / len(simulated),
+        }
     return {
         "run": run,
         "references": reference_rows(results, ks, level),

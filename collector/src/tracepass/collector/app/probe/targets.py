@@ -22,7 +22,7 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,11 +30,25 @@ __all__ = [
     "CmdTarget",
     "HttpTarget",
     "ModuleTarget",
+    "NextQuery",
     "Target",
     "TargetError",
     "TransportError",
+    "fixed_queries",
     "parse_target",
 ]
+
+
+# Asked before each turn with the answers so far: the next query, or None to end. A
+# reference's fixed queries (`fixed_queries`) or a simulated user (simulation.py).
+NextQuery = Callable[[Sequence[str]], Coroutine[Any, Any, str | None]]
+
+
+def fixed_queries(queries: Sequence[str]) -> NextQuery:
+    async def next_query(answers: Sequence[str]) -> str | None:
+        return queries[len(answers)] if len(answers) < len(queries) else None
+
+    return next_query
 
 
 class TargetError(ValueError):
@@ -53,6 +67,10 @@ class Target(Protocol):
 
     async def play(
         self, conversation_id: str, reference_id: str, queries: Sequence[str]
+    ) -> list[str]: ...
+
+    async def converse(
+        self, conversation_id: str, reference_id: str, next_query: NextQuery
     ) -> list[str]: ...
 
     async def close(self) -> None: ...
@@ -109,21 +127,33 @@ class ModuleTarget:
     async def play(
         self, conversation_id: str, reference_id: str, queries: Sequence[str]
     ) -> list[str]:
+        return await self.converse(conversation_id, reference_id, fixed_queries(queries))
+
+    async def converse(
+        self, conversation_id: str, reference_id: str, next_query: NextQuery
+    ) -> list[str]:
         from tracepass.instrumentation import conversation
 
+        answers: list[str] = []
         if self._async:
-            answers = []
             async with conversation(conversation_id, reference_id=reference_id):
-                for q in queries:
+                while (q := await next_query(answers)) is not None:
                     answers.append(_text(await self.fn(q)))
             return answers
+        loop = asyncio.get_running_loop()
 
         def run() -> list[str]:
-            out = []
+            # The agent runs on this worker thread inside its conversation; the next
+            # query (perhaps a simulated user) is asked for on the event loop.
             with conversation(conversation_id, reference_id=reference_id):
-                for q in queries:
-                    out.append(_text(self.fn(q)))
-            return out
+                while True:
+                    q: str | None = asyncio.run_coroutine_threadsafe(
+                        next_query(answers), loop
+                    ).result()
+                    if q is None:
+                        break
+                    answers.append(_text(self.fn(q)))
+            return answers
 
         return await asyncio.to_thread(run)
 
@@ -172,12 +202,19 @@ class HttpTarget:
     async def play(
         self, conversation_id: str, reference_id: str, queries: Sequence[str]
     ) -> list[str]:
-        return [
-            await self.ask(
-                {"query": q, "conversation_id": conversation_id, "reference_id": reference_id}
+        return await self.converse(conversation_id, reference_id, fixed_queries(queries))
+
+    async def converse(
+        self, conversation_id: str, reference_id: str, next_query: NextQuery
+    ) -> list[str]:
+        answers: list[str] = []
+        while (q := await next_query(answers)) is not None:
+            answers.append(
+                await self.ask(
+                    {"query": q, "conversation_id": conversation_id, "reference_id": reference_id}
+                )
             )
-            for q in queries
-        ]
+        return answers
 
     async def close(self) -> None:
         if self._session is not None:
@@ -253,12 +290,17 @@ class CmdTarget:
     async def play(
         self, conversation_id: str, reference_id: str, queries: Sequence[str]
     ) -> list[str]:
+        return await self.converse(conversation_id, reference_id, fixed_queries(queries))
+
+    async def converse(
+        self, conversation_id: str, reference_id: str, next_query: NextQuery
+    ) -> list[str]:
         slot = await self._idle.get()
         try:
             if slot is None or slot.proc.returncode is not None:
                 slot = await self._spawn()
-            answers = []
-            for q in queries:
+            answers: list[str] = []
+            while (q := await next_query(answers)) is not None:
                 payload = {
                     "query": q,
                     "conversation_id": conversation_id,
