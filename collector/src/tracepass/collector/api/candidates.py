@@ -44,7 +44,7 @@ from tracepass.evaluator.references.candidate_mining import (
     single_candidate,
 )
 from tracepass.evaluator.references.candidate_yaml import candidate_yaml
-from tracepass.evaluator.references.matching import ReferenceCatalog, normalize_query
+from tracepass.evaluator.references.matching import ReferenceCatalog
 
 __all__ = [
     "CANDIDATES_PATH",
@@ -136,7 +136,7 @@ class ReferenceCandidates:
             if self._state(c.id) != "proposed":
                 continue
             if self._referenced(c):
-                self.miner.close(normalize_query(c.query))
+                self.miner.close(c.query)
                 continue
             out.append(c)
         return out
@@ -212,7 +212,7 @@ class ReferenceCandidates:
         self.approved[candidate.id] = written.path
         self._kept[candidate.id] = candidate
         self.rejected.discard(candidate.id)
-        self.miner.close(normalize_query(candidate.query))
+        self.miner.close(candidate.query)
         log.info("reference candidate %s approved: %s", candidate.id, written.path)
         return (201 if written.created else 200), {
             "id": candidate.id,

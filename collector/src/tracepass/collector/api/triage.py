@@ -71,7 +71,11 @@ class Triage:
                 # Approved references must be loaded by the watcher.
                 pipeline.references.paths.append(directory)
         self.candidates = ReferenceCandidates(
-            CandidateMiner(cfg.candidates.min_conversations, max_tasks=cfg.candidates.max_tasks),
+            CandidateMiner(
+                cfg.candidates.min_conversations,
+                max_tasks=cfg.candidates.max_tasks,
+                max_bytes=cfg.candidates.max_memory_mb * 1024 * 1024,
+            ),
             directory,
             catalog=lambda: pipeline.references.catalog,
             lookup=pipeline.latest_result,
