@@ -6,6 +6,9 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
+# `make demo` has its own environment without the dev group (no mypy, ruff, pytest,
+# hypothesis, kubernetes-validate...): the workspace's runtime packages and extras only.
+DEMO_VENV := .demo-venv
 UV_VERSION := 0.13.9
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
@@ -56,9 +59,13 @@ else
 	cd $(NATIVE_DIR) && $(NATIVE_ENV) cargo test --locked --quiet --no-default-features
 endif
 
+$(DEMO_VENV)/.synced: $(UV) uv.lock pyproject.toml instrumentation/pyproject.toml evaluator/pyproject.toml collector/pyproject.toml
+	UV_PROJECT_ENVIRONMENT=$(abspath $(DEMO_VENV)) $(UV) sync --frozen --no-dev --all-packages --python $(PY)
+	touch $@
+
 ## The main job: a real collector, an instrumented example agent, metrics on /metrics.
-demo: setup
-	$(BIN)/tracepass demo $(DEMO_ARGS)
+demo: $(DEMO_VENV)/.synced
+	$(DEMO_VENV)/bin/tracepass demo $(DEMO_ARGS)
 
 ## The whole suite: lint, types, the Rust core's and the Go component's tests, tests (CI runs exactly this).
 test: setup lint native-test otelcol-test pytest
@@ -132,4 +139,4 @@ lock: $(UV)
 	$(UV) lock
 
 clean:
-	rm -rf $(VENV) $(TOOLS) dist
+	rm -rf $(VENV) $(DEMO_VENV) $(TOOLS) dist

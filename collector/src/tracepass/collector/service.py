@@ -38,6 +38,8 @@ from tracepass.collector.api import (
 )
 from tracepass.collector.config import CollectorConfig, ConfigError
 from tracepass.collector.export import (
+    UIBase,
+    derive_ui_base,
     register_alert_link_gauges,
     register_budget_gauge,
     register_schema_check_counter,
@@ -203,6 +205,8 @@ class CollectorService:
         self._recorder: RecordingSink | None = None
         self._started = False
         self._stopped = False
+        # The alert links' UI base URL (`tracepass_ui_info`), known once the HTTP port is.
+        self.ui_base = UIBase()
 
     @property
     def evaluated(self) -> int:
@@ -245,7 +249,7 @@ class CollectorService:
             clock=self.clock,
             exemplars=self.telemetry.exemplars,
         )
-        register_alert_link_gauges(meter, cfg.ui, self.telemetry.exemplars)
+        register_alert_link_gauges(meter, self.ui_base, self.telemetry.exemplars)
         judge, budget = self._build_judge(meter)
         sampler = ConversationSampler(
             cfg.sampling,
@@ -303,13 +307,29 @@ class CollectorService:
             clock=self.clock,
             query_timeout_s=cfg.limits.query_timeout_s,
         )
+        await self._restore_failure_examples()
         await self._start_receivers(instruments)
+        derived = derive_ui_base(cfg.ui, cfg.receiver.host, self.ports.http)
+        self.ui_base.url, self.ui_base.source = derived.url, derived.source
+        self.ui_base.warning = derived.warning
         log.info(
             "collector listening: grpc=%s http=%s metrics=%s",
             self.ports.grpc,
             self.ports.http,
             self.metrics_url,
         )
+
+    async def _restore_failure_examples(self) -> None:
+        """`tracepass_failure_example` (the alert's example trace) from the state file's
+        latest failing result per series, so a restart does not leave the alert with
+        `example_trace_id = none` until the next failure."""
+        if self.metrics is None or self.telemetry is None or self.store is None:
+            return
+        exemplars = self.telemetry.exemplars
+        if exemplars is None:
+            return
+        rows = await asyncio.to_thread(self.store.results.latest_failures)
+        self.metrics.restore_failure_examples(rows)
 
     async def _open_state_file(self) -> None:
         """Open the state file; a damaged file or a read-only directory is a

@@ -3,7 +3,11 @@
 (`telemetry.py`) and label-cardinality limits (`cardinality.py`). Operational counters of
 the ingest path are `tracepass.collector.instruments` (every stage writes them)."""
 
-from tracepass.collector.export.alert_links import register_alert_link_gauges
+from tracepass.collector.export.alert_links import (
+    UIBase,
+    derive_ui_base,
+    register_alert_link_gauges,
+)
 from tracepass.collector.export.budget import register_budget_gauge
 from tracepass.collector.export.consumers import (
     EventsComponent,
@@ -26,7 +30,9 @@ __all__ = [
     "FailureLogComponent",
     "MetricsComponent",
     "RollingWindows",
+    "UIBase",
     "build_telemetry",
+    "derive_ui_base",
     "journal_entry",
     "register_alert_link_gauges",
     "register_budget_gauge",

@@ -121,6 +121,7 @@ class EvaluationMetrics:
     ) -> None:
         self.config = config
         self.exemplars = exemplars
+        self.clock = clock
         self.windows = MetricWindows(
             aggregator or RollingAggregator(rolling_config(config)),
             clock,
@@ -250,6 +251,24 @@ class EvaluationMetrics:
                     conversation_id=result.conversation_id,
                     timestamp=now,
                 )
+
+    def restore_failure_examples(
+        self, rows: Iterable[tuple[str | None, str | None, str | None, str, str]]
+    ) -> None:
+        """Stored latest failures (agent, version, reference set, conversation id, trace
+        id) as the exemplars of their `outcome="fail"` series, so the alert's example
+        trace (`tracepass_failure_example`) survives a restart; a live failure replaces
+        each at once."""
+        if self.exemplars is None:
+            return
+        now = self.clock()
+        for agent, version, rset, conversation_id, trace_id in rows:
+            key = self._bounded(agent, version, rset)
+            self.exemplars.observe_many(
+                [("tracepass_conversations", (*key, "fail"), trace_id, 1.0)],
+                conversation_id=conversation_id,
+                timestamp=now,
+            )
 
     def seed_labels(self, keys: Iterable[Key]) -> None:
         """Keys restored into the windows (`export/windows/`) count against the

@@ -8,6 +8,7 @@ buffer's record of which conversations were evaluated (revision, close time, spa
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -326,6 +327,29 @@ class SqliteResults:
             (lo, width, since),
         )
         return float(lo), width, [(a, v, int(b), int(n), int(c or 0)) for a, v, b, n, c in rows]
+
+    def latest_failures(
+        self, limit: int = 1000
+    ) -> list[tuple[str | None, str | None, str | None, str, str]]:
+        """(agent, version, reference set, conversation id, trace id) of the latest
+        failing result of each series, at most `limit` series: what restores the alert's
+        example trace (`tracepass_failure_example`) after a restart. SQLite returns the
+        bare columns of the row holding max(closed_at)."""
+        rows = self.db.reader.execute(
+            "SELECT agent_name, agent_version, reference_set, conv_key, summary, "
+            "max(closed_at) FROM results WHERE outcome = 'fail' "
+            "GROUP BY agent_name, agent_version, reference_set LIMIT ?",
+            (limit,),
+        )
+        out = []
+        for agent, version, rset, key, summary, _ in rows:
+            try:
+                traces = json.loads(summary or "{}").get("trace_ids") or []
+            except (ValueError, AttributeError):
+                traces = []
+            if traces and isinstance(traces[0], str):
+                out.append((agent, version, rset, str(key), traces[0]))
+        return out
 
     def agent_counts(self, since: float) -> list[AgentCountRow]:
         return agent_counts(self.db.reader, since)

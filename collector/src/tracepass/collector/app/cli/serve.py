@@ -192,6 +192,14 @@ def exposure_line(config: CollectorConfig) -> str:
     )
 
 
+def alert_links_line(base: Any) -> str:
+    """Where the alerts' links (`tracepass_ui_info`) point, and why they might not work."""
+    if base.url is None:
+        return "alert links: relative (/ui/...): no web UI on this collector"
+    line = f"alert links: {base.url}/ (from {base.source})"
+    return line if base.warning is None else f"{line}\nwarning: {base.warning}"
+
+
 def is_loopback_host(host: str) -> bool:
     """`localhost` or a loopback address (127.0.0.0/8, ::1)."""
     if host.lower() == "localhost":
@@ -356,6 +364,7 @@ def serve(
             highlight=False,
         )
         console.print(exposure_line(config), highlight=False)
+        console.print(alert_links_line(service.ui_base), highlight=False)
 
     with startup_errors_reported(ports_file):
         asyncio.run(run_until_signal(service, announce))
