@@ -26,6 +26,7 @@ from tracepass.collector.config import CollectorConfig, ConfigError, load_config
 from tracepass.collector.service import build_evaluator
 from tracepass.evaluator.scoring import EvaluationConfig
 
+pytestmark = pytest.mark.slow  # starts a process or a server
 REFS = """\
 name: devices
 references:

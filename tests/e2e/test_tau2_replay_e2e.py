@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 from tracepass.collector.app.cli.main import app
 from tracepass.evaluator.references import dump_reference_set_yaml, load_reference_sets
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 DATA = REPO / "tests" / "data" / "tau2"
 AGENT = REPO / "tests" / "e2e" / "_tau2_mock_agent.py"
 USER = f"{REPO / 'examples' / 'simulated' / 'user.py'}:user"

@@ -307,7 +307,7 @@ class CollectorService:
             clock=self.clock,
             query_timeout_s=cfg.limits.query_timeout_s,
         )
-        await self._restore_failure_examples()
+        await restore_failure_examples(self.metrics, self.telemetry, self.store)
         await self._start_receivers(instruments)
         derived = derive_ui_base(cfg.ui, cfg.receiver.host, self.ports.http)
         self.ui_base.url, self.ui_base.source = derived.url, derived.source
@@ -318,18 +318,6 @@ class CollectorService:
             self.ports.http,
             self.metrics_url,
         )
-
-    async def _restore_failure_examples(self) -> None:
-        """`tracepass_failure_example` (the alert's example trace) from the state file's
-        latest failing result per series, so a restart does not leave the alert with
-        `example_trace_id = none` until the next failure."""
-        if self.metrics is None or self.telemetry is None or self.store is None:
-            return
-        exemplars = self.telemetry.exemplars
-        if exemplars is None:
-            return
-        rows = await asyncio.to_thread(self.store.results.latest_failures)
-        self.metrics.restore_failure_examples(rows)
 
     async def _open_state_file(self) -> None:
         """Open the state file; a damaged file or a read-only directory is a
@@ -426,7 +414,7 @@ class CollectorService:
         assert self.views is not None
         assert self.read_model is not None
         routes = [*conversation_routes(self.views), *read_routes(self.read_model)]
-        routes += self._triage_routes(cfg)
+        routes += triage_routes(self, cfg)
         write = self.triage.write if self.triage is not None else None
         # With a shared results database the queue and labels live there too.
         labels = self._forwarder.results.review if self._forwarder is not None else None
@@ -528,17 +516,6 @@ class CollectorService:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _triage_routes(self, cfg: CollectorConfig) -> list[GetRoute]:
-        """Failure modes and reference candidates (`api/triage.py`): their read routes;
-        the write routes are mounted on the HTTP app before it starts."""
-        assert self.pipeline is not None
-        self.triage = Triage(cfg, self.pipeline, self.clock)
-        fed = self.triage.warm_up()
-        if fed:
-            log.info("reference candidates: %d unreferenced stored results read", fed)
-        assert self.read_model is not None
-        return self.triage.read_routes(self.read_model)
-
     def _observe_candidate(self, result: ConversationResult, info: ResultInfo) -> None:
         """The reference-candidates link of the chain (after the failure log)."""
         if self.triage is not None:
@@ -580,6 +557,30 @@ class CollectorService:
     def snapshot(self) -> list[KeySnapshot]:
         """The rolling windows now (what the pass@k / pass^k gauges export)."""
         return [] if self.metrics is None else list(self.metrics.snapshot())
+
+
+def triage_routes(service: CollectorService, cfg: CollectorConfig) -> list[GetRoute]:
+    """Failure modes and reference candidates (`api/triage.py`): their read routes;
+    the write routes are mounted on the HTTP app before it starts."""
+    assert service.pipeline is not None
+    service.triage = Triage(cfg, service.pipeline, service.clock)
+    fed = service.triage.warm_up()
+    if fed:
+        log.info("reference candidates: %d unreferenced stored results read", fed)
+    assert service.read_model is not None
+    return service.triage.read_routes(service.read_model)
+
+
+async def restore_failure_examples(metrics: Any, telemetry: Any, store: StateStore | None) -> None:
+    """`tracepass_failure_example` (the alert's example trace) from the state file's
+    latest failing result per series, so a restart does not leave the alert with
+    `example_trace_id = none` until the next failure."""
+    if metrics is None or telemetry is None or store is None:
+        return
+    if telemetry.exemplars is None:
+        return
+    rows = await asyncio.to_thread(store.results.latest_failures)
+    metrics.restore_failure_examples(rows)
 
 
 def with_overrides(
