@@ -69,6 +69,7 @@ def test_evaluator_top_level_is_foundation_only() -> None:
     rest lives in rooms (CONTRIBUTING.md, layout)."""
     flat = sorted(p.stem for p in EVALUATOR.glob("*.py") if p.name != "__init__.py")
     assert flat == [
+        "bounded_cache",
         "construct",
         "cost_latency",
         "models",

@@ -519,6 +519,10 @@ class CandidatesConfig(_Section):
     # Tasks (normalized first queries) followed at once; the least recently seen are
     # dropped beyond it (counted in the candidates' `dropped_tasks`).
     max_tasks: int = Field(default=10000, ge=1)
+    # What the followed tasks' conversations may hold in memory (their queries, answers
+    # and arguments, estimated); the least recently seen tasks are dropped beyond it
+    # (counted in `dropped_tasks` too).
+    max_memory_mb: int = Field(default=64, ge=1)
 
 
 class ReviewRuleConfig(_Section):

@@ -25,7 +25,6 @@ The rules every caller (the collector's conversation costs, the judge's own spen
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import warnings
@@ -36,8 +35,11 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracepass.evaluator.bounded_cache import BoundedCache, note_evictions
+
 __all__ = [
     "INVALID_USAGE",
+    "MAX_MODEL_CHARS",
     "MISSING_MODEL",
     "MISSING_TOKENS",
     "UNKNOWN_MODEL",
@@ -213,7 +215,14 @@ class _Library:
         self._calc: Any = None
         self._usage: Any = None
         self._tiered: Any = None
-        self._resolved: dict[tuple[str, str | None, str], _Rates | str] = {}
+        # (model, provider, day) → what it resolves to; (model, provider, usage, day) →
+        # the library's price of one non-linear call. Both keyed by span-set names.
+        self._resolved: BoundedCache[tuple[str, str | None, str], _Rates | str] = BoundedCache(
+            "price_rates", max_entries=RESOLVED_ENTRIES, max_bytes=RESOLVED_BYTES
+        )
+        self._per_call: BoundedCache[tuple[str, str | None, TokenUsage, str], float | str] = (
+            BoundedCache("price_calls", max_entries=PER_CALL_ENTRIES, max_bytes=PER_CALL_BYTES)
+        )
 
     def _load(self) -> None:
         with self._lock:
@@ -230,14 +239,18 @@ class _Library:
         found = self._resolved.get(key)
         if found is None:
             found = self._resolve(model, provider, day)
-            if len(self._resolved) >= 4096:  # many models or days: stay bounded
-                self._resolved.clear()
-            self._resolved[key] = found
+            self._resolved.put(key, found)
         if isinstance(found, _Rates):
             return found.cost(usage)
         if found == _UNKNOWN:
             return None
-        return _library_price(self, model, provider, usage, day)
+        call = (model, provider, usage, day)
+        priced = self._per_call.get(call)
+        if priced is None:
+            computed = self.compute(model, provider, usage, day)
+            priced = _UNKNOWN if computed is None else computed
+            self._per_call.put(call, priced)
+        return None if isinstance(priced, str) else priced
 
     def _resolve(self, model: str, provider: str | None, day: str) -> _Rates | str:
         result = self._ask(model, provider, TokenUsage(1, 1), day)
@@ -272,21 +285,24 @@ class _Library:
             counts["cache_read_tokens"] = usage.cached_input_tokens
         when = datetime.fromisoformat(day).replace(tzinfo=UTC)
         attempts = (provider, None) if provider else (None,)
-        for provider_id in attempts:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    return self._calc(
-                        self._usage(**counts),
-                        model_ref=model,
-                        provider_id=provider_id,
-                        genai_request_timestamp=when,
-                    )
-            except LookupError:
-                continue
-            except (ValueError, ArithmeticError):
-                return None
-        return None
+        try:
+            for provider_id in attempts:
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        return self._calc(
+                            self._usage(**counts),
+                            model_ref=model,
+                            provider_id=provider_id,
+                            genai_request_timestamp=when,
+                        )
+                except LookupError:
+                    continue
+                except (ValueError, ArithmeticError):
+                    return None
+            return None
+        finally:
+            _trim_library_memos()
 
     def compute(
         self, model: str, provider: str | None, usage: TokenUsage, day: str
@@ -299,14 +315,42 @@ class _Library:
         return total if math.isfinite(total) else None
 
 
-@functools.lru_cache(maxsize=8192)
-def _library_price(
-    library: _Library, model: str, provider: str | None, usage: TokenUsage, day: str
-) -> float | None:
-    return library.compute(model, provider, usage, day)
+# genai-prices memoizes every lookup in its data snapshot (`_lookup_cache`,
+# `_provider_cache`, `_provider_misses`: dictionaries and a set without a bound, keyed
+# by the model and provider names, so by what spans say). Past `LIBRARY_MEMO_ENTRIES`
+# entries one is emptied (the library refills it from its data: it is only a memo),
+# counted under `price_library` in `bounded_cache.eviction_counts()`. The names are
+# read with getattr: a library version without them leaves nothing to trim (and
+# tests/reliability/test_third_attack_memory.py fails if memory grows again).
+LIBRARY_MEMO_ENTRIES: Final = 512
+_LIBRARY_MEMOS: Final = ("_lookup_cache", "_provider_cache", "_provider_misses")
 
+
+def _trim_library_memos() -> None:
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    for name in _LIBRARY_MEMOS:
+        memo = getattr(snapshot, name, None)
+        if isinstance(memo, dict | set) and len(memo) > LIBRARY_MEMO_ENTRIES:
+            gone = len(memo)
+            memo.clear()
+            note_evictions("price_library", gone)
+
+
+# Bounds of the price caches (entries, estimated bytes): the model names that reach
+# them are at most MAX_MODEL_CHARS long, so the byte bounds are rarely what binds.
+RESOLVED_ENTRIES: Final = 4096
+RESOLVED_BYTES: Final = 4 * 1024 * 1024
+PER_CALL_ENTRIES: Final = 8192
+PER_CALL_BYTES: Final = 8 * 1024 * 1024
 
 _LIBRARY: Final = _Library()
+# A model (or provider) name longer than this is not looked up in the library (no real
+# one comes close): the names are the keys of the price caches, and a span sets them;
+# with unique 1 MB names those caches grew ~1 MB per span (issue 33). Such a call is
+# `unknown_model` unless `pricing.models` names it.
+MAX_MODEL_CHARS: Final = 256
 
 
 _DAY_NS: Final = 86_400 * 10**9
@@ -360,8 +404,11 @@ class PriceBook:
         configured = self._overrides.get(model) or self._lowered.get(model.lower())
         if configured is not None:
             return Priced(configured.cost(usage), None, SOURCE_CONFIG)
-        if self._use_library:
-            found = _LIBRARY.price(model, library_provider(provider), usage, _day_of(at_ns))
+        if self._use_library and len(model) <= MAX_MODEL_CHARS:
+            lib_provider = library_provider(provider)
+            if lib_provider is not None and len(lib_provider) > MAX_MODEL_CHARS:
+                lib_provider = None
+            found = _LIBRARY.price(model, lib_provider, usage, _day_of(at_ns))
             if found is not None:
                 return Priced(found, None, SOURCE_LIBRARY)
         return Priced(None, UNKNOWN_MODEL)

@@ -54,7 +54,7 @@ from tracepass.evaluator.references.candidate_mining import (
     single_candidate,
 )
 from tracepass.evaluator.references.candidate_yaml import candidate_yaml
-from tracepass.evaluator.references.matching import ReferenceCatalog, normalize_query
+from tracepass.evaluator.references.matching import ReferenceCatalog
 
 __all__ = [
     "CANDIDATES_PATH",
@@ -209,7 +209,7 @@ class ReferenceCandidates:
             if self._state(c.id) != "proposed":
                 continue
             if self._referenced(c):
-                self.miner.close(normalize_query(c.query))
+                self.miner.close(c.query)
                 continue
             out.append(c)
         return out
@@ -290,7 +290,7 @@ class ReferenceCandidates:
             except LookupError as exc:
                 log.warning("reference candidate %s approved, not recorded: %s", candidate.id, exc)
         self.rejected.discard(candidate.id)
-        self.miner.close(normalize_query(candidate.query))
+        self.miner.close(candidate.query)
         log.info("reference candidate %s approved: %s", candidate.id, written.path)
         return (201 if written.created else 200), {
             "id": candidate.id,

@@ -111,12 +111,16 @@ def _min_number(params: Mapping[str, str], name: str) -> float | None:
 def check_bounds(params: Iterable[tuple[str, str]]) -> None:
     """Refuse (400) a query string with more than MAX_PARAMS parameters (repeats
     counted) or a value longer than MAX_VALUE_CHARS: nothing the API or the UI needs
-    comes close, and each extra value used to cost a query."""
+    comes close, and each extra value used to cost a query. A value holding U+0000 is
+    refused too: no stored id or name can hold it (PostgreSQL refuses NUL in text; the
+    shared store keeps U+FFFD in its place), and a query with it used to answer 500."""
     for count, (name, value) in enumerate(params, start=1):
         if count > MAX_PARAMS:
             raise ParamError(name, f"more than {MAX_PARAMS} query parameters")
         if len(value) > MAX_VALUE_CHARS:
             raise ParamError(name, f"value longer than {MAX_VALUE_CHARS} characters")
+        if "\x00" in value or "\x00" in name:
+            raise ParamError(name[:64], "a NUL character (U+0000) is not allowed")
 
 
 def parse_list_query(params: Mapping[str, str], now: Callable[[], float] = time.time) -> ListQuery:

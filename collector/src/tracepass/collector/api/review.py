@@ -134,6 +134,9 @@ def parse_label_fields(
         raise LabelError("reviewer: must be a string")
     if reviewer is not None and len(reviewer) > MAX_REVIEWER_CHARS:
         raise LabelError(f"reviewer: longer than {MAX_REVIEWER_CHARS} characters")
+    for name, text in (("comment", comment), ("reviewer", reviewer)):
+        if isinstance(text, str) and "\x00" in text:  # no database text holds NUL
+            raise LabelError(f"{name}: a NUL character (U+0000) is not allowed")
     return ReviewLabel(
         conversation_id=conversation_id,
         passed=overall,

@@ -75,7 +75,11 @@ class Triage:
         # Several replicas on one database: mine every replica's results, not this one's.
         self._shared = store is not None and store.shared
         self.candidates = ReferenceCandidates(
-            CandidateMiner(cfg.candidates.min_conversations, max_tasks=cfg.candidates.max_tasks),
+            CandidateMiner(
+                cfg.candidates.min_conversations,
+                max_tasks=cfg.candidates.max_tasks,
+                max_bytes=cfg.candidates.max_memory_mb * 1024 * 1024,
+            ),
             directory,
             catalog=lambda: pipeline.references.catalog,
             lookup=pipeline.latest_result,

@@ -11,6 +11,12 @@ When the database is unreachable the batch stays in the outbox and is retried wi
 backoff (0.5 s doubling to 5 s); `readiness()` says why for `/readyz`, and
 `tracepass_results_backlog` counts the results waiting. Retention of the shared
 results (`state.results_retention_s`) runs here too, every `purge_interval_s`.
+
+A batch the database REFUSES (a data or constraint error, not an outage) is sent again
+one row at a time: the rows it takes are stored, and a row it refuses on its own is
+set aside (deleted from the outbox, counted in `tracepass_results_refused{reason}`,
+logged with its conversation key, rate-limited), so one poisoned row never blocks the
+rows after it (issue 33: one NUL used to stop a replica's results for good).
 """
 
 from __future__ import annotations
@@ -21,21 +27,26 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+import psycopg
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracepass.collector.pipeline.components import ResultComponent
 from tracepass.collector.pipeline.scheduling import ResultInfo
-from tracepass.collector.state import Outbox, StateError, StateStore
+from tracepass.collector.state import Outbox, OutboxRow, StateError, StateStore
 from tracepass.collector.state.postgres import PostgresResults, ResultsUnavailable
 from tracepass.evaluator.models import ConversationResult
 from tracepass.evaluator.ratelimited_log import RateLimitedLog
 
-__all__ = ["BACKLOG_METRIC", "ResultsForwarder"]
+__all__ = ["BACKLOG_METRIC", "REFUSED_METRIC", "ResultsForwarder"]
 
 log = logging.getLogger(__name__)
 
 BACKLOG_METRIC = "tracepass_results_backlog"
+REFUSED_METRIC = "tracepass_results_refused"
 _MAX_BACKOFF_S = 5.0
+# What the database says about a row's data (the row is set aside); anything else (an
+# outage, a missing table, a full disk) keeps the outbox waiting, as before.
+_ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError)
 
 
 class ResultsForwarder(ResultComponent):
@@ -61,12 +72,22 @@ class ResultsForwarder(ResultComponent):
         self.idle_poll_s = idle_poll_s
         self.backlog = 0  # results in the outbox (as of the last look)
         self.forwarded = 0  # results the database committed (this process)
+        self.refused = 0  # results the database refused on their own, set aside
         self.error: str | None = None  # why the last attempt failed (None: it worked)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._log = RateLimitedLog(log)
         # From now on the state file queues results for the database (`state/outbox.py`).
         store.results.forward = True
+        self._refused_counter = (
+            None
+            if meter is None
+            else meter.create_counter(
+                REFUSED_METRIC,
+                description="Evaluation results the results database refused on their own "
+                "(set aside from the outbox so later results still go), by reason",
+            )
+        )
         if meter is not None:
             meter.create_observable_gauge(
                 BACKLOG_METRIC,
@@ -80,6 +101,10 @@ class ResultsForwarder(ResultComponent):
 
     async def start(self) -> None:
         await asyncio.to_thread(self.results.open)
+        # A database whose schema this tracepass cannot use is refused now (`SchemaRefused`,
+        # a StateError: exit 2); one that cannot be reached yet is checked on first use.
+        with contextlib.suppress(ResultsUnavailable):
+            await asyncio.to_thread(self.results.ensure_schema, self.results.read_timeout_s)
         self.backlog = self.outbox.count()
         self._task = asyncio.create_task(self._run(), name="tracepass-results-forwarder")
 
@@ -112,11 +137,52 @@ class ResultsForwarder(ResultComponent):
         if not rows:
             self.backlog = 0
             return False
-        await asyncio.to_thread(self.results.write_batch, rows)
-        await self.outbox.remove(rows[-1].seq)
-        self.forwarded += len(rows)
+        try:
+            await asyncio.to_thread(self.results.write_batch, rows)
+        except _ROW_ERRORS as exc:
+            self._log.warning(
+                "isolate",
+                "results database refused a batch of %d (%s); sending one by one",
+                len(rows),
+                exc,
+            )
+            await self._one_by_one(rows)
+        else:
+            await self.outbox.remove(rows[-1].seq)
+            self.forwarded += len(rows)
         self.backlog = self.outbox.count()
         return len(rows) == self.batch_size
+
+    async def _one_by_one(self, rows: list[OutboxRow]) -> None:
+        """Send `rows` one per transaction; set aside each the database refuses. An
+        outage midway keeps the rest (and what went is removed from the outbox)."""
+        done: int | None = None
+        try:
+            for row in rows:
+                try:
+                    await asyncio.to_thread(self.results.write_batch, [row])
+                except _ROW_ERRORS as exc:
+                    self._set_aside(row, exc)
+                else:
+                    self.forwarded += 1
+                done = row.seq
+        finally:
+            if done is not None:
+                await self.outbox.remove(done)
+
+    def _set_aside(self, row: OutboxRow, exc: Exception) -> None:
+        self.refused += 1
+        reason = type(exc).__name__
+        if self._refused_counter is not None:
+            self._refused_counter.add(1, {"reason": reason})
+        self._log.error(
+            "refused",
+            "results database refused the result of %r (revision %d), set aside: %s: %s",
+            row.key[:200],
+            row.revision,
+            reason,
+            str(exc).splitlines()[0] if str(exc) else "",
+        )
 
     async def _run(self) -> None:
         delay = 0.0

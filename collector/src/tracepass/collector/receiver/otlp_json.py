@@ -29,6 +29,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from tracepass.evaluator.bounded_cache import BoundedCache
+
 __all__ = [
     "TRACES",
     "JsonSignal",
@@ -269,7 +271,18 @@ def _kind(v: Any) -> str:
     return "an object"
 
 
-_CAMEL: dict[str, str] = {}
+# snake_case → camelCase of the keys met outside the fast path. The keys come from the
+# sender: a memo of every one grew without bound (issue 33: 80 requests with unique
+# 400 KB keys, +617 MB never released). Only keys of at most `CAMEL_KEY_CHARS` are
+# remembered (every OTLP field name is far shorter), in a cache bounded in entries and
+# bytes (the oldest go first, counted as `otlp_json_keys` evictions); longer keys are
+# converted each time.
+CAMEL_KEY_CHARS = 64
+CAMEL_ENTRIES = 1024
+CAMEL_BYTES = 256 * 1024
+_CAMEL: BoundedCache[str, str] = BoundedCache(
+    "otlp_json_keys", max_entries=CAMEL_ENTRIES, max_bytes=CAMEL_BYTES, lru=False
+)
 
 
 def _camel(name: str) -> str:
@@ -286,7 +299,9 @@ def _normalized(obj: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     for k, v in obj.items():
         c = _CAMEL.get(k)
         if c is None:
-            c = _CAMEL[k] = _camel(k) if "_" in k else k
+            c = _camel(k) if "_" in k else k
+            if len(k) <= CAMEL_KEY_CHARS:
+                _CAMEL.put(k, c)
         out.setdefault(c, v)
     return out
 

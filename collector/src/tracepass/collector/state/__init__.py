@@ -9,7 +9,7 @@ from tracepass.collector.state.codec import (
 )
 from tracepass.collector.state.failure_index import ModeScope
 from tracepass.collector.state.index import ResultFilter, ResultRow, decode_cursor, encode_cursor
-from tracepass.collector.state.outbox import Outbox
+from tracepass.collector.state.outbox import Outbox, OutboxRow
 from tracepass.collector.state.reference_tools import sqlite_tools
 from tracepass.collector.state.results import ResultsStore
 from tracepass.collector.state.review_labels import (
@@ -35,6 +35,7 @@ __all__ = [
     "JournalEntry",
     "ModeScope",
     "Outbox",
+    "OutboxRow",
     "ReadOnlyFile",
     "ResultFilter",
     "ResultRow",

@@ -31,6 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracepass.collector.state.codec import StoredResult
+from tracepass.collector.state.failure_table_reads import (
+    table_failing,
+    table_firsts,
+    table_signatures,
+    table_totals,
+    table_trend,
+)
+from tracepass.evaluator.bounded_cache import BoundedCache
 from tracepass.evaluator.scoring.explain import failure_analysis
 from tracepass.evaluator.scoring.failure_signatures import OTHER, is_failing
 
@@ -39,11 +47,15 @@ __all__ = [
     "HOUR",
     "MARKER",
     "MINUTE",
+    "TRACKED_VERSIONS",
+    "VERSION_CACHE_BYTES",
+    "VERSION_CACHE_ENTRIES",
     "FailureModeIndex",
     "ModeCounters",
     "ModeCounts",
     "ModeScope",
     "Row",
+    "known_signatures_cache",
     "scope_where",
     "stored_signatures",
     "top_modes",
@@ -53,6 +65,17 @@ __all__ = [
 MARKER = ""  # the counters' key for "failing conversations" (never a stored row)
 MINUTE = 60.0  # the counters' time granularity (seconds)
 HOUR = 3600.0  # the trend's granularity over a whole range
+# Agent versions come from spans: each one the counters keep costs ~3.5 KB for good
+# (issue 33: ~4 KB per new failing version). Like the label limits bound series, the
+# counters keep the first TRACKED_VERSIONS (agent, version) pairs apart; the failures of
+# later ones are counted together per agent and reference set under FOLDED (so totals
+# over every version stay exact), and a query naming such a version reads the table.
+TRACKED_VERSIONS = 1024
+FOLDED = "\x00folded"  # the version of the folded counters (never a real one: no NUL)
+# The per-version signature caches (`known_signatures_cache`): versions and estimated
+# bytes (each set holds at most `max_per_version` bounded signatures).
+VERSION_CACHE_ENTRIES = 1024
+VERSION_CACHE_BYTES = 16 * 1024 * 1024
 # (signature, closed_at, agent_name, agent_version, reference_set) of one stored row.
 Row = tuple[str, float, str | None, str | None, str | None]
 Scope = tuple[str, str, str]  # (agent, version, reference set); None stored as ""
@@ -121,14 +144,37 @@ class ModeCounters:
     loop after commits, read by queries). Whole-range questions read the per-signature
     totals; only a time range or a trend walks the minutes."""
 
-    def __init__(self) -> None:
+    def __init__(self, tracked_versions: int = TRACKED_VERSIONS) -> None:
         self._lock = threading.Lock()
         self._by_scope: dict[Scope, dict[str, list[Any]]] = {}
         self._first: dict[tuple[str, str], float] = {}
+        self.tracked_versions = tracked_versions
+        # Versions counted under FOLDED (each once while `_folded_seen`, itself capped at
+        # `tracked_versions`, remembers it: past that a version may count twice).
+        self.folded_versions = 0
+        self._folded_seen: set[tuple[str, str]] = set()
 
-    @staticmethod
-    def _scope(agent: str | None, version: str | None, rset: str | None) -> Scope:
-        return (agent or "", version or "", rset or "")
+    def tracked(self, agent: str | None, version: str | None) -> bool:
+        """Whether the counters keep (agent, version) apart (else it is folded)."""
+        return (agent or "", version or "") in self._first
+
+    def _scope(self, agent: str | None, version: str | None, rset: str | None) -> Scope:
+        """The counters' scope of a row: its own, or its agent's FOLDED one (under the
+        lock; a new version is tracked while there is room)."""
+        key = (agent or "", version or "")
+        if key not in self._first:
+            if len(self._first) < self.tracked_versions:
+                self._first[key] = math.inf
+            else:
+                self._note_folded(key)
+                return (key[0], FOLDED, rset or "")
+        return (key[0], key[1], rset or "")
+
+    def _note_folded(self, key: tuple[str, str]) -> None:
+        if key not in self._folded_seen:
+            self.folded_versions += 1
+            if len(self._folded_seen) < self.tracked_versions:
+                self._folded_seen.add(key)
 
     def _add_one(self, signature: str, at: float, scope: Scope, n: int, last: float) -> None:
         modes = self._by_scope.setdefault(scope, {})
@@ -144,13 +190,14 @@ class ModeCounters:
         hours: dict[int, int] = cell[4]
         hour = int(at // HOUR)
         hours[hour] = hours.get(hour, 0) + n
-        version = (scope[0], scope[1])
-        self._first[version] = min(self._first.get(version, math.inf), at)
+        if scope[1] != FOLDED:
+            version = (scope[0], scope[1])
+            self._first[version] = min(self._first.get(version, math.inf), at)
 
     def add(self, rows: Iterable[Row], sign: int = 1) -> None:
         with self._lock:
             for signature, at, agent, version, rset in rows:
-                scope = (agent or "", version or "", rset or "")
+                scope = self._scope(agent, version, rset)
                 if sign > 0:
                     cell = self._by_scope.get(scope, {}).get(signature)
                     if cell is None:
@@ -161,9 +208,10 @@ class ModeCounters:
                     cell[0] += 1
                     if at < cell[1]:
                         cell[1] = at
-                        self._first[(scope[0], scope[1])] = min(
-                            self._first[(scope[0], scope[1])], at
-                        )
+                        if scope[1] != FOLDED:
+                            self._first[(scope[0], scope[1])] = min(
+                                self._first[(scope[0], scope[1])], at
+                            )
                     if at > cell[2]:
                         cell[2] = at
                     minutes = cell[3]
@@ -205,12 +253,18 @@ class ModeCounters:
                 """WHERE summary LIKE '%"modes"%' GROUP BY 1, 2, 3, CAST(closed_at / ? AS INTEGER)""",
                 (MINUTE,),
             ).fetchall()
+            self.folded_versions = 0
+            self._folded_seen.clear()
+            # The versions kept apart: the first seen, as when they arrived.
             for agent, version, first in conn.execute(
-                "SELECT agent_name, agent_version, min(closed_at) FROM results "
-                "WHERE outcome IS NOT NULL GROUP BY 1, 2"
+                "SELECT agent_name, agent_version, min(closed_at) AS first FROM results "
+                "WHERE outcome IS NOT NULL GROUP BY 1, 2 ORDER BY first"
             ):
                 key = (agent or "", version or "")
-                self._first[key] = min(self._first.get(key, math.inf), float(first))
+                if key in self._first or len(self._first) < self.tracked_versions:
+                    self._first[key] = min(self._first.get(key, math.inf), float(first))
+                else:
+                    self._note_folded(key)
             for agent, version, rset, signature, n, first, last in rows:
                 scope = self._scope(agent, version, rset)
                 self._add_one(str(signature), float(first), scope, int(n), float(last))
@@ -298,12 +352,22 @@ class ModeCounters:
         first = self._first.get(key)
         if first is None or at < first:
             with self._lock:
-                self._first[key] = min(self._first.get(key, math.inf), at)
+                if key in self._first or len(self._first) < self.tracked_versions:
+                    self._first[key] = min(self._first.get(key, math.inf), at)
+                else:
+                    self._note_folded(key)
 
     def first_seen(self) -> dict[tuple[str, str], float]:
         """(agent, version) → earliest result (failing or not) counted."""
         with self._lock:
-            return dict(self._first)
+            return {k: t for k, t in self._first.items() if t != math.inf}
+
+
+def known_signatures_cache() -> BoundedCache[tuple[str, str], set[str]]:
+    """A per-version signature cache of the failure-mode indexes (both stores)."""
+    return BoundedCache(
+        "failure_mode_versions", max_entries=VERSION_CACHE_ENTRIES, max_bytes=VERSION_CACHE_BYTES
+    )
 
 
 def scope_where(scope: ModeScope, *, times: bool = True, mark: str = "?") -> tuple[str, list[Any]]:
@@ -378,8 +442,9 @@ class FailureModeIndex:
     def __init__(self, max_per_version: int = 200) -> None:
         self.max_per_version = max_per_version
         self.counters = ModeCounters()
-        # (agent, version) → signatures stored for it (writer thread only).
-        self._known: dict[tuple[str, str], set[str]] = {}
+        # (agent, version) → signatures stored for it (writer thread only): a cache of
+        # the counters (a version that left it is read back on its next result).
+        self._known: BoundedCache[tuple[str, str], set[str]] = known_signatures_cache()
         self._reader: sqlite3.Connection | None = None
 
     def load(self, conn: sqlite3.Connection) -> None:
@@ -492,7 +557,7 @@ class FailureModeIndex:
                 # The counters say "" for a missing name; a None filter means "any".
                 known = self.counters.signatures_exact(agent, version)
             known.discard(OTHER)  # never counts against the bound
-            self._known[(agent, version)] = known
+            self._known.put((agent, version), known)
         return known
 
     def applied(
@@ -571,12 +636,32 @@ class FailureModeIndex:
                 )
             ]
 
+        if self._folded(scope):  # the counters do not keep this version apart
+            totals = table_totals(conn, where, args)
+            failing = table_failing(conn, where, args)
+            if failing is not None:
+                totals[MARKER] = failing
+            width = MINUTE if scope.since is not None or scope.until is not None else HOUR
+
+            def trend(signatures: list[str]) -> dict[str, list[tuple[float, int]]]:
+                return {s: table_trend(conn, s, width, where, args) for s in signatures}
+
+        else:
+            totals = self.counters.totals(scope)
+
+            def trend(signatures: list[str]) -> dict[str, list[tuple[float, int]]]:
+                return {s: self.counters.trend(scope, s) for s in signatures}
+
         return top_modes(
-            self.counters.totals(scope),
-            limit=limit,
-            trend=lambda signatures: {s: self.counters.trend(scope, s) for s in signatures},
-            examples=latest,
-            trend_buckets=trend_buckets,
+            totals, limit=limit, trend=trend, examples=latest, trend_buckets=trend_buckets
+        )
+
+    def _folded(self, scope: ModeScope) -> bool:
+        """Whether `scope` names a version the counters may have folded."""
+        if scope.agent_version is None or not self.counters.folded_versions:
+            return False
+        return scope.agent_name is None or not self.counters.tracked(
+            scope.agent_name, scope.agent_version
         )
 
     def top_modes(self, scope: ModeScope, *, limit: int) -> tuple[int, list[ModeCounts]]:
@@ -587,15 +672,22 @@ class FailureModeIndex:
 
     def signatures_of_version(self, scope: ModeScope) -> set[str]:
         """The signatures seen in `scope` (any time): what `new` compares against."""
+        if self._folded(scope) and self._reader is not None:
+            where, args = scope_where(scope, times=False)
+            return table_signatures(self._reader, where, args)
         return self.counters.signatures(scope)
 
     def previous_version(self, agent: str | None, version: str) -> str | None:
-        """The version of `agent` first seen just before `version` (None: none)."""
+        """The version of `agent` first seen just before `version` (None: none; read
+        from the results when `version` may be folded)."""
+        if self._reader is not None and self._folded(ModeScope(agent, version)):
+            return version_before(table_firsts(self._reader, agent or ""), version)
         firsts = {v: t for (a, v), t in self.counters.first_seen().items() if a == (agent or "")}
         return version_before(firsts, version)
 
     def versions(self, agent: str | None = None) -> list[tuple[str, str]]:
-        """(agent, version) pairs with stored results, newest first."""
+        """(agent, version) pairs with stored results, newest first (the tracked ones:
+        the first `TRACKED_VERSIONS`)."""
         firsts = self.counters.first_seen()
         pairs = [p for p in firsts if agent is None or p[0] == agent]
         return sorted(pairs, key=lambda p: firsts[p], reverse=True)

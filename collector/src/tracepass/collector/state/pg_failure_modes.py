@@ -39,13 +39,17 @@ from tracepass.collector.state.failure_index import (
     HOUR,
     MARKER,
     MINUTE,
+    VERSION_CACHE_BYTES,
+    VERSION_CACHE_ENTRIES,
     ModeCounts,
     ModeScope,
+    known_signatures_cache,
     scope_where,
     top_modes,
     version_before,
 )
 from tracepass.collector.state.index import INDEX_COLUMNS
+from tracepass.evaluator.bounded_cache import BoundedCache
 from tracepass.evaluator.scoring.failure_signatures import OTHER
 
 __all__ = ["FAILURE_MODES_PG_SCHEMA", "ModeEntry", "PostgresFailureModes"]
@@ -198,10 +202,14 @@ class PostgresFailureModes:
     def __init__(self, pool: _Pool, max_per_version: int = 200) -> None:
         self.pool = pool
         self.max_per_version = max_per_version
-        # (agent, version) → signatures the database admitted (committed; this process).
-        self._known: dict[tuple[str, str], set[str]] = {}
-        # (agent, version) → the first result the database has for it, as far as known.
-        self._first: dict[tuple[str, str], float] = {}
+        # (agent, version) → signatures the database admitted (committed; this process;
+        # a bounded cache: a version dropped from it is re-read under the lock).
+        self._known: BoundedCache[tuple[str, str], set[str]] = known_signatures_cache()
+        # (agent, version) → the first result the database has for it, as far as known
+        # (a cache that only saves writes: a version that left it is written again).
+        self._first: BoundedCache[tuple[str, str], float] = BoundedCache(
+            "failure_mode_firsts", max_entries=VERSION_CACHE_ENTRIES, max_bytes=VERSION_CACHE_BYTES
+        )
 
     # ------------------------------------------------------------------ writing
 
@@ -219,7 +227,7 @@ class PostgresFailureModes:
             if not e.modes:
                 continue
             version = (e.agent_name or "", e.agent_version or "")
-            allowed = admitted.get(version, set()) | self._known.get(version, set())
+            allowed = admitted.get(version, set()) | (self._known.get(version) or set())
             kept: list[str] = []
             for signature in e.modes:
                 if signature != OTHER and signature not in allowed:
@@ -256,9 +264,10 @@ class PostgresFailureModes:
         a rolled-back transaction must not leave signatures 'known')."""
         admitted, firsts = noted
         for version, signatures in admitted.items():
-            self._known.setdefault(version, set()).update(signatures)
+            known = self._known.get(version)
+            self._known.put(version, signatures if known is None else known | signatures)
         for version, at in firsts.items():
-            self._first[version] = min(self._first.get(version, math.inf), at)
+            self._first.put(version, min(self._known_first(version), at))
 
     def purge(self, conn: psycopg.Connection[Any], evaluated_before: float) -> None:
         """Delete the rows of the results retention deletes (before they go)."""
@@ -293,7 +302,7 @@ class PostgresFailureModes:
         unknown: dict[tuple[str, str], list[str]] = {}
         for e in entries:
             version = (e.agent_name or "", e.agent_version or "")
-            known = self._known.get(version, set())
+            known = self._known.get(version) or set()
             for signature in e.modes:
                 if signature != OTHER and signature not in known:
                     waiting = unknown.setdefault(version, [])
@@ -332,6 +341,10 @@ class PostgresFailureModes:
             admitted[version] = stored
         return admitted
 
+    def _known_first(self, version: tuple[str, str]) -> float:
+        found = self._first.get(version)
+        return math.inf if found is None else found
+
     def _versions(
         self, conn: psycopg.Connection[Any], entries: Sequence[ModeEntry]
     ) -> dict[tuple[str, str], float]:
@@ -340,7 +353,7 @@ class PostgresFailureModes:
         firsts: dict[tuple[str, str], float] = {}
         for e in entries:
             version = (e.agent_name or "", e.agent_version or "")
-            if e.closed_at < min(firsts.get(version, math.inf), self._first.get(version, math.inf)):
+            if e.closed_at < min(firsts.get(version, math.inf), self._known_first(version)):
                 firsts[version] = e.closed_at
         if firsts:
             with conn.cursor() as cur:

@@ -54,6 +54,7 @@ from tracepass.collector.state.pg_failure_modes import (
     PostgresFailureModes,
 )
 from tracepass.collector.state.pg_review import REVIEW_PG_SCHEMA, PostgresReviewLabels
+from tracepass.collector.state.pg_session import Deadlines, clean_text, nul_safe
 from tracepass.collector.state.reference_tools import REFERENCE_TOOLS_SCHEMA, ToolsLookup
 from tracepass.collector.state.results import UNREFERENCED_SQL, TrendRow, decode_unreferenced
 from tracepass.collector.state.schema import StateError
@@ -62,6 +63,8 @@ __all__ = [
     "PG_SCHEMA_VERSION",
     "PostgresResults",
     "ResultsUnavailable",
+    "SchemaRefused",
+    "clean_text",
     "redact_url",
 ]
 
@@ -110,12 +113,21 @@ _UPSERT_TAIL = (
     + ", ".join(f"{c}=excluded.{c}" for c in _ROW_COLUMNS[1:])
     + " WHERE excluded.revision >= results.revision RETURNING conv_key"
 )
+# A write (a batch: several statements, each under the server's 30 s statement_timeout)
+# the database has not answered in this long is cut on the client side and retried.
+_WRITE_DEADLINE_S = 60.0
 _TRIAL = "closed_at >= %s AND reference_id IS NOT NULL AND outcome IN ('pass','fail','incomplete')"
 _PASSES = "sum(CASE WHEN outcome = 'pass' THEN 1 ELSE 0 END)"
 
 
 class ResultsUnavailable(LookupError):
     """The results database cannot be reached (the API answers 503 with this text)."""
+
+
+class SchemaRefused(StateError, LookupError):
+    """The database's schema is one this tracepass cannot use (newer, or its
+    `schema_version` unreadable): `tracepass serve` exits 2 with this text at start-up;
+    found later (the database was down at start-up), reads answer 503 with it."""
 
 
 def redact_url(url: str) -> str:
@@ -170,6 +182,8 @@ class PostgresResults:
         self.candidate_decisions = PostgresCandidateDecisions(self)
         # Format-4 rows' expected tools, read once per digest (`reference_tools.py`).
         self._tools = ToolsLookup(self._fetch_tools)
+        # The client-side deadline of every checkout and query (`pg_session.py`).
+        self.deadlines = Deadlines()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -186,13 +200,20 @@ class PostgresResults:
             timeout=self.write_timeout_s,
             kwargs={
                 "connect_timeout": max(1, int(self.write_timeout_s)),
+                # Writes use explicit transactions; a read then leaves nothing to roll
+                # back when its connection goes back to the pool (no round trip there,
+                # outside the deadline).
+                "autocommit": True,
                 # What bounds a query here (the API's progress-handler time limit is
                 # SQLite's): the server cancels anything slower.
                 "options": "-c statement_timeout=30000",
             },
             # A connection the database dropped (it restarted) is replaced before use
-            # instead of failing one request: one round trip per checkout.
-            check=ConnectionPool.check_connection,
+            # instead of failing one request: one round trip per checkout, under the
+            # caller's deadline.
+            check=self._check,
+            # No U+0000 in any text parameter (`pg_session.py`).
+            configure=nul_safe,
             name="tracepass-results",
         )
         self._pool.open(wait=False)
@@ -202,12 +223,18 @@ class PostgresResults:
         if pool is not None:
             pool.close()
 
-    def ensure_schema(self) -> None:
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        self.deadlines.attach(conn)
+        ConnectionPool.check_connection(conn)
+
+    def ensure_schema(self, timeout: float | None = None) -> None:
         """Create or upgrade the tables once per process (blocking; raises
-        `ResultsUnavailable` when unreachable, `StateError` for a newer schema)."""
+        `ResultsUnavailable` when unreachable within `timeout` (default
+        `write_timeout_s`), `SchemaRefused` for a newer or unreadable schema)."""
         if self._schema_ready:
             return
-        with self._schema_lock, self._connection(self.write_timeout_s) as conn:
+        wait = self.write_timeout_s if timeout is None else timeout
+        with self._schema_lock, self._connection(wait, self.write_timeout_s) as conn:
             if self._schema_ready:
                 return
             upgraded = None
@@ -229,18 +256,19 @@ class PostgresResults:
                 row = conn.execute(
                     "SELECT value FROM tracepass_meta WHERE key = 'schema_version'"
                 ).fetchone()
-                if row is None:
+                version = None if row is None else self._version(row[0])
+                if version is None:
                     conn.execute(
                         "INSERT INTO tracepass_meta VALUES ('schema_version', %s)",
                         (str(PG_SCHEMA_VERSION),),
                     )
-                elif int(row[0]) > PG_SCHEMA_VERSION:
-                    raise StateError(
-                        f"{self.label}: results schema version {row[0]}, this tracepass "
+                elif version > PG_SCHEMA_VERSION:
+                    raise SchemaRefused(
+                        f"{self.label}: results schema version {version}, this tracepass "
                         f"reads version {PG_SCHEMA_VERSION}; upgrade tracepass"
                     )
-                elif int(row[0]) < PG_SCHEMA_VERSION:
-                    if int(row[0]) < 2:
+                elif version < PG_SCHEMA_VERSION:
+                    if version < 2:
                         upgraded = self._index_failure_modes(conn)
                     conn.execute(
                         "UPDATE tracepass_meta SET value = %s WHERE key = 'schema_version'",
@@ -249,6 +277,21 @@ class PostgresResults:
             if upgraded is not None:
                 self.failure_modes.committed(upgraded)
             self._schema_ready = True
+
+    def _version(self, text: object) -> int:
+        """`tracepass_meta.schema_version` as a number (`SchemaRefused` otherwise: a
+        database this tracepass did not write, or damaged; never guessed at)."""
+        try:
+            version = int(str(text).strip())
+        except ValueError:
+            version = -1
+        if version < 1:
+            raise SchemaRefused(
+                f"{self.label}: unreadable results schema version {str(text)[:64]!r} in "
+                "tracepass_meta (expected a number up to "
+                f"{PG_SCHEMA_VERSION}); point state.results_url at a tracepass database"
+            )
+        return version
 
     def _index_failure_modes(self, conn: psycopg.Connection[Any]) -> Any:
         """Upgrade from version 1: fill the failure-mode index from the stored results'
@@ -263,28 +306,48 @@ class PostgresResults:
         return self.failure_modes.write(conn, (), entries)
 
     @contextmanager
-    def _connection(self, timeout: float) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(
+        self, timeout: float, deadline_s: float | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection within `timeout` s, cut (`ResultsUnavailable`) when the
+        checkout and the work together take over `deadline_s` (default `timeout`;
+        an enclosing deadline of this thread stands instead)."""
         pool = self._pool
         if pool is None:
             raise ResultsUnavailable(f"results database {self.label}: not connected (closed)")
-        try:
-            with pool.connection(timeout=timeout) as conn:
-                yield conn
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise ResultsUnavailable(f"results database {self.label} unreachable: {exc}") from exc
+        limit = timeout if deadline_s is None else deadline_s
+        with self.deadlines.within(limit) as armed:
+            try:
+                with pool.connection(timeout=timeout) as conn:
+                    self.deadlines.attach(conn)
+                    yield conn
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                if armed.fired:
+                    raise ResultsUnavailable(
+                        f"results database {self.label} did not answer in time "
+                        f"(client-side deadline): {exc}"
+                    ) from exc
+                raise ResultsUnavailable(
+                    f"results database {self.label} unreachable: {exc}"
+                ) from exc
 
     @contextmanager
     def reading(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection for a read (`ResultsUnavailable` within `read_timeout_s`)."""
-        self.ensure_schema()
-        with self._connection(self.read_timeout_s) as conn:
-            yield conn
+        """A pooled connection for a read: the schema check, the checkout and the
+        queries answer or raise `ResultsUnavailable` within `read_timeout_s`."""
+        with self.deadlines.within(self.read_timeout_s):
+            self.ensure_schema(self.read_timeout_s)
+            with self._connection(self.read_timeout_s) as conn:
+                yield conn
 
     @contextmanager
     def writing(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in a transaction, for a write."""
         self.ensure_schema()
-        with self._connection(self.write_timeout_s) as conn, conn.transaction():
+        with (
+            self._connection(self.write_timeout_s, _WRITE_DEADLINE_S) as conn,
+            conn.transaction(),
+        ):
             yield conn
 
     # ---------------------------------------------------------------- writes
@@ -294,9 +357,10 @@ class PostgresResults:
         self.ensure_schema()
         newest: dict[str, OutboxRow] = {}
         for row in rows:  # one statement may touch a key once: keep its newest revision
-            kept = newest.get(row.key)
+            key = clean_text(row.key)  # the key as stored (`pg_session.py`)
+            kept = newest.get(key)
             if kept is None or row.revision >= kept.revision:
-                newest[row.key] = row
+                newest[key] = row
         batch = list(newest.values())
         if not batch:
             return 0
@@ -307,7 +371,10 @@ class PostgresResults:
             args.extend((r.key, r.revision, r.closed_at, r.evaluated_at, r.n_spans, r.view))
             args.extend(r.indexed)
         tools = {r.tools.digest: r.tools.tools for r in batch if r.tools is not None}
-        with self._connection(self.write_timeout_s) as conn, conn.transaction():
+        with (
+            self._connection(self.write_timeout_s, _WRITE_DEADLINE_S) as conn,
+            conn.transaction(),
+        ):
             if tools:  # what the batch's format-4 rows name, before them
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -317,17 +384,17 @@ class PostgresResults:
                     )
             changed = [k for (k,) in conn.execute(_UPSERT_HEAD + values + _UPSERT_TAIL, args)]
             keep = set(changed)
+            keep_rows = [r for k, r in newest.items() if k in keep]
             noted = self.failure_modes.write(
                 conn,
                 changed,
-                [ModeEntry.of(r.key, r.closed_at, r.indexed) for r in batch if r.key in keep],
+                [ModeEntry.of(r.key, r.closed_at, r.indexed) for r in keep_rows],
             )
             if changed:
                 conn.execute("DELETE FROM result_violations WHERE conv_key = ANY(%s)", (changed,))
                 violations = [
                     (rule, r.key, r.closed_at, outcome)
-                    for r in batch
-                    if r.key in keep
+                    for r in keep_rows
                     for rule, outcome in r.violations
                 ]
                 if violations:
@@ -343,7 +410,10 @@ class PostgresResults:
     def purge_results(self, evaluated_before: float) -> int:
         """Delete results evaluated before `evaluated_before` (retention)."""
         self.ensure_schema()
-        with self._connection(self.write_timeout_s) as conn, conn.transaction():
+        with (
+            self._connection(self.write_timeout_s, _WRITE_DEADLINE_S) as conn,
+            conn.transaction(),
+        ):
             conn.execute(
                 "DELETE FROM result_violations WHERE conv_key IN "
                 "(SELECT conv_key FROM results WHERE evaluated_at < %s)",

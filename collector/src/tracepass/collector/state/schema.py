@@ -109,6 +109,7 @@ def open_database(connect: Callable[[], sqlite3.Connection], path: Path) -> None
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StateError(f"{path}: cannot enable WAL journal mode (got {mode})")
+        _refuse_newer(conn, path)  # before anything below changes the file
         conn.executescript(_SCHEMA)
         conn.executescript(FAILURE_INDEX_SCHEMA)
         conn.executescript(REFERENCE_TOOLS_SCHEMA)
@@ -125,6 +126,8 @@ def open_database(connect: Callable[[], sqlite3.Connection], path: Path) -> None
                 f"{JOURNAL_RESULT}"
             )
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is not None:
+            row = (_version(path, row[0]),)
         if row is None or int(row[0]) in _UPGRADABLE or _lacks_index_columns(conn):
             _migrate_results(conn, path)
         if row is None:
@@ -142,6 +145,37 @@ def open_database(connect: Callable[[], sqlite3.Connection], path: Path) -> None
         conn.close()
     except sqlite3.DatabaseError as exc:
         raise StateError(f"{path}: not a usable SQLite state file: {exc}") from exc
+
+
+def _refuse_newer(conn: sqlite3.Connection, path: Path) -> None:
+    """StateError for a file written by a newer tracepass or with an unreadable version."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if has_meta is None:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is not None and _version(path, row[0]) > SCHEMA_VERSION:
+        raise StateError(
+            f"{path}: state schema version {row[0]}, this tracepass reads version "
+            f"{SCHEMA_VERSION} (written by a newer tracepass); upgrade tracepass or move "
+            "the file away to start fresh"
+        )
+
+
+def _version(path: Path, text: object) -> int:
+    """`meta.schema_version` as a number, or StateError: a file whose version cannot be
+    read is not guessed at (it would be "upgraded" or misread), it is refused."""
+    try:
+        version = int(str(text).strip())
+    except ValueError:
+        version = -1
+    if version < 1:
+        raise StateError(
+            f"{path}: unreadable state schema version {str(text)[:64]!r} (expected a "
+            f"number up to {SCHEMA_VERSION}); move the file away to start fresh"
+        )
+    return version
 
 
 def _lacks_index_columns(conn: sqlite3.Connection) -> bool:

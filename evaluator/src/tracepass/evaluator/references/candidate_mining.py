@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,11 +46,21 @@ __all__ = [
     "CandidateTurn",
     "Observation",
     "canonical",
+    "observation_bytes",
     "observe",
     "single_candidate",
+    "task_key",
 ]
 
 MAX_OBSERVATIONS_PER_TASK = 200
+# A task key longer than this is its first MAX_TASK_KEY_CHARS characters plus a digest of
+# the whole (the key's size is fixed; two long queries still group only when equal).
+MAX_TASK_KEY_CHARS = 512
+# What all kept observations may hold (their queries, answers and arguments, estimated):
+# a count bound alone let unique 500 KB first queries grow RSS ~1 MB per conversation
+# (issue 33); past the budget the least recently seen tasks go (`dropped_tasks`).
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+_OBSERVATION_OVERHEAD = 256
 MAX_EXAMPLES = 20
 MAX_TERMS = 5
 _TERM = re.compile(r"[^\W_][\w.,:/°%€$£-]*[^\W_%°€$£]|[^\W_]", re.UNICODE)
@@ -285,20 +296,45 @@ def single_candidate(conversation: Conversation, candidate_id: str) -> Candidate
     return _build(task, [obs], 1, 1.0, candidate_id)
 
 
+def task_key(query: str | None) -> str:
+    """The task a first query names: normalized, and a fixed size when long."""
+    key = normalize_query(query or "")
+    if len(key) <= MAX_TASK_KEY_CHARS:
+        return key
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{key[:MAX_TASK_KEY_CHARS]}#{digest}"
+
+
+def observation_bytes(obs: Observation) -> int:
+    """What `obs` holds, estimated for the miner's byte budget: Python's size of each
+    text (queries, answers, tool names, argument keys and canonical forms, the values
+    counted as large as their canonical form) plus a fixed overhead."""
+    size = _OBSERVATION_OVERHEAD + sys.getsizeof(obs.conversation_id)
+    size += sum(sys.getsizeof(q) for q in obs.queries if q)
+    size += sum(sys.getsizeof(a) for a in obs.answers if a)
+    for turn in obs.calls:
+        for name, arguments in turn:
+            size += sys.getsizeof(name)
+            size += sum(sys.getsizeof(k) + 2 * sys.getsizeof(c) for k, (c, _) in arguments.items())
+    return size
+
+
 class _Task:
-    __slots__ = ("candidate", "dirty", "observations")
+    __slots__ = ("bytes", "candidate", "dirty", "observations")
 
     def __init__(self) -> None:
         self.observations: OrderedDict[str, Observation] = OrderedDict()
         self.dirty = True
         self.candidate: Candidate | None = None
+        self.bytes = 0
 
 
 class CandidateMiner:
     """Unreferenced conversations grouped by task, proposals computed on demand for the
     tasks that changed since the last call. Bounded: the latest
     MAX_OBSERVATIONS_PER_TASK conversations per task, `max_tasks` tasks (the least
-    recently seen dropped first, counted in `dropped_tasks`)."""
+    recently seen dropped first, counted in `dropped_tasks`) and `max_bytes` of kept
+    observations (`observation_bytes`; the least recently seen tasks dropped first)."""
 
     def __init__(
         self,
@@ -306,10 +342,13 @@ class CandidateMiner:
         *,
         min_agreement: float = 0.8,
         max_tasks: int = 10000,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.min_conversations = min_conversations
         self.min_agreement = min_agreement
         self.max_tasks = max_tasks
+        self.max_bytes = max_bytes
+        self.bytes = 0  # observation_bytes of everything kept
         self._tasks: OrderedDict[str, _Task] = OrderedDict()
         self.dropped_tasks = 0
         self.closed: set[str] = set()  # tasks no longer mined (approved or referenced)
@@ -322,29 +361,51 @@ class CandidateMiner:
         (no turns or no first query, or its task is closed)."""
         if not conversation.turns or not conversation.complete:
             return False
-        task_key = normalize_query(conversation.turns[0].query or "")
-        if not task_key or task_key in self.closed:
+        key = task_key(conversation.turns[0].query)
+        if not key or key in self.closed:
             return False
-        task = self._tasks.get(task_key)
-        if task is None:
-            task = self._tasks[task_key] = _Task()
-            if len(self._tasks) > self.max_tasks:
-                self._tasks.popitem(last=False)
-                self.dropped_tasks += 1
-        else:
-            self._tasks.move_to_end(task_key)
         obs = observe(conversation, result)
-        task.observations.pop(conversation.id, None)  # a later revision replaces it
+        size = observation_bytes(obs)
+        if size > self.max_bytes:  # alone over the whole budget: never kept
+            self.dropped_tasks += 1
+            return False
+        task = self._tasks.get(key)
+        if task is None:
+            task = self._tasks[key] = _Task()
+            if len(self._tasks) > self.max_tasks:
+                self._drop_oldest()
+        else:
+            self._tasks.move_to_end(key)
+        old = task.observations.pop(conversation.id, None)  # a later revision replaces it
+        if old is not None:
+            self._forget(task, old)
         task.observations[conversation.id] = obs
+        task.bytes += size
+        self.bytes += size
         if len(task.observations) > MAX_OBSERVATIONS_PER_TASK:
-            task.observations.popitem(last=False)
+            self._forget(task, task.observations.popitem(last=False)[1])
         task.dirty = True
+        while self.bytes > self.max_bytes and len(self._tasks) > 1:
+            self._drop_oldest()
         return True
 
+    def _forget(self, task: _Task, obs: Observation) -> None:
+        size = observation_bytes(obs)
+        task.bytes -= size
+        self.bytes -= size
+
+    def _drop_oldest(self) -> None:
+        _, dropped = self._tasks.popitem(last=False)
+        self.bytes -= dropped.bytes
+        self.dropped_tasks += 1
+
     def close(self, task: str) -> None:
-        """Stop mining `task` (a normalized first query): it has a reference now."""
-        self.closed.add(task)
-        self._tasks.pop(task, None)
+        """Stop mining `task` (a first query, normalized or not): it has a reference now."""
+        key = task_key(task)
+        self.closed.add(key)
+        dropped = self._tasks.pop(key, None)
+        if dropped is not None:
+            self.bytes -= dropped.bytes
 
     def candidates(self) -> list[Candidate]:
         """Current proposals, most conversations first (ties by id)."""

@@ -286,7 +286,10 @@ class UiPages:
         window = request.query.get("window") or self._default_window(windows)
         if window not in windows:
             return self._error(f"window: {window!r} is not one of {', '.join(windows)}", 400)
-        data = self.model.agents()
+        try:  # with a shared results store the counts come from the database
+            data = await self.model.run(self.model.agents)
+        except LookupError as exc:  # its database unreachable: 503, like the API
+            return self._error(str(exc), 503)
         # metrics.headline_k: the k the dashboard, the alert and readiness speak of.
         rule = self.readiness
         if rule.k not in data["ks"]:
@@ -345,8 +348,16 @@ class UiPages:
                         }
                     )
                 )
-        chart = await self.model.run(lambda: self._trend(window))  # off the event loop
-        costs = self._version_costs(window)
+        review = self.review
+
+        def stored() -> tuple[TrendChart | None, dict[tuple[Any, Any], dict[str, Any]], Any]:
+            agreement = review.agreement_rows() if review is not None else None
+            return self._trend(window), self._version_costs(window), agreement
+
+        try:  # off the event loop: the results store may be a database far away
+            chart, costs, agreement = await self.model.run(stored)
+        except LookupError as exc:  # no state file, or the results database unreachable
+            return self._error(str(exc), 503)
         for row in rows:
             row["figures"] = costs.get((row["agent_name"], row["agent_version"]))
         return self._page(
@@ -360,7 +371,7 @@ class UiPages:
             level=data["level"],
             min_conversations=data["min_conversations"],
             chart=chart,
-            agreement=self.review.agreement_rows() if self.review is not None else None,
+            agreement=agreement,
         )
 
     async def runbook(self, request: web.Request) -> web.StreamResponse:
@@ -532,6 +543,7 @@ class UiPages:
                 if params.get("baseline_version")
                 else None
             )
+            known = await self.model.run(self._known_names)  # off the event loop too
         except ParamError as exc:
             return self._error(str(exc), 400)
         except LookupError as exc:
@@ -564,7 +576,7 @@ class UiPages:
             windows=[w for w, _ in self.model.rolling.windows],
             body=body,
             rows=rows,
-            **self._known_names(),
+            **known,
         )
 
     def _known_names(self) -> dict[str, Any]:
