@@ -15,8 +15,7 @@ from tracepass.collector.api import candidates as candidates_mod
 from tracepass.collector.api.candidates import ReferenceCandidates
 from tracepass.collector.state import StoredResult
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, ToolCall, Turn
-from tracepass.evaluator.references.candidate_mining import CandidateMiner
-from tracepass.evaluator.references.matching import normalize_query
+from tracepass.evaluator.references.candidate_mining import CandidateMiner, task_key
 
 
 def _stored(cid: str, query: str = "Plan a trip to Bergen") -> StoredResult:
@@ -95,7 +94,7 @@ def test_reads_are_rate_limited_and_closed_tasks_stay_closed(
     store.rows.append(_stored("c3"))
     asyncio.run(cands.refresh())
     assert store.reads == 2
-    assert normalize_query(candidate.query) in cands.miner.closed
+    assert task_key(candidate.query) in cands.miner.closed
     assert cands.listing()["candidates"] == []  # approved: not mined again
 
 

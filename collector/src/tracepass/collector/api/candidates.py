@@ -179,7 +179,10 @@ class ReferenceCandidates:
         decided = self._decisions.decided() if self._decisions is not None else {}
         old = self.miner
         miner = CandidateMiner(
-            old.min_conversations, min_agreement=old.min_agreement, max_tasks=old.max_tasks
+            old.min_conversations,
+            min_agreement=old.min_agreement,
+            max_tasks=old.max_tasks,
+            max_bytes=old.max_bytes,
         )
         miner.closed = closed
         for stored in self._shared(SHARED_MINE_LIMIT):
