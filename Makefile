@@ -11,7 +11,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export UV_NO_PROGRESS := 1
 
-.PHONY: setup demo test lint pytest bench reliability corpus lock dist clean
+.PHONY: setup demo test test-fast lint pytest bench reliability corpus lock dist clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -37,6 +37,12 @@ lint: setup
 
 pytest: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+## The unit layer only: no test that starts a process, a server or a system tool
+## (markers `slow`/`system`, enforced by tests/test_layout.py). Run it while you work;
+## `make test` before you hand a branch in. No lint here: run `make lint` on its own.
+test-fast: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow and not system" $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python bench/run_all.py

@@ -81,3 +81,21 @@ def test_evaluator_top_level_is_foundation_only() -> None:
     ]
     rooms = sorted(p.name for p in EVALUATOR.iterdir() if (p / "__init__.py").exists())
     assert rooms == ["graders", "judge", "offline", "references", "scoring", "stats"]
+
+
+def test_tests_that_start_processes_are_out_of_the_fast_lane() -> None:
+    """`make test-fast` runs `-m "not slow and not system"`: every test that starts a
+    process or a server (tests/_process_marks.py says how that is recognised) must carry
+    `slow` or `system`, so the fast lane stays the in-process unit layer."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _process_marks import needs
+
+    unmarked: list[str] = []
+    for path in sorted(Path(__file__).parent.rglob("test_*.py")):
+        whole_module, functions = needs(path.read_text())
+        if whole_module:
+            unmarked.append(f"{path}: a module-level helper starts processes; mark the module")
+        unmarked += [f"{path}:{fn.lineno}: {fn.name}" for fn in functions]
+    assert not unmarked, "not marked slow/system:\n" + "\n".join(unmarked)

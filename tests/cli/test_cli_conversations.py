@@ -19,6 +19,8 @@ from typer.testing import CliRunner
 
 from tracepass.collector.app.cli.main import app
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "otlp"
 EXPECTED = json.loads((DATA / "expected.json").read_text())["requests"]
 TRACEPASS = Path(sys.executable).parent / "tracepass"

@@ -254,6 +254,7 @@ def test_dataset_adk_eval_result_json_contract() -> None:
     assert doc["summary"]["pass_at_k"]["1"]["plugin"] == 0.0
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_html_without_the_report_extra_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """matplotlib missing (made unimportable in a fresh interpreter, as after an install
     without the extra): one `error:` line naming the install command, exit 2, no

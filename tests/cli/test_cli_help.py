@@ -70,6 +70,7 @@ def test_unknown_command_is_a_usage_error() -> None:
     assert "No such command 'evaluat'" in res.output
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_help_does_not_load_heavy_libraries() -> None:
     """`tracepass --help` must start fast: the evaluator's models, scipy, numpy,
     matplotlib, langchain-core, protobuf and the OTel SDK load only in the command that

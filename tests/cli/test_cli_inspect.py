@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tracepass.collector.app.cli.main import app
@@ -52,6 +53,7 @@ def test_table_numbers_turns_from_1() -> None:
     assert "· turn 0" not in res.stdout
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_unknown_reference_id_is_a_warning_with_references(tmp_path: Path) -> None:
     """A misspelled reference_id would silently fall back to query matching: with
     --references, inspect warns on that conversation and suggests the close id."""

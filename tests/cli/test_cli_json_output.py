@@ -113,6 +113,7 @@ def test_evaluate_report_parses_to_the_same_document(
     assert new == old
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_evaluate_traces_report_parses_to_the_same_document(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

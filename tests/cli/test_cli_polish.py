@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 HERE = Path(__file__).resolve().parent
 TRACEPASS = str(Path(sys.executable).with_name("tracepass"))
 COMMANDS = [

@@ -18,6 +18,8 @@ from tracepass.collector.app.cli.main import app
 from tracepass.collector.state import StateStore, StoredResult
 from tracepass.evaluator.models import Conversation, ConversationResult, Outcome, ToolCall, Turn
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 HERE = Path(__file__).resolve().parent
 runner = CliRunner()
 ADD_REF = """

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from tracepass.collector.app.cli.main import app
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 HERE = Path(__file__).resolve().parent
 REFS = HERE / "data" / "calc_refs.yaml"
 TRACEPASS = Path(sys.executable).parent / "tracepass"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 TRACEPASS = str(Path(sys.executable).with_name("tracepass"))
 
 

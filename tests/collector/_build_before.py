@@ -3,7 +3,9 @@ build (the branch point 68c296e, verbatim but for imports and names): the oracle
 `test_build_one_pass.py`, which patches these into `assembly/build.py` and checks that
 both builds give equal conversations. Not used by the product.
 
-Copied, not imported from history: the tests must run from a plain checkout."""
+Copied, not imported from history: the tests must run from a plain checkout. Extended
+since, naively, for the figures added after it (issue 34: cache-write input tokens, a
+cost the span carries and `cost_source`), so it stays a second implementation of them."""
 
 from __future__ import annotations
 
@@ -83,19 +85,21 @@ def _count_note(n: int, total: int, what: str) -> str:
 def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
     """Tokens, model calls and cost of the (priced) spans of a turn or conversation."""
     n = 0
-    sums = [0, 0, 0, 0]
-    carried = [0, 0, 0, 0]
-    bad: list[tuple[int, str] | None] = [None, None, None, None]
-    n_bad = [0, 0, 0, 0]
+    width = len(TOKEN_FIELDS)
+    sums = [0] * width
+    carried = [0] * width
+    bad: list[tuple[int, str] | None] = [None] * width
+    n_bad = [0] * width
     cost = 0.0
+    sources: set[str] = set()
     unpriced = 0
     unpriced_reason = ""
     for s in spans:
         if s.kind != KIND_MODEL:
             continue
         n += 1
-        counts = (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.reasoning_tokens)
-        for i in range(4):
+        counts = [getattr(s, name) for name in TOKEN_FIELDS]
+        for i in range(width):
             value = counts[i]
             if value is not None:
                 sums[i] += value
@@ -114,12 +118,14 @@ def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
                 unpriced_reason = (missing_here or {}).get("cost_usd", "not priced")
         else:
             cost += s.cost_usd
+            sources.add(s.cost_source or "prices")
     values: dict[str, Any] = {"model_calls": n}
     missing: dict[str, str] = {}
     if n == 0:
         for name in TOKEN_FIELDS:
             values[name] = None
         values["cost_usd"] = None
+        values["cost_source"] = None
         values["missing"] = {"cost_usd": "no model-call spans"}
         return _unchecked(Usage, values)
     for i, name in enumerate(TOKEN_FIELDS):
@@ -136,9 +142,11 @@ def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
             values[name] = sums[i]
     if unpriced:
         values["cost_usd"] = None
+        values["cost_source"] = None
         missing["cost_usd"] = f"{_count_note(unpriced, n, 'unpriced')}: {unpriced_reason}"
     else:
         values["cost_usd"] = cost
+        values["cost_source"] = sources.pop() if len(sources) == 1 else "mixed"
     values["missing"] = missing
     return _unchecked(Usage, values)
 
@@ -213,6 +221,11 @@ def combine_usage(parts: Sequence[Usage]) -> Usage:
             missing[name] = f"{len(with_calls) - len(carried)} turns' model calls carry no count"
         else:
             values[name] = sum(carried) if name != "cost_usd" else float(sum(carried))
+    sources = {p.cost_source or "prices" for p in with_calls}
+    if values["cost_usd"] is None:
+        values["cost_source"] = None
+    else:
+        values["cost_source"] = sources.pop() if len(sources) == 1 else "mixed"
     values["missing"] = missing
     return _unchecked(Usage, values)
 
@@ -276,8 +289,9 @@ def _entry(rec: SpanRecord, book: PriceBook) -> TimelineSpan:
         missing["duration"] = timing_problem(start, end) or "unusable start/end times"
     model: str | None = None
     provider: str | None = None
-    counts: list[int | None] = [None, None, None, None]
+    counts: list[int | None] = [None] * len(TOKEN_FIELDS)
     cost: float | None = None
+    source: str | None = None
     if kind == KIND_MODEL:
         model = model_of(rec.attributes)
         usage = rec.usage
@@ -288,18 +302,29 @@ def _entry(rec: SpanRecord, book: PriceBook) -> TimelineSpan:
                 usage.output_tokens,
                 usage.cached_input_tokens,
                 usage.reasoning_tokens,
+                usage.cache_write_input_tokens,
             ]
             if usage.problem is not None:
                 for note in usage.problem.split("; "):
                     name, _, why = note.partition(": ")
                     missing[name] = why
-        if any(name in missing for name in ("input_tokens", "output_tokens")):
+        span_cost = None if usage is None else usage.cost_usd
+        local: float | None = None
+        if not any(name in missing for name in ("input_tokens", "output_tokens")):
+            local = book.price(
+                model, TokenUsage(*counts[:4]), provider=provider, at_ns=rec.start_ns or None
+            ).cost_usd
+        # The span's own figure wins, but a zero only when local prices have none.
+        if span_cost is not None and (span_cost > 0 or local is None):
+            cost, source = span_cost, "span"
+        elif any(name in missing for name in ("input_tokens", "output_tokens")):
             missing["cost_usd"] = "invalid_usage"
         else:
             priced = book.price(
-                model, TokenUsage(*counts), provider=provider, at_ns=rec.start_ns or None
+                model, TokenUsage(*counts[:4]), provider=provider, at_ns=rec.start_ns or None
             )
             cost = priced.cost_usd
+            source = None if cost is None else "prices"
             if cost is None:
                 reason = priced.reason or "unknown"
                 missing["cost_usd"] = (
@@ -319,7 +344,9 @@ def _entry(rec: SpanRecord, book: PriceBook) -> TimelineSpan:
         "output_tokens": counts[1],
         "cached_input_tokens": counts[2],
         "reasoning_tokens": counts[3],
+        "cache_write_input_tokens": counts[4],
         "cost_usd": cost,
+        "cost_source": source,
         "missing": missing,
     }
     return construct_unchecked(TimelineSpan, values)

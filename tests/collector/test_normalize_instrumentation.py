@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracepass.collector.normalize import RecordKind, normalize_request
+
+pytestmark = pytest.mark.slow  # starts a process or a server
 
 _SCRIPT = r"""
 import sys

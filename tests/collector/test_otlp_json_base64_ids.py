@@ -40,6 +40,7 @@ def test_hex_ids_still_decode() -> None:
     assert decoded.resource_spans[0].scope_spans[0].spans[0].trace_id == bytes(range(1, 17))
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_cli_names_base64_with_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "traces.jsonl"
     path.write_text(MessageToJson(_request(), indent=None) + "\n")

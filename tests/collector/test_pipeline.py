@@ -267,6 +267,7 @@ def test_tune_gc_raises_the_young_threshold_and_never_lowers_it() -> None:
         gc.set_threshold(*before)
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_freeze_startup_objects_takes_them_out_of_the_gc_scans() -> None:
     """In a fresh interpreter (freezing is process-wide and permanent)."""
     import subprocess

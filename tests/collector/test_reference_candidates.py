@@ -130,6 +130,7 @@ def test_writer_validates_never_overwrites_and_leaves_nothing(tmp_path: Path) ->
         assert "cannot write /proc/self/c.yaml" in str(denied.value)
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_a_directory_that_cannot_take_the_file_is_a_clear_error(tmp_path: Path) -> None:
     """A file size limit (RLIMIT_FSIZE) makes the write fail as a full disk would; run in
     a subprocess so the limit binds nothing else."""

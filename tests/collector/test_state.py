@@ -197,6 +197,7 @@ CHILD_REQUESTS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts a process or a server
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("child", [CHILD, CHILD_REQUESTS], ids=["records", "requests"])
 def test_acknowledged_spans_survive_kill_9(tmp_path: Path, child: str) -> None:

@@ -41,8 +41,10 @@ NO_USAGE = {
     "output_tokens": None,
     "cached_input_tokens": None,
     "reasoning_tokens": None,
+    "cache_write_input_tokens": None,
     "model_calls": 0,
     "cost_usd": None,
+    "cost_source": None,
     "missing": {"cost_usd": "recorded before tokens and cost were read"},
 }
 

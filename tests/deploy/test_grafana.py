@@ -18,6 +18,8 @@ import yaml
 
 from conftest import require_tool
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "tracepass.json"

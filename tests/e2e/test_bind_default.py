@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from _live_support import START_TIMEOUT, TRACEPASS, clean_env, wait_until
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/net/tcp").exists(), reason="needs Linux /proc/net/tcp"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc/net/tcp"),
+]
 
 
 def _listening_addresses(port: int) -> set[str]:

@@ -69,6 +69,10 @@ def test_queue_label_and_the_overview_kappa_changes(tmp_path: Path) -> None:
         dom = _dump(chromium, f"{s.http}/ui/review?conversation_id={FAILING}", tmp_path / "p2")
         assert 'id="label-form"' not in dom
         assert "Write access is off" in dom
+        # Turns numbered from 1 like the conversation page; each tool call with its arguments.
+        assert "<h2>Turn 1</h2>" in dom
+        assert "<h2>Turn 0</h2>" not in dom
+        assert '<table class="tools">' in dom
         s.terminate()
 
 

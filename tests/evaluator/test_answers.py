@@ -130,6 +130,7 @@ def test_deterministic_graders_need_no_event_loop() -> None:
     assert res.score == pytest.approx(5 / 6)
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_core_works_without_langchain() -> None:
     """langchain-core is an optional extra: grading (and importing the judge module)
     must work when it cannot be imported."""

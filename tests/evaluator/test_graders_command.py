@@ -13,6 +13,8 @@ from tracepass.evaluator.graders import GradeInput, GraderConfigError, Verdict, 
 from tracepass.evaluator.models import GraderSpec, ReferenceTurn
 from tracepass.evaluator.scoring.answers import grade_answer
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 
 def script(tmp_path: Path, body: str) -> list[str]:
     path = tmp_path / "grader.py"

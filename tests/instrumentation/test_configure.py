@@ -26,6 +26,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tracepass.instrumentation import configure, shutdown, tool
 from tracepass.instrumentation._context import is_installed
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 AGENT_SCRIPT = textwrap.dedent(
     """
     import sys

@@ -242,6 +242,7 @@ print(json.dumps({s.name: dict(s.attributes or {}) for s in exporter.get_finishe
 """
 
 
+@pytest.mark.slow  # starts a process or a server
 @pytest.mark.parametrize("setup", ["configure", "install", "own"])
 def test_which_spans_carry_the_conversation_attributes(setup: str) -> None:
     """docs/instrumentation.md's table, in a fresh interpreter per setup (the global

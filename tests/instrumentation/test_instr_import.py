@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY_PREFIXES = (
     "langchain",
     "langgraph",
@@ -23,6 +25,7 @@ HEAVY_PREFIXES = (
 )
 
 
+@pytest.mark.slow  # starts a process or a server
 def test_import_loads_nothing_heavy() -> None:
     code = (
         "import json, sys; import tracepass.instrumentation; print(json.dumps(sorted(sys.modules)))"

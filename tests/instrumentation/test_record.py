@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 AGENT = textwrap.dedent(
     """
     import sys

@@ -26,6 +26,8 @@ from tracepass.instrumentation._bounded import (
     resolve_shutdown_timeout,
 )
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 AGENT = textwrap.dedent(
     """
     import sys, time

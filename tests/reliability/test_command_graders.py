@@ -16,7 +16,7 @@ import yaml
 from _serve import REFERENCES, TRACEPASS, Serve, write_config
 from test_normalize_basics import make_request, make_span
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _command_refs(marker: Path) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 # 15 interpreters start at once: on a loaded 2-core machine (load average 40) that took
 # over 120 s. The deadline only bounds a hang (an accepted config keeps running).
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 DEADLINE_S = 480
 
 TRACEPASS = Path(sys.executable).parent / "tracepass"

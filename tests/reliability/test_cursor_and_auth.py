@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from _serve import Serve, write_config
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 TOKEN = "s3cret"
 

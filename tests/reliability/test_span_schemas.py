@@ -27,7 +27,7 @@ from tracepass.evaluator.schema_guard import (
 )
 from tracepass.evaluator.scoring.learned_checks import check_arguments, validate_arguments
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 class SilentListener:

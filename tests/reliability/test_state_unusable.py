@@ -14,7 +14,7 @@ from _serve import TRACEPASS, Serve, write_config
 from _tmpfs import tmpfs
 from test_normalize_basics import make_request, make_span
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 PAGE = 16 * 1024  # the state file's page size (state/store.py)
 

@@ -23,7 +23,7 @@ import pytest
 from _serve import Serve, write_config
 from test_normalize_basics import make_request, make_span
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 HERE = Path(__file__).resolve().parent
 INJECTION = (

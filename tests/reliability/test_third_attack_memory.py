@@ -50,7 +50,7 @@ from tracepass.evaluator.references.candidate_mining import (
 )
 from tracepass.evaluator.scoring.evaluator import Evaluator
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # starts a process or a server
 
 REQUESTS = int(os.environ.get("TRACEPASS_MEMO_REQUESTS", "120"))
 KEY_BYTES = 400_000

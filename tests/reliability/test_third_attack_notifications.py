@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTMANAGER_DIR = ROOT / "deploy" / "alertmanager"

@@ -21,6 +21,8 @@ import pytest
 
 from tracepass.evaluator.offline import human_review
 
+pytestmark = pytest.mark.slow  # starts a process or a server
+
 TRACEPASS = Path(sys.executable).parent / "tracepass"
 
 HOSTILE = [

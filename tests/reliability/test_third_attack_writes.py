@@ -31,7 +31,7 @@ import yaml
 from _serve import TRACEPASS, Serve, write_config
 from test_normalize_basics import make_request, make_span
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 WRITE_TOKEN = "third-attack-write"
 WRITE = {"Authorization": f"Bearer {WRITE_TOKEN}"}

@@ -19,7 +19,7 @@ import pytest
 from _serve import Serve, write_config
 from test_normalize_basics import make_request, make_span
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 TOKEN = "ui-s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

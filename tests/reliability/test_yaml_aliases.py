@@ -16,7 +16,7 @@ from _serve import TRACEPASS
 
 from tracepass.evaluator.strict_yaml import MAX_ALIAS_EXPANSION, YamlFileError, locations, parse
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _bomb(levels: int = 9) -> str:

@@ -10,8 +10,11 @@ the metrics and the reports show, with the rules spelled once:
   None, not 0. Input and output tokens are None when some calls carry them and others
   do not (a partial sum would be a guess); cached and reasoning tokens are summed over
   the calls that report them (providers omit a zero detail).
-* Cost is the sum of every model call's price (`pricing.PriceBook`); None when any
-  call cannot be priced (unknown model, missing or invalid counts), with the reason.
+* Cost is the sum of every model call's cost; None when any call has none (unknown
+  model, missing or invalid counts), with the reason. A call's cost is the figure its
+  span carries (a gateway's or provider's, `cost_source: "span"`) when it has one, else
+  its price from local prices (`pricing.PriceBook`, `cost_source: "prices"`); a
+  turn's or conversation's `cost_source` is "span", "prices" or "mixed".
 * Wall latency is first span start to last span end; model and tool time are the sums
   of their spans' durations (parallel tool calls can make tool time exceed the wall
   time); the slowest step is the longest span other than the turn's own.
@@ -34,6 +37,9 @@ from tracepass.evaluator.construct import construct_unchecked
 from tracepass.evaluator.pricing import PriceBook, TokenUsage
 
 __all__ = [
+    "COST_MIXED",
+    "COST_PRICES",
+    "COST_SPAN",
     "KIND_MODEL",
     "KIND_TOOL",
     "KIND_TURN",
@@ -64,9 +70,14 @@ TOKEN_FIELDS: Final = (
     "output_tokens",
     "cached_input_tokens",
     "reasoning_tokens",
+    "cache_write_input_tokens",
 )
+COST_SPAN: Final = "span"
+COST_PRICES: Final = "prices"
+COST_MIXED: Final = "mixed"
 # Counts whose absence on some calls makes the total unknown (see the module doc).
 _REQUIRED_ON_EVERY_CALL: Final = frozenset({"input_tokens", "output_tokens"})
+_N_COUNTS: Final = len(TOKEN_FIELDS)
 _NS: Final = 1e9
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -104,7 +115,10 @@ class TimelineSpan(_Frozen):
     output_tokens: int | None = None
     cached_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_input_tokens: int | None = None
     cost_usd: float | None = None
+    # Where `cost_usd` comes from: "span" (the span's own figure) or "prices".
+    cost_source: str | None = None
     # {field: why it is None}: a token count, "duration", "cost_usd".
     missing: dict[str, str] = Field(default_factory=dict)
 
@@ -116,8 +130,11 @@ class Usage(_Frozen):
     output_tokens: int | None = None
     cached_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_input_tokens: int | None = None
     model_calls: int = 0
     cost_usd: float | None = None
+    # "span", "prices" or "mixed" (see the module doc); None when `cost_usd` is.
+    cost_source: str | None = None
     missing: dict[str, str] = Field(default_factory=dict)
 
 
@@ -150,17 +167,20 @@ def _token_usage(span: TimelineSpan) -> TokenUsage:
 
 
 def price_spans(spans: Sequence[TimelineSpan], book: PriceBook) -> tuple[TimelineSpan, ...]:
-    """`spans` with each model call's `cost_usd` (or `missing["cost_usd"]`) filled in."""
+    """`spans` with each model call's `cost_usd` (or `missing["cost_usd"]`) filled in
+    from `book`; a cost the span itself carried (`cost_source: "span"`) is kept."""
     out: list[TimelineSpan] = []
     for span in spans:
-        if span.kind != KIND_MODEL:
+        if span.kind != KIND_MODEL or span.cost_source == COST_SPAN:
             out.append(span)
             continue
         priced = book.price(
             span.model, _token_usage(span), provider=span.provider, at_ns=span.start_ns
         )
         if priced.cost_usd is not None:
-            out.append(span.model_copy(update={"cost_usd": priced.cost_usd}))
+            out.append(
+                span.model_copy(update={"cost_usd": priced.cost_usd, "cost_source": COST_PRICES})
+            )
         else:
             reason = priced.reason or "unknown"
             if span.model and reason != "missing_model":
@@ -194,6 +214,7 @@ class SpanFold:
         "_bad",
         "_carried",
         "_cost",
+        "_cost_sources",
         "_end",
         "_model_s",
         "_n_bad",
@@ -220,6 +241,7 @@ class SpanFold:
     _bad: list[str | None]
     _n_bad: list[int]
     _cost: float
+    _cost_sources: set[str]
     _unpriced: int
     _unpriced_reason: str
 
@@ -242,20 +264,23 @@ class SpanFold:
         counts: Sequence[int | None],
         missing: Mapping[str, str],
         cost_usd: float | None,
+        cost_source: str | None = COST_PRICES,
     ) -> None:
-        """One model call: its four token counts (`TOKEN_FIELDS` order), why any is
-        unusable or the call unpriced (`missing`), its price (None: unpriced)."""
+        """One model call: its token counts (`TOKEN_FIELDS` order; a shorter sequence
+        leaves the last ones unset), why any is unusable or the call unpriced
+        (`missing`), its cost (None: unpriced) and where that comes from."""
         if self.calls == 0:
-            self._sums = [0, 0, 0, 0]
-            self._carried = [0, 0, 0, 0]
-            self._bad = [None, None, None, None]
-            self._n_bad = [0, 0, 0, 0]
+            self._sums = [0] * _N_COUNTS
+            self._carried = [0] * _N_COUNTS
+            self._bad = [None] * _N_COUNTS
+            self._n_bad = [0] * _N_COUNTS
             self._cost = 0.0
+            self._cost_sources = set()
             self._unpriced = 0
             self._unpriced_reason = ""
         self.calls += 1
         sums, carried = self._sums, self._carried
-        for i in range(4):
+        for i in range(min(len(counts), _N_COUNTS)):
             value = counts[i]
             if value is not None:
                 sums[i] += value
@@ -274,6 +299,7 @@ class SpanFold:
                 self._unpriced_reason = missing.get("cost_usd", "not priced")
         else:
             self._cost += cost_usd
+            self._cost_sources.add(cost_source or COST_PRICES)
 
     def add_span(
         self,
@@ -331,11 +357,13 @@ class SpanFold:
         values["model_calls"] = n
         if self._unpriced:
             values["cost_usd"] = None
+            values["cost_source"] = None
             missing["cost_usd"] = (
                 f"{_count_note(self._unpriced, n, 'unpriced')}: {self._unpriced_reason}"
             )
         else:
             values["cost_usd"] = self._cost
+            values["cost_source"] = _source_of(self._cost_sources)
         values["missing"] = missing
         return construct_unchecked(Usage, values)
 
@@ -377,6 +405,13 @@ class SpanFold:
         return (self._start, self._end) if self._timed else None
 
 
+def _source_of(sources: set[str]) -> str:
+    """One figure's `cost_source` from its parts' ("mixed" when they differ)."""
+    if len(sources) == 1:
+        return next(iter(sources))
+    return COST_MIXED
+
+
 def _no_model_calls() -> Usage:
     """The usage of a turn or conversation without model calls (a fresh `missing` dict
     each: the models are frozen, their dicts are not)."""
@@ -387,8 +422,10 @@ def _no_model_calls() -> Usage:
             "output_tokens": None,
             "cached_input_tokens": None,
             "reasoning_tokens": None,
+            "cache_write_input_tokens": None,
             "model_calls": 0,
             "cost_usd": None,
+            "cost_source": None,
             "missing": {"cost_usd": "no model-call spans"},
         },
     )
@@ -400,9 +437,16 @@ def usage_of(spans: Iterable[TimelineSpan]) -> Usage:
     for s in spans:
         if s.kind == KIND_MODEL:
             fold.add_model_call(
-                (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.reasoning_tokens),
+                (
+                    s.input_tokens,
+                    s.output_tokens,
+                    s.cached_input_tokens,
+                    s.reasoning_tokens,
+                    s.cache_write_input_tokens,
+                ),
                 s.missing,
                 s.cost_usd,
+                s.cost_source,
             )
     return fold.usage()
 
@@ -447,6 +491,8 @@ def combine_usage(parts: Sequence[Usage]) -> Usage:
             missing[name] = f"{len(with_calls) - len(carried)} turns' model calls carry no count"
         else:
             values[name] = sum(carried) if name != "cost_usd" else float(sum(carried))
+    sources = {p.cost_source or COST_PRICES for p in with_calls}
+    values["cost_source"] = None if values["cost_usd"] is None else _source_of(sources)
     values["missing"] = missing
     return _unchecked(Usage, values)
 

@@ -18,6 +18,8 @@ from tracepass.collector.api.review import ReviewQueue
 from tracepass.collector.api.routes import read_routes
 from tracepass.collector.api.triage import Triage
 from tracepass.collector.api.ui import ui_routes
+from tracepass.collector.api.ui.humane import duration as humane_duration
+from tracepass.collector.api.ui.humane import usd as humane_usd
 from tracepass.collector.api.views import conversation_json, conversation_view_json
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "conversation_routes",
     "conversation_view_json",
     "failure_modes_json",
+    "humane_duration",
+    "humane_usd",
     "pooled_snapshots",
     "read_routes",
     "ui_routes",

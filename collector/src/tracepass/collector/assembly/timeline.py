@@ -20,6 +20,8 @@ from typing import Final
 from tracepass.collector.normalize import MAX_SPAN_DURATION_NS, model_of, timing_problem
 from tracepass.collector.records import RecordKind, SpanRecord
 from tracepass.evaluator.cost_latency import (
+    COST_PRICES,
+    COST_SPAN,
     KIND_MODEL,
     KIND_OTHER,
     KIND_TOOL,
@@ -44,39 +46,56 @@ _KINDS: Final = {
     RecordKind.MODEL: KIND_MODEL,
     RecordKind.TOOL: KIND_TOOL,
 }
-_NO_COUNTS: Final[tuple[int | None, ...]] = (None, None, None, None)
+_NO_COUNTS: Final[tuple[int | None, ...]] = (None, None, None, None, None)
 
 
 def _model_call(
     rec: SpanRecord, book: PriceBook, missing: dict[str, str]
-) -> tuple[str | None, str | None, tuple[int | None, ...], float | None]:
-    """A model call's model, provider, token counts and price; why any is missing goes
-    into `missing` (after its "duration", if any: the timeline's key order)."""
+) -> tuple[str | None, str | None, tuple[int | None, ...], float | None, str | None]:
+    """A model call's model, provider, token counts (`TOKEN_FIELDS` order), cost and
+    where the cost comes from; why any is missing goes into `missing` (after its
+    "duration", if any: the timeline's key order).
+
+    A cost the span carries (a gateway's or provider's own figure) wins over local
+    prices, except a zero when local prices do price the call: several instrumentations
+    write 0 for a model whose price they do not know."""
     model = model_of(rec.attributes)
     provider: str | None = None
     counts: tuple[int | None, ...] = _NO_COUNTS
+    span_cost: float | None = None
     usage = rec.usage
     if usage is not None:
         provider = usage.provider
+        span_cost = usage.cost_usd
         counts = (
             usage.input_tokens,
             usage.output_tokens,
             usage.cached_input_tokens,
             usage.reasoning_tokens,
+            usage.cache_write_input_tokens,
         )
         if usage.problem is not None:
             for note in usage.problem.split("; "):
                 name, _, why = note.partition(": ")
                 missing[name] = why
+    if span_cost is not None and span_cost > 0:
+        return model, provider, counts, span_cost, COST_SPAN
     if "input_tokens" in missing or "output_tokens" in missing:
+        if span_cost is not None:
+            return model, provider, counts, span_cost, COST_SPAN
         missing["cost_usd"] = "invalid_usage"
-        return model, provider, counts, None
-    priced = book.price(model, TokenUsage(*counts), provider=provider, at_ns=rec.start_ns or None)
+        return model, provider, counts, None, None
+    priced = book.price(
+        model, TokenUsage(*counts[:4]), provider=provider, at_ns=rec.start_ns or None
+    )
     cost = priced.cost_usd
     if cost is None:
+        if span_cost is not None:
+            return model, provider, counts, span_cost, COST_SPAN
         reason = priced.reason or "unknown"
         missing["cost_usd"] = f"{reason}: {model}" if model and reason != MISSING_MODEL else reason
-    return model, provider, counts, cost
+        return model, provider, counts, None, None
+    return model, provider, counts, cost, COST_PRICES
 
 
 def turn_figures(
@@ -111,8 +130,8 @@ def turn_figures(
         error = rec.error
         if kind == KIND_MODEL:
             missing = {"duration": untimed} if untimed is not None else {}
-            model, provider, counts, cost = _model_call(rec, book, missing)
-            fold.add_model_call(counts, missing, cost)
+            model, provider, counts, cost, source = _model_call(rec, book, missing)
+            fold.add_model_call(counts, missing, cost, source)
             # A token note could name the duration too (then it is the reason given).
             add_span(kind, rec.span_id, name, start, end, missing.get("duration"))
         else:
@@ -120,7 +139,7 @@ def turn_figures(
             if kind == KIND_OTHER and error is None:
                 continue  # counted, not stored
             missing = {"duration": untimed} if untimed is not None else {}
-            model = provider = cost = None
+            model = provider = cost = source = None
             counts = _NO_COUNTS
         if len(kept) < MAX_TIMELINE_SPANS:
             kept.append(
@@ -140,7 +159,9 @@ def turn_figures(
                         "output_tokens": counts[1],
                         "cached_input_tokens": counts[2],
                         "reasoning_tokens": counts[3],
+                        "cache_write_input_tokens": counts[4],
                         "cost_usd": cost,
+                        "cost_source": source,
                         "missing": missing,
                     },
                 )

@@ -23,3 +23,7 @@ class ModelUsage:
     provider: str | None = None
     # "input_tokens: negative (-3)"-style notes, "; "-joined; None when all were usable.
     problem: str | None = None
+    # Input tokens written to the provider's prompt cache (Anthropic's cache creation).
+    cache_write_input_tokens: int | None = None
+    # The call's cost as the span reports it (a gateway's or provider's figure, USD).
+    cost_usd: float | None = None

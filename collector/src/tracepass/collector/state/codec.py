@@ -121,6 +121,8 @@ def _encode_usage(usage: ModelUsage | None) -> list[Any] | None:
         usage.reasoning_tokens,
         usage.provider,
         usage.problem,
+        usage.cache_write_input_tokens,
+        usage.cost_usd,
     ]
 
 
@@ -136,6 +138,9 @@ def _decode_usage(fields: list[Any]) -> ModelUsage | None:
         reasoning_tokens=u[3],
         provider=u[4],
         problem=u[5],
+        # Elements 6-7 are absent in rows written before they were read.
+        cache_write_input_tokens=u[6] if len(u) > 6 else None,
+        cost_usd=u[7] if len(u) > 7 else None,
     )
 
 

@@ -24,6 +24,7 @@ from aiohttp import web
 from tracepass.collector.api.params import FILTER_PARAMS, ParamError, check_bounds, format_time
 from tracepass.collector.api.query_guard import QueryRefused
 from tracepass.collector.api.read_model import ReadModel
+from tracepass.collector.api.ui import humane
 from tracepass.collector.api.ui.runbook import render_runbook
 from tracepass.collector.api.ui.security import (
     allowed_hosts,
@@ -80,16 +81,12 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def _usd(value: float | None) -> str:
-    """A cost as the API's number, rounded for reading ($ and 6 significant digits)."""
-    if value is None:
-        return "unknown"
-    return f"${value:.6g}" if value < 1000 else f"${value:,.2f}"
+    """A cost in plain dollars (`$0.000048`, never an exponent)."""
+    return humane.usd(value, unknown="unknown")
 
 
 def _secs(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+    return humane.duration(value)
 
 
 def _count(value: int | None) -> str:

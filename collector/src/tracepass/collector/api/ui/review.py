@@ -15,6 +15,7 @@ the queue read-only and no forms. The overview's agreement table comes from
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -25,6 +26,7 @@ from tracepass.collector.api.ui.security import conversation_path, secured
 from tracepass.collector.api.ui.write_pages import WritePages
 from tracepass.collector.api.write_access import WriteAccess, WriteRoute
 from tracepass.collector.receiver import GetRoute
+from tracepass.evaluator.models import ToolCall
 from tracepass.evaluator.offline.human_review import is_judge
 
 if TYPE_CHECKING:  # the queue builds these pages (`ReviewQueue.routes`)
@@ -88,13 +90,13 @@ class ReviewPages(WritePages):
                 "label": label,
                 "turns": [
                     {
-                        "index": t.index,
+                        "index": t.index + 1,  # numbered from 1 like the conversation page
                         "field": f"{TURN_FIELD}{t.index}",
                         "query": t.query,
                         "answer": t.answer,
                         "expected": t.expected_answer,
                         "correct": t.correct,
-                        "tools": [c.name for c in t.tool_calls],
+                        "tools": [_tool_row(c) for c in t.tool_calls],
                         "graders": [
                             {
                                 "name": g.grader,
@@ -177,3 +179,22 @@ class ReviewPages(WritePages):
                 secured(self.enqueue, self.hosts),
             ),
         ]
+
+
+# A reviewer reads arguments and results to judge a turn; a huge result is cut, not paged.
+_SHOWN_CHARS = 2000
+
+
+def _shown(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + f"… ({len(text):,} chars)"
+
+
+def _tool_row(call: ToolCall) -> dict[str, str | None]:
+    """One tool call as the review page shows it: name, arguments, result or error."""
+    return {
+        "name": call.name,
+        "arguments": _shown(call.arguments),
+        "result": None if call.result is None else _shown(call.result),
+        "error": call.error,
+    }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from tracepass.collector.api.ui import humane
 from tracepass.evaluator.cost_latency import TimelineSpan, span_duration_s
 from tracepass.evaluator.models import Conversation
 
@@ -79,7 +80,7 @@ def _ticks(total_s: float) -> list[tuple[float, str]]:
     if total_s <= 0:
         return [(0.0, "0 s")]
     steps = 4
-    return [(BAR_WIDTH * i / steps, f"{total_s * i / steps:.3g} s") for i in range(steps + 1)]
+    return [(BAR_WIDTH * i / steps, humane.duration(total_s * i / steps)) for i in range(steps + 1)]
 
 
 def timeline_of(conversation: Conversation) -> Timeline | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from tracepass.collector.api import humane_duration, humane_usd
 from tracepass.collector.app.report import charts, data
 from tracepass.evaluator.offline.evaluation_run import TOOL_DIMENSIONS
 from tracepass.evaluator.stats.readiness import Readiness, Verdict, words
@@ -183,10 +184,10 @@ def _cost_row(v: Mapping[str, Any]) -> dict[str, str]:
     """One version's tokens, cost and latency, formatted (unknown figures as "—")."""
 
     def usd(x: Any) -> str:
-        return "—" if x is None else f"${x:.6g}"
+        return humane_usd(x)
 
     def secs(x: Any) -> str:
-        return "—" if x is None else f"{x:.3g} s"
+        return humane_duration(x)
 
     def count(x: Any) -> str:
         return "—" if x is None else f"{x:,}"
