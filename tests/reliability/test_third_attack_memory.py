@@ -33,6 +33,7 @@ from tracepass.collector.api.failure_modes import failure_modes
 from tracepass.collector.receiver import decode_json_bytes
 from tracepass.collector.state import ModeScope, StateStore, StoredResult
 from tracepass.collector.state.failure_index import VERSION_CACHE_ENTRIES
+from tracepass.evaluator.bounded_cache import eviction_counts
 from tracepass.evaluator.models import (
     Conversation,
     ExpectedTool,
@@ -41,7 +42,7 @@ from tracepass.evaluator.models import (
     ToolCall,
     Turn,
 )
-from tracepass.evaluator.pricing import MAX_MODEL_CHARS, PriceBook, TokenUsage
+from tracepass.evaluator.pricing import MAX_MODEL_CHARS, RESOLVED_ENTRIES, PriceBook, TokenUsage
 from tracepass.evaluator.references.candidate_mining import (
     MAX_TASK_KEY_CHARS,
     CandidateMiner,
@@ -155,6 +156,24 @@ def test_unique_long_model_names_do_not_grow_the_price_cache() -> None:
     kept = _traced(run)
     assert kept < 1_000_000, kept  # one name is 1 MB: none was kept
     assert len(names[0]) > MAX_MODEL_CHARS
+
+
+def test_unique_short_model_names_keep_the_price_caches_bounded() -> None:
+    """Names under `MAX_MODEL_CHARS` reach the library: its own memos kept every one
+    (genai-prices' `_provider_misses`: ~330 bytes per unknown name, for good)."""
+    book = PriceBook()
+    book.price("gpt-4o", TokenUsage(10, 10))  # loads the library (~90 s under tracemalloc)
+
+    def names(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            assert book.price(f"{i}-" + "m" * 200, TokenUsage(10, 10)).cost_usd is None
+
+    # The warm-up fills our rates cache (RESOLVED_ENTRIES); then 2,000 more names.
+    kept = _traced(lambda: names(10_000, 2_000), warm=lambda: names(0, RESOLVED_ENTRIES + 100))
+    # Before: ≥ 660 KB for these 2,000 names; now every cache is full and stays so (the
+    # library's memos, emptied past LIBRARY_MEMO_ENTRIES, vary by at most ~85 KB).
+    assert kept < 200_000, kept
+    assert eviction_counts().get("price_library", 0) > 0
 
 
 def _conversation(i: int, query: str) -> Conversation:

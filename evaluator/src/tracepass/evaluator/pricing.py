@@ -322,7 +322,7 @@ class _Library:
 # counted under `price_library` in `bounded_cache.eviction_counts()`. The names are
 # read with getattr: a library version without them leaves nothing to trim (and
 # tests/reliability/test_third_attack_memory.py fails if memory grows again).
-LIBRARY_MEMO_ENTRIES: Final = 512
+LIBRARY_MEMO_ENTRIES: Final = 256
 _LIBRARY_MEMOS: Final = ("_lookup_cache", "_provider_cache", "_provider_misses")
 
 
@@ -340,10 +340,10 @@ def _trim_library_memos() -> None:
 
 # Bounds of the price caches (entries, estimated bytes): the model names that reach
 # them are at most MAX_MODEL_CHARS long, so the byte bounds are rarely what binds.
-RESOLVED_ENTRIES: Final = 4096
-RESOLVED_BYTES: Final = 4 * 1024 * 1024
-PER_CALL_ENTRIES: Final = 8192
-PER_CALL_BYTES: Final = 8 * 1024 * 1024
+RESOLVED_ENTRIES: Final = 1024
+RESOLVED_BYTES: Final = 1024 * 1024
+PER_CALL_ENTRIES: Final = 4096
+PER_CALL_BYTES: Final = 4 * 1024 * 1024
 
 _LIBRARY: Final = _Library()
 # A model (or provider) name longer than this is not looked up in the library (no real
