@@ -95,7 +95,7 @@ def test_json_shape_on_each_layout(files: list[str]) -> None:
             ]  # fmt: skip
             assert list(turn["usage"]) == [
                 "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens",
-                "model_calls", "cost_usd", "missing",
+                "cache_write_input_tokens", "model_calls", "cost_usd", "cost_source", "missing",
             ]  # fmt: skip
             for call in turn["tool_calls"]:
                 assert list(call) == ["name", "arguments", "result", "error", "call_id"]

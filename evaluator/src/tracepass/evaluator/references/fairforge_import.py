@@ -225,7 +225,7 @@ def import_fair_forge(
         ref_id = "+".join(qa_ids)
         ref = construct_unchecked(
             Reference,
-            {"id": ref_id, "turns": tuple(ref_turns), "match": _NO_MATCH, "tags": ()},
+            {"id": ref_id, "turns": tuple(ref_turns), "match": _NO_MATCH, "tags": (), "user": None},
         )
         if ref_id in refs:
             if not _same_reference(refs[ref_id][0], ref):
