@@ -128,4 +128,4 @@ def test_install_line_installs_what_the_readme_uses() -> None:
     line brings the `[report]` extra they need."""
     text = README.read_text(encoding="utf-8")
     assert "--format html" in text
-    assert "./collector[report]" in shlex.split(_install_line())
+    assert "./collector[all]" in shlex.split(_install_line())
